@@ -1,0 +1,363 @@
+//! Tables (CSV with a header row, Parquet): named numeric feature columns and an integer label
+//! column. Both are read into columns of `f64`, then checked and assembled the same way.
+
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
+    UInt64Type, UInt8Type,
+};
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::DataType;
+
+use crate::split::{class_count, split, standardize, Samples};
+use crate::{Dataset, DatasetError, DatasetSpec};
+
+/// A table read into memory: column names in file order and one `f64` vector per column.
+struct Table {
+    names: Vec<String>,
+    columns: Vec<Vec<f64>>,
+}
+
+impl Table {
+    fn column(&self, path: &Path, name: &str) -> Result<&[f64], DatasetError> {
+        match self.names.iter().position(|n| n == name) {
+            Some(i) => Ok(&self.columns[i]),
+            None => Err(DatasetError::bad(
+                path,
+                format!("missing column {name:?}; columns are {:?}", self.names),
+            )),
+        }
+    }
+}
+
+fn read_csv(path: &Path) -> Result<Table, DatasetError> {
+    let mut reader = csv::Reader::from_path(path).map_err(|e| csv_error(path, e))?;
+    let names: Vec<String> = reader
+        .headers()
+        .map_err(|e| csv_error(path, e))?
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let mut columns = vec![Vec::new(); names.len()];
+    for (row, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| csv_error(path, e))?;
+        for ((col, field), name) in columns.iter_mut().zip(record.iter()).zip(&names) {
+            let v: f64 = field.trim().parse().map_err(|_| {
+                DatasetError::bad(
+                    path,
+                    format!(
+                        "row {}: column {name:?}: {field:?} is not a number",
+                        row + 1
+                    ),
+                )
+            })?;
+            col.push(v);
+        }
+    }
+    Ok(Table { names, columns })
+}
+
+fn csv_error(path: &Path, e: csv::Error) -> DatasetError {
+    match e.into_kind() {
+        csv::ErrorKind::Io(source) => DatasetError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        kind => DatasetError::bad(path, format!("{kind:?}")),
+    }
+}
+
+/// Appends a numeric Arrow array to a column of `f64`; nulls and other types are errors.
+fn push_arrow(
+    path: &Path,
+    name: &str,
+    array: &ArrayRef,
+    out: &mut Vec<f64>,
+) -> Result<(), DatasetError> {
+    if array.null_count() > 0 {
+        return Err(DatasetError::bad(
+            path,
+            format!("column {name:?} has {} null values", array.null_count()),
+        ));
+    }
+    macro_rules! extend {
+        ($t:ty) => {
+            out.extend(
+                array
+                    .as_primitive::<$t>()
+                    .values()
+                    .iter()
+                    .map(|&v| v as f64),
+            )
+        };
+    }
+    match array.data_type() {
+        DataType::Float32 => extend!(Float32Type),
+        DataType::Float64 => extend!(Float64Type),
+        DataType::Int8 => extend!(Int8Type),
+        DataType::Int16 => extend!(Int16Type),
+        DataType::Int32 => extend!(Int32Type),
+        DataType::Int64 => extend!(Int64Type),
+        DataType::UInt8 => extend!(UInt8Type),
+        DataType::UInt16 => extend!(UInt16Type),
+        DataType::UInt32 => extend!(UInt32Type),
+        DataType::UInt64 => extend!(UInt64Type),
+        other => {
+            return Err(DatasetError::bad(
+                path,
+                format!("column {name:?} has type {other}, expected a number"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn read_parquet(path: &Path) -> Result<Table, DatasetError> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let file = std::fs::File::open(path).map_err(|source| DatasetError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |e: &dyn std::fmt::Display| {
+        DatasetError::bad(path, format!("not a readable Parquet file: {e}"))
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(&e))?;
+    let names: Vec<String> = builder
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let mut columns = vec![Vec::new(); names.len()];
+    for batch in builder.build().map_err(|e| bad(&e))? {
+        let batch = batch.map_err(|e| bad(&e))?;
+        for ((col, array), name) in columns.iter_mut().zip(batch.columns()).zip(&names) {
+            push_arrow(path, name, array, col)?;
+        }
+    }
+    Ok(Table { names, columns })
+}
+
+pub(crate) fn load(spec: &DatasetSpec) -> Result<Dataset, DatasetError> {
+    let (path, label, features, n_classes, do_standardize, test_fraction, split_seed, table) =
+        match spec {
+            DatasetSpec::Csv {
+                path,
+                label,
+                features,
+                n_classes,
+                standardize,
+                test_fraction,
+                split_seed,
+            } => (
+                path,
+                label,
+                features,
+                n_classes,
+                standardize,
+                test_fraction,
+                split_seed,
+                read_csv(path)?,
+            ),
+            DatasetSpec::Parquet {
+                path,
+                label,
+                features,
+                n_classes,
+                standardize,
+                test_fraction,
+                split_seed,
+            } => (
+                path,
+                label,
+                features,
+                n_classes,
+                standardize,
+                test_fraction,
+                split_seed,
+                read_parquet(path)?,
+            ),
+            _ => unreachable!("table::load is only called with a Csv or Parquet spec"),
+        };
+    let labels_f = table.column(path, label)?;
+    let mut y = Vec::with_capacity(labels_f.len());
+    for (row, &v) in labels_f.iter().enumerate() {
+        if !(v >= 0.0 && v.fract() == 0.0 && v <= u32::MAX as f64) {
+            return Err(DatasetError::bad(
+                path,
+                format!("row {}: label {v} in column {label:?} is out of range (expected an integer >= 0)", row + 1),
+            ));
+        }
+        y.push(v as u32);
+    }
+    let feature_names: Vec<String> = match features {
+        Some(f) => f.clone(),
+        None => table
+            .names
+            .iter()
+            .filter(|n| *n != label)
+            .cloned()
+            .collect(),
+    };
+    if feature_names.is_empty() {
+        return Err(DatasetError::bad(path, "no feature columns"));
+    }
+    let cols = feature_names
+        .iter()
+        .map(|n| table.column(path, n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let n = y.len();
+    let mut x = Vec::with_capacity(n * cols.len());
+    for row in 0..n {
+        for (col, name) in cols.iter().zip(&feature_names) {
+            let v = col[row];
+            if !v.is_finite() {
+                return Err(DatasetError::bad(
+                    path,
+                    format!("row {}: feature {name:?} is {v}", row + 1),
+                ));
+            }
+            x.push(v as f32);
+        }
+    }
+    let k = class_count(path, &y, *n_classes)?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "table".into());
+    let samples = Samples {
+        name,
+        n_features: cols.len(),
+        n_classes: k,
+        x,
+        y,
+        image_shape: None,
+    };
+    let mut d = split(samples, *test_fraction, *split_seed)?;
+    if *do_standardize {
+        standardize(&mut d);
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn csv_spec(path: &Path, features: Option<Vec<String>>, standardize: bool) -> DatasetSpec {
+        DatasetSpec::Csv {
+            path: path.to_path_buf(),
+            label: "y".into(),
+            features,
+            n_classes: None,
+            standardize,
+            test_fraction: 0.25,
+            split_seed: 1,
+        }
+    }
+
+    #[test]
+    fn csv_selects_columns_and_keeps_rows_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        // Feature a = 10·row, b = -row, label = row % 3: every row is recognisable after the split.
+        let mut text = String::from("a,y,b\n");
+        for r in 0..8 {
+            text += &format!("{},{},{}\n", 10 * r, r % 3, -r);
+        }
+        std::fs::write(&p, text).unwrap();
+        let d = crate::load(&csv_spec(&p, Some(vec!["b".into(), "a".into()]), false)).unwrap();
+        assert_eq!(
+            (d.n_train(), d.n_test(), d.n_features, d.n_classes),
+            (6, 2, 2, 3)
+        );
+        for (row, &y) in d
+            .train_x
+            .chunks_exact(2)
+            .chain(d.test_x.chunks_exact(2))
+            .zip(d.train_y.iter().chain(&d.test_y))
+        {
+            let r = -row[0];
+            assert_eq!(row[1], 10.0 * r);
+            assert_eq!(y, r as u32 % 3);
+        }
+        let s = crate::load(&csv_spec(&p, None, true)).unwrap();
+        let mean0: f32 = s.train_x.chunks_exact(2).map(|r| r[0]).sum::<f32>() / 6.0;
+        assert!(mean0.abs() < 1e-6);
+    }
+
+    #[test]
+    fn bad_csv_files_say_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.csv");
+        let err = |text: &str, spec: DatasetSpec| {
+            std::fs::write(&p, text).unwrap();
+            crate::load(&spec).unwrap_err().to_string()
+        };
+        let e = err("a,y\n1,0\nNaN,1\n3,0\n4,1\n", csv_spec(&p, None, false));
+        assert!(
+            e.contains("bad.csv") && e.contains("row 2") && e.contains("NaN"),
+            "{e}"
+        );
+        let e = err("a,y\n1,0\n2,-1\n3,0\n4,1\n", csv_spec(&p, None, false));
+        assert!(e.contains("label -1") && e.contains("out of range"), "{e}");
+        let e = err(
+            "a,y\n1,0\n2,1\n3,0\n4,1\n",
+            csv_spec(&p, Some(vec!["c".into()]), false),
+        );
+        assert!(e.contains("missing column \"c\""), "{e}");
+        let e = err("a,z\n1,0\n", csv_spec(&p, None, false));
+        assert!(e.contains("missing column \"y\""), "{e}");
+        let e = err("a,y\n1,0\nx,1\n", csv_spec(&p, None, false));
+        assert!(e.contains("\"x\" is not a number"), "{e}");
+    }
+
+    #[test]
+    fn parquet_reads_mixed_numeric_columns_and_rejects_nulls() {
+        use arrow_array::{Float32Array, Int64Array, RecordBatch};
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.parquet");
+        let write = |f: ArrayRef| {
+            let labels: ArrayRef = Arc::new(Int64Array::from(vec![0, 1, 1, 0]));
+            let batch = RecordBatch::try_from_iter([("f", f), ("label", labels)]).unwrap();
+            let file = std::fs::File::create(&p).unwrap();
+            let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+        };
+        let spec = DatasetSpec::Parquet {
+            path: p.clone(),
+            label: "label".into(),
+            features: None,
+            n_classes: Some(2),
+            standardize: false,
+            test_fraction: 0.25,
+            split_seed: 0,
+        };
+        write(Arc::new(Float32Array::from(vec![0.5, 1.5, 2.5, 3.5])));
+        let d = crate::load(&spec).unwrap();
+        assert_eq!(
+            (d.n_features, d.n_classes, d.n_train(), d.n_test()),
+            (1, 2, 3, 1)
+        );
+        let mut all: Vec<f32> = d.train_x.iter().chain(&d.test_x).copied().collect();
+        all.sort_by(f32::total_cmp);
+        assert_eq!(all, vec![0.5, 1.5, 2.5, 3.5]);
+
+        write(Arc::new(Float32Array::from(vec![
+            Some(0.5),
+            None,
+            Some(2.5),
+            Some(3.5),
+        ])));
+        let e = crate::load(&spec).unwrap_err().to_string();
+        assert!(e.contains("t.parquet") && e.contains("null"), "{e}");
+
+        std::fs::write(&p, b"not parquet").unwrap();
+        let e = crate::load(&spec).unwrap_err().to_string();
+        assert!(e.contains("not a readable Parquet file"), "{e}");
+    }
+}
