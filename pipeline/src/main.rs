@@ -1,1 +1,15 @@
-fn main() {}
+//! The `cotune` binary.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("cotune: internal error: {info}");
+    }));
+    let code = pipeline::cli::main_with(
+        std::env::args(),
+        std::sync::Arc::new(pipeline::real::RealStages::new()),
+    );
+    ExitCode::from(code)
+}

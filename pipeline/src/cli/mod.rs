@@ -1,0 +1,139 @@
+//! The `cotune` command line: flags are parsed into raw arguments (clap), then into a validated
+//! plan, and each command maps its errors to an exit code: 0 all trials ok, 1 some trials
+//! failed, 2 bad usage or experiment file (nothing run).
+
+mod plan_cmd;
+mod run_cmd;
+mod store_cmd;
+
+use crate::stage::StageSet;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Exit code: every trial ok.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: some trials failed (each recorded with its error).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: bad usage or experiment file; nothing ran.
+pub const EXIT_USAGE: u8 = 2;
+
+/// cotune: co-tune sparse neural networks and the kernels that run them.
+#[derive(Debug, Parser)]
+#[command(name = "cotune", version, about)]
+pub struct Args {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options shared by the commands that run an experiment.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Experiment file (TOML).
+    pub file: PathBuf,
+    /// Output folder; tables go in `<out>/<experiment>/`.
+    #[arg(long, default_value = "cotune-out")]
+    pub out: PathBuf,
+    /// Store folder (default `.cotune/store`, or `COTUNE_STORE`).
+    #[arg(long, env = "COTUNE_STORE", default_value = ".cotune/store")]
+    pub store: PathBuf,
+    /// Worker threads per process.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub workers: u64,
+    /// Number of processes in a timely cluster.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub processes: u64,
+    /// This process's index in the cluster (0-based).
+    #[arg(long, default_value_t = 0)]
+    pub process: u64,
+    /// Host file of the cluster: one `host:port` line per process.
+    #[arg(long)]
+    pub hostfile: Option<PathBuf>,
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run an experiment: compute what is missing, write the result tables.
+    Run(RunArgs),
+    /// Keep running: every save of the experiment file is applied as insertions and retractions.
+    Watch(RunArgs),
+    /// Show what a run would do: per stage, what is cached and what is new, and why.
+    Plan {
+        /// Experiment file.
+        file: PathBuf,
+        /// Store folder.
+        #[arg(long, env = "COTUNE_STORE", default_value = ".cotune/store")]
+        store: PathBuf,
+        /// List every new instance.
+        #[arg(long, short)]
+        verbose: bool,
+    },
+    /// Inspect and maintain the store.
+    Store {
+        /// Store folder.
+        #[arg(
+            long,
+            env = "COTUNE_STORE",
+            default_value = ".cotune/store",
+            global = true
+        )]
+        store: PathBuf,
+        /// What to do.
+        #[command(subcommand)]
+        action: StoreAction,
+    },
+}
+
+/// Store maintenance.
+#[derive(Debug, Subcommand)]
+pub enum StoreAction {
+    /// List entries.
+    Ls,
+    /// Verify every entry's recorded digests; exit 1 if any entry is damaged.
+    Verify,
+    /// Remove unfinished writes and damaged entries; with `--keep`, also entries no listed
+    /// experiment uses.
+    Gc {
+        /// Experiment files whose instances are kept.
+        #[arg(long)]
+        keep: Vec<PathBuf>,
+    },
+}
+
+/// Parses `args` and runs the command with the given stages. Returns the exit code.
+pub fn main_with(args: impl IntoIterator<Item = String>, stages: Arc<dyn StageSet>) -> u8 {
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match args.command {
+        Command::Run(r) => run_cmd::run(&r, stages, false),
+        Command::Watch(r) => run_cmd::run(&r, stages, true),
+        Command::Plan {
+            file,
+            store,
+            verbose,
+        } => plan_cmd::plan(&file, &store, verbose, stages.as_ref()),
+        Command::Store { store, action } => store_cmd::store(&store, action, stages.as_ref()),
+    }
+}
+
+/// Loads, validates and expands an experiment file; prints the error and returns `None` on
+/// failure.
+pub fn load_plan(
+    file: &std::path::Path,
+    stages: &dyn StageSet,
+) -> Result<crate::plan::Plan, String> {
+    let (raw, map) = crate::experiment::parse_file(file).map_err(|e| e.to_string())?;
+    let exp = crate::experiment::validate(&raw, &map).map_err(|e| e.to_string())?;
+    crate::experiment::expand(&exp, stages, &map).map_err(|e| e.to_string())
+}

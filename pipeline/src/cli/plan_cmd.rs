@@ -1,0 +1,165 @@
+//! `cotune plan`: what a run would compute, what is cached, and for each new instance which
+//! part of its key is new (config fields that differ from the closest stored instance of the
+//! same stage, and inputs that are themselves new).
+
+use super::{load_plan, EXIT_OK, EXIT_USAGE};
+use crate::key::AnyKey;
+use crate::plan::{Node, Plan, Spec};
+use crate::stage::{StageSet, STAGES};
+use crate::store::{read_entry, EntryState, Meta, Store};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Why an instance is new, in words.
+pub fn why_new(node: &Node, plan: &Plan, store: &Store, stored: &[Meta]) -> String {
+    let new_inputs: Vec<String> = node
+        .parents
+        .iter()
+        .filter(|k| !store.contains(k))
+        .map(|k| {
+            format!(
+                "{} {}",
+                plan.nodes.get(k).map_or("input", |n| n.spec.stage()),
+                k.short()
+            )
+        })
+        .collect();
+    let fields = node.canon.fields();
+    let closest = stored
+        .iter()
+        .filter(|m| m.stage == node.spec.stage())
+        .max_by_key(|m| {
+            m.config
+                .fields()
+                .iter()
+                .zip(fields)
+                .filter(|(a, b)| a == b)
+                .count()
+        });
+    let mut parts = vec![];
+    match closest {
+        None => parts.push("first instance of this stage in the store".to_owned()),
+        Some(m) => {
+            let diff: Vec<String> = fields
+                .iter()
+                .filter(|f| !m.config.fields().contains(f))
+                .map(|(name, v)| format!("{name}={v}"))
+                .collect();
+            if !diff.is_empty() {
+                parts.push(format!("new config {}", diff.join(", ")));
+            }
+            if m.version != node.version {
+                parts.push(format!(
+                    "stage version {} (stored {})",
+                    node.version, m.version
+                ));
+            }
+        }
+    }
+    if !new_inputs.is_empty() {
+        parts.push(format!("new input {}", new_inputs.join(", ")));
+    }
+    if parts.is_empty() {
+        parts.push(
+            "same config and inputs as a stored instance of another experiment layout".into(),
+        );
+    }
+    parts.join("; ")
+}
+
+fn label(spec: &Spec) -> String {
+    match spec {
+        Spec::Dataset(d) => format!("{:?}", d.source).to_lowercase(),
+        Spec::Train(t) => format!("lr={} epochs={} batch={}", t.lr, t.epochs, t.batch_size),
+        Spec::Prune(p, _) => format!(
+            "{} {}",
+            p.pattern.label(),
+            p.method
+                .map(|m| format!("{m:?}").to_lowercase())
+                .unwrap_or_default()
+        ),
+        Spec::Tune(t) => format!(
+            "{} {}x{} n={} {:?}",
+            t.pattern.label(),
+            t.rows,
+            t.cols,
+            t.batch_tokens,
+            t.backend
+        ),
+        Spec::Eval(e) => format!("{:?} batch sizes {:?}", e.backend, e.batch_sizes),
+    }
+}
+
+/// Prints the plan; returns the exit code.
+pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &dyn StageSet) -> u8 {
+    let plan = match load_plan(file, stages) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_USAGE;
+        }
+    };
+    let store = match Store::open(store_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let stored: Vec<Meta> = store
+        .entries()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|(k, dir)| match read_entry(dir, Some(k)) {
+            EntryState::Valid(m) => Some(*m),
+            _ => None,
+        })
+        .collect();
+    let mut per: BTreeMap<&str, (usize, Vec<(AnyKey, &Node)>)> = BTreeMap::new();
+    for (k, n) in &plan.nodes {
+        let e = per.entry(n.spec.stage()).or_default();
+        if store.contains(k) {
+            e.0 += 1;
+        } else {
+            e.1.push((*k, n));
+        }
+    }
+    println!(
+        "experiment {} ({} instances)",
+        plan.experiment,
+        plan.nodes.len()
+    );
+    println!(
+        "{:<12} {:>7} {:>7} {:>7}",
+        "stage", "total", "cached", "new"
+    );
+    for stage in STAGES {
+        let (cached, new) = per.get(stage).map_or((0, 0), |(c, n)| (*c, n.len()));
+        println!("{stage:<12} {:>7} {cached:>7} {new:>7}", cached + new);
+    }
+    for stage in STAGES {
+        let Some((_, new)) = per.get(stage) else {
+            continue;
+        };
+        let shown = if verbose {
+            new.len()
+        } else {
+            new.len().min(10)
+        };
+        for (k, n) in new.iter().take(shown) {
+            println!(
+                "  new {stage} {} [{}]: {}",
+                k.short(),
+                label(&n.spec),
+                why_new(n, &plan, &store, &stored)
+            );
+        }
+        if shown < new.len() {
+            println!(
+                "  ... {} more new {stage} instances (--verbose lists them)",
+                new.len() - shown
+            );
+        }
+    }
+    EXIT_OK
+}

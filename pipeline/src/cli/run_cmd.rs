@@ -1,0 +1,270 @@
+//! `cotune run` and `cotune watch`.
+
+use super::{load_plan, RunArgs, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use crate::driver::{self, Cluster, Output, PlanSource};
+use crate::engine::Engine;
+use crate::plan::Plan;
+use crate::progress::Progress;
+use crate::stage::StageSet;
+use crate::store::{MeasureLock, Store};
+use results::{Row, RunSummary, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+struct Once(Option<Plan>, bool);
+
+impl PlanSource for Once {
+    fn next(&mut self, _first: bool) -> Option<Plan> {
+        self.0.take()
+    }
+    fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64) {
+        if self.1 {
+            print_summary(summary, pareto, failed);
+        }
+    }
+}
+
+struct Watch {
+    file: PathBuf,
+    stages: Arc<dyn StageSet>,
+    first: Option<Plan>,
+    last_text: String,
+    experiment: String,
+}
+
+impl PlanSource for Watch {
+    fn next(&mut self, _first: bool) -> Option<Plan> {
+        if let Some(p) = self.first.take() {
+            return Some(p);
+        }
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let Ok(text) = std::fs::read_to_string(&self.file) else {
+                continue;
+            };
+            if text == self.last_text {
+                continue;
+            }
+            self.last_text = text;
+            match load_plan(&self.file, self.stages.as_ref()) {
+                Ok(plan) if plan.experiment != self.experiment => {
+                    eprintln!(
+                        "{}: the experiment name changed; restart watch to follow a new experiment",
+                        self.file.display()
+                    );
+                }
+                Ok(plan) => {
+                    eprintln!("{} changed: applying", self.file.display());
+                    return Some(plan);
+                }
+                Err(e) => {
+                    eprintln!("{e}\n(keeping the last valid version; fix the file and save again)")
+                }
+            }
+        }
+    }
+    fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64) {
+        print_summary(summary, pareto, failed);
+        eprintln!("watching {} (Ctrl-C to stop)", self.file.display());
+    }
+}
+
+fn addresses(args: &RunArgs) -> Result<Vec<String>, String> {
+    if args.processes <= 1 {
+        return Ok(vec![]);
+    }
+    let Some(hostfile) = &args.hostfile else {
+        return Ok((0..args.processes)
+            .map(|i| format!("127.0.0.1:{}", 2101 + i))
+            .collect());
+    };
+    let text =
+        std::fs::read_to_string(hostfile).map_err(|e| format!("{}: {e}", hostfile.display()))?;
+    let lines: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if lines.len() != args.processes as usize {
+        return Err(format!(
+            "{}: {} addresses for --processes {}",
+            hostfile.display(),
+            lines.len(),
+            args.processes
+        ));
+    }
+    Ok(lines)
+}
+
+/// Runs (or watches) an experiment; returns the exit code.
+pub fn run(args: &RunArgs, stages: Arc<dyn StageSet>, watch: bool) -> u8 {
+    if args.process >= args.processes {
+        eprintln!(
+            "error: --process {} is not below --processes {}",
+            args.process, args.processes
+        );
+        return EXIT_USAGE;
+    }
+    if watch && args.processes > 1 {
+        eprintln!("error: watch runs in one process (use --workers for threads)");
+        return EXIT_USAGE;
+    }
+    let addresses = match addresses(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let plan = match load_plan(&args.file, stages.as_ref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_USAGE;
+        }
+    };
+    let store = match Store::open(&args.store) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into());
+    let engine = Arc::new(Engine {
+        store,
+        stages: stages.clone(),
+        registry: RwLock::new(plan.nodes.clone()),
+        measure: MeasureLock::for_host(),
+        experiment: plan.experiment.clone(),
+        progress: Progress::new(args.quiet || args.process > 0),
+        host,
+        digest: RwLock::new(plan.digest()),
+    });
+    let cluster = Cluster {
+        workers: args.workers as usize,
+        processes: args.processes as usize,
+        process: args.process as usize,
+        addresses,
+    };
+    let source: Box<dyn PlanSource> = if watch {
+        Box::new(Watch {
+            file: args.file.clone(),
+            stages,
+            experiment: plan.experiment.clone(),
+            last_text: std::fs::read_to_string(&args.file).unwrap_or_default(),
+            first: Some(plan),
+        })
+    } else {
+        Box::new(Once(Some(plan), args.process == 0))
+    };
+    let out = Output {
+        out: args.out.clone(),
+    };
+    match driver::execute(engine, &cluster, out.clone(), source) {
+        Ok(report) => {
+            for e in &report.errors {
+                eprintln!("error writing results: {e}");
+            }
+            if args.process == 0 {
+                println!(
+                    "results: {}",
+                    out.out.join(&args.file_experiment_name()).display()
+                );
+            }
+            if report.failed > 0 || !report.errors.is_empty() {
+                EXIT_FAILED
+            } else {
+                EXIT_OK
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+impl RunArgs {
+    fn file_experiment_name(&self) -> String {
+        crate::experiment::parse_file(&self.file)
+            .map(|(r, _)| r.name.get_ref().clone())
+            .unwrap_or_default()
+    }
+}
+
+fn cell(row: &Row, col: &str) -> String {
+    match row.get(col) {
+        Some(Value::F64(x)) => format!("{x:.4}"),
+        Some(Value::I64(x)) => x.to_string(),
+        Some(Value::Str(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        _ => "-".into(),
+    }
+}
+
+/// Prints the per-stage counts and the Pareto front as a small table.
+pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64) {
+    println!(
+        "{:<12} {:>9} {:>7} {:>7} {:>10}",
+        "stage", "executed", "cached", "failed", "seconds"
+    );
+    for stage in crate::stage::STAGES {
+        let Some(c) = summary.stages.get(stage) else {
+            continue;
+        };
+        println!(
+            "{stage:<12} {:>9} {:>7} {:>7} {:>10.2}",
+            c.executed, c.cached, c.failed, c.duration_s
+        );
+    }
+    println!(
+        "wall time {:.2} s; {failed} failed instance(s)",
+        summary.wall_s
+    );
+    if pareto.is_empty() {
+        return;
+    }
+    let mut rows: Vec<&Row> = pareto.iter().collect();
+    rows.sort_by(|a, b| {
+        let l = |r: &Row| {
+            r.get("latency_us_median")
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::INFINITY)
+        };
+        l(a).total_cmp(&l(b))
+    });
+    println!("\nPareto front (accuracy ↑, latency ↓, weight bytes ↓):");
+    let cols = [
+        "prune.pattern",
+        "prune.n",
+        "prune.m",
+        "prune.v",
+        "prune.sparsity",
+        "prune.method",
+        "accuracy",
+        "latency_us_median",
+        "speedup_vs_dense",
+        "weight_bytes",
+    ];
+    println!(
+        "{}",
+        cols.iter()
+            .map(|c| format!("{:>18}", c.trim_start_matches("prune.")))
+            .collect::<Vec<_>>()
+            .join("")
+    );
+    for r in rows {
+        println!(
+            "{}",
+            cols.iter()
+                .map(|c| format!("{:>18}", cell(r, c)))
+                .collect::<Vec<_>>()
+                .join("")
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! `cotune store ls | verify | gc`.
+
+use super::{load_plan, StoreAction, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use crate::stage::StageSet;
+use crate::store::{read_entry, EntryState, Store};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Runs a store command; returns the exit code.
+pub fn store(dir: &Path, action: StoreAction, stages: &dyn StageSet) -> u8 {
+    if !dir.join("CACHEDIR.TAG").exists() {
+        eprintln!("error: {} is not a cotune store", dir.display());
+        return EXIT_USAGE;
+    }
+    let store = match Store::open(dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let entries = match store.entries() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    match action {
+        StoreAction::Ls => {
+            println!(
+                "{:<14} {:<12} {:>9} {:>10}  summary",
+                "key", "stage", "version", "seconds"
+            );
+            for (k, d) in &entries {
+                match read_entry(d, Some(k)) {
+                    EntryState::Valid(m) => {
+                        let summary: Vec<String> = [
+                            "accuracy",
+                            "latency_us_median",
+                            "speedup_vs_dense",
+                            "sparsity",
+                        ]
+                        .iter()
+                        .filter_map(|c| {
+                            m.metrics
+                                .get(*c)
+                                .and_then(|v| v.as_f64())
+                                .map(|x| format!("{c}={x:.4}"))
+                        })
+                        .collect();
+                        println!(
+                            "{:<14} {:<12} {:>9} {:>10.2}  {}",
+                            k.short(),
+                            m.stage,
+                            m.version,
+                            m.provenance.duration_s,
+                            summary.join(" ")
+                        );
+                    }
+                    EntryState::Damaged(why) => println!("{:<14} DAMAGED: {why}", k.short()),
+                    EntryState::Missing => {}
+                }
+            }
+            println!("{} entries", entries.len());
+            EXIT_OK
+        }
+        StoreAction::Verify => {
+            let mut damaged = 0;
+            for (k, d) in &entries {
+                if let EntryState::Damaged(why) = read_entry(d, Some(k)) {
+                    println!("damaged {}: {why}", k.hex());
+                    damaged += 1;
+                }
+            }
+            println!("{} entries verified, {damaged} damaged", entries.len());
+            if damaged > 0 {
+                EXIT_FAILED
+            } else {
+                EXIT_OK
+            }
+        }
+        StoreAction::Gc { keep } => {
+            let keep_set = if keep.is_empty() {
+                None
+            } else {
+                let mut set = BTreeSet::new();
+                for f in &keep {
+                    match load_plan(f, stages) {
+                        Ok(p) => set.extend(p.nodes.keys().copied()),
+                        Err(e) => {
+                            eprintln!("{e}");
+                            return EXIT_USAGE;
+                        }
+                    }
+                }
+                Some(set)
+            };
+            match store.gc(keep_set.as_ref()) {
+                Ok((n, bytes)) => {
+                    println!(
+                        "removed {n} folders, {:.1} MiB",
+                        bytes as f64 / (1 << 20) as f64
+                    );
+                    EXIT_OK
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    EXIT_FAILED
+                }
+            }
+        }
+    }
+}

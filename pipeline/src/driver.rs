@@ -1,0 +1,310 @@
+//! Drives the dataflow: starts timely workers (threads, or a cluster of processes), feeds the
+//! plan's edges on worker 0 (the only one holding inputs), steps until each epoch completes,
+//! and has every worker write its own Parquet parts; worker 0 also writes the aggregates and
+//! `run.json`.
+
+use crate::dataflow::{self, Built};
+use crate::engine::{Engine, COTUNE_VERSION};
+use crate::plan::{Edges, Plan};
+use crate::stage::STAGES;
+use results::{Row, RunSummary, StageCounts, TableMeta, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use timely::worker::Worker;
+
+/// How to run the workers.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    /// Worker threads per process.
+    pub workers: usize,
+    /// Processes.
+    pub processes: usize,
+    /// This process's index.
+    pub process: usize,
+    /// Addresses of all processes (`host:port`, one per process), when `processes > 1`.
+    pub addresses: Vec<String>,
+}
+
+impl Cluster {
+    fn config(&self) -> timely::Config {
+        let communication = if self.processes > 1 {
+            timely::CommunicationConfig::Cluster {
+                threads: self.workers,
+                process: self.process,
+                addresses: self.addresses.clone(),
+                report: false,
+                zerocopy: false,
+            }
+        } else if self.workers > 1 {
+            timely::CommunicationConfig::Process(self.workers)
+        } else {
+            timely::CommunicationConfig::Thread
+        };
+        timely::Config {
+            communication,
+            worker: timely::WorkerConfig::default(),
+        }
+    }
+}
+
+/// Where results go.
+#[derive(Clone, Debug)]
+pub struct Output {
+    /// `--out` folder (the experiment's tables go in `<out>/<experiment>/`).
+    pub out: PathBuf,
+}
+
+/// Produces the plans of successive epochs on worker 0: `run` yields one, `watch` one per save
+/// of the experiment file. `None` ends the computation.
+pub trait PlanSource: Send + 'static {
+    /// Blocks until the next plan (or the end).
+    fn next(&mut self, first: bool) -> Option<Plan>;
+    /// Called after each epoch's outputs are written, with its summary and Pareto front.
+    fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64);
+}
+
+/// What a finished computation reports.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Failed instances in the final view (all workers of this process).
+    pub failed: u64,
+    /// Errors writing results.
+    pub errors: Vec<String>,
+}
+
+/// Runs the dataflow to completion.
+pub fn execute(
+    engine: Arc<Engine>,
+    cluster: &Cluster,
+    output: Output,
+    source: Box<dyn PlanSource>,
+) -> Result<Report, String> {
+    let source = Arc::new(Mutex::new(Some(source)));
+    let cluster_c = cluster.clone();
+    let guards = timely::execute(cluster.config(), move |worker| {
+        let built = dataflow::build(worker, engine.clone());
+        let src = if worker.index() == 0 {
+            source.lock().ok().and_then(|mut s| s.take())
+        } else {
+            None
+        };
+        match src {
+            Some(src) => lead(worker, built, &engine, &output, &cluster_c, src),
+            None => follow(worker, built, &engine, &output),
+        }
+    })?;
+    let mut report = Report::default();
+    for r in guards.join() {
+        let r = r?;
+        report.failed += r.failed;
+        report.errors.extend(r.errors);
+    }
+    Ok(report)
+}
+
+fn lead(
+    worker: &mut Worker,
+    built: Built,
+    engine: &Engine,
+    output: &Output,
+    cluster: &Cluster,
+    mut source: Box<dyn PlanSource>,
+) -> Report {
+    let Built {
+        mut inputs,
+        probe,
+        view,
+        aggregates,
+        stats,
+        schemas,
+    } = built;
+    let mut current = Edges::default();
+    let mut old_nodes = std::collections::BTreeSet::new();
+    let mut epoch = 0u64;
+    let mut report = Report::default();
+    while let Some(plan) = source.next(epoch == 0) {
+        let t0 = Instant::now();
+        let started_at = rfc3339_now();
+        let mut totals = std::collections::BTreeMap::new();
+        for (k, n) in &plan.nodes {
+            if !old_nodes.contains(k) {
+                *totals.entry(n.spec.stage()).or_insert(0) += 1;
+            }
+        }
+        old_nodes = plan.nodes.keys().copied().collect();
+        if let Ok(mut d) = engine.digest.write() {
+            *d = plan.digest();
+        }
+        if let Ok(mut reg) = engine.registry.write() {
+            reg.extend(plan.nodes.iter().map(|(k, n)| (*k, n.clone())));
+        }
+        engine.progress.start(&totals);
+        inputs.feed(&current, &plan.edges);
+        current = plan.edges.clone();
+        epoch += 1;
+        inputs.advance_to(epoch);
+        worker.step_while(|| probe.less_than(&epoch));
+        engine.progress.done();
+        let digest = plan.digest();
+        report = write_parts(worker, &view, &schemas, engine, output, &digest);
+        let peers = worker.peers();
+        let mut summary = RunSummary {
+            experiment: engine.experiment.clone(),
+            experiment_digest: digest.clone(),
+            cotune_version: COTUNE_VERSION.into(),
+            started_at,
+            wall_s: 0.0,
+            workers: cluster.workers as u64,
+            processes: cluster.processes as u64,
+            ..RunSummary::default()
+        };
+        for stage in STAGES {
+            let c = stats
+                .epoch(epoch - 1)
+                .get(stage)
+                .copied()
+                .unwrap_or_default();
+            summary.stages.insert(
+                stage.into(),
+                StageCounts {
+                    executed: c.executed,
+                    cached: c.cached,
+                    failed: c.failed,
+                    duration_s: c.duration_s,
+                },
+            );
+        }
+        let failed_total: u64 = count_failed(&view);
+        let pareto = aggregates.pareto();
+        let meta = table_meta(engine, &digest, results::TableSchema::new());
+        let exp = &engine.experiment;
+        let mut errs = vec![];
+        let mut w = |r: Result<(), results::ResultsError>| {
+            if let Err(e) = r {
+                errs.push(e.to_string())
+            }
+        };
+        for stage in STAGES {
+            w(results::prune_parts(&output.out, exp, stage, peers));
+        }
+        w(results::pareto_path(&output.out, exp)
+            .and_then(|p| results::write_parquet(&p, &pareto, &meta)));
+        w(results::experiment_dir(&output.out, exp).and_then(|d| {
+            results::write_parquet(
+                &d.join("kernel_best.parquet"),
+                &aggregates.best_kernels(),
+                &meta,
+            )
+        }));
+        summary.wall_s = t0.elapsed().as_secs_f64();
+        w(results::run_json_path(&output.out, exp)
+            .and_then(|p| results::write_run_json(&p, &summary)));
+        report.errors.extend(errs);
+        source.epoch_done(&summary, &pareto, failed_total);
+    }
+    drop(inputs);
+    worker.step_while(|| !probe.done());
+    report
+}
+
+fn follow(worker: &mut Worker, built: Built, engine: &Engine, output: &Output) -> Report {
+    let Built {
+        inputs,
+        probe,
+        view,
+        schemas,
+        ..
+    } = built;
+    drop(inputs);
+    let mut written: Option<u64> = None;
+    let mut report = Report::default();
+    loop {
+        worker.step_or_park(Some(std::time::Duration::from_millis(50)));
+        let done = probe.done();
+        let frontier = probe.with_frontier(|f| f.first().copied());
+        let advanced = frontier.is_some_and(|f| f > 0 && written.is_none_or(|w| w < f));
+        if advanced || done {
+            let digest = engine.digest.read().map(|d| d.clone()).unwrap_or_default();
+            report = write_parts(worker, &view, &schemas, engine, output, &digest);
+            written = frontier;
+        }
+        if done {
+            break;
+        }
+    }
+    report
+}
+
+fn count_failed(view: &dataflow::View) -> u64 {
+    let mut keys = std::collections::BTreeSet::new();
+    for stage in STAGES {
+        for row in view.rows(stage) {
+            if !matches!(row.get("status"), Some(Value::Str(s)) if s == "ok") {
+                keys.insert(format!("{:?}", row.get("key")));
+            }
+        }
+    }
+    keys.len() as u64
+}
+
+fn table_meta(engine: &Engine, digest: &str, schema: results::TableSchema) -> TableMeta {
+    TableMeta {
+        experiment: engine.experiment.clone(),
+        experiment_digest: digest.to_owned(),
+        cotune_version: COTUNE_VERSION.into(),
+        schema_version: results::SCHEMA_VERSION,
+        extra: Default::default(),
+        schema,
+    }
+}
+
+fn write_parts(
+    worker: &Worker,
+    view: &dataflow::View,
+    schemas: &dataflow::Schemas,
+    engine: &Engine,
+    output: &Output,
+    digest: &str,
+) -> Report {
+    let mut report = Report {
+        failed: count_failed(view),
+        errors: vec![],
+    };
+    for stage in STAGES {
+        let rows = view.rows(stage);
+        let meta = table_meta(engine, digest, schemas.schema(stage));
+        if let Err(e) = results::replace_table_part(
+            &output.out,
+            &engine.experiment,
+            stage,
+            worker.index(),
+            &rows,
+            &meta,
+        ) {
+            report.errors.push(e.to_string());
+        }
+    }
+    report
+}
+
+fn rfc3339_now() -> String {
+    let secs = crate::store::unix_now() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

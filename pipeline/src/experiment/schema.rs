@@ -1,0 +1,277 @@
+//! The experiment file as written: serde types that mirror the TOML, with spans kept on every
+//! value that a later check may need to point at.
+
+use super::axis::Axis;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A whole experiment file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExperiment {
+    /// Experiment name: names the result folder.
+    pub name: Spanned<String>,
+    /// Seed of everything random (training init, shuffles, random search).
+    #[serde(default)]
+    pub seed: u64,
+    /// Where the data comes from (absent in a kernel-only study).
+    pub dataset: Option<RawDataset>,
+    /// The network (absent in a kernel-only study).
+    pub model: Option<RawModel>,
+    /// Training settings.
+    pub train: Option<RawTrain>,
+    /// The accuracy search space: how to prune.
+    pub prune: Option<Spanned<RawPrune>>,
+    /// The performance search space: how to run the sparse products.
+    pub kernel_tune: Option<Spanned<RawKernelTune>>,
+    /// Evaluation settings.
+    pub evaluate: Option<RawEvaluate>,
+    /// Search strategy over the joint space.
+    pub search: Option<RawSearch>,
+}
+
+/// Dataset sources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetSource {
+    /// The UCI optical digits shipped with cotune.
+    Digits,
+    /// Teacher–student data from a seeded random teacher.
+    Synthetic,
+    /// MNIST-style IDX files.
+    Idx,
+    /// A Parquet table.
+    Parquet,
+    /// A CSV table.
+    Csv,
+}
+
+/// `[dataset]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDataset {
+    /// Which loader.
+    pub source: Spanned<DatasetSource>,
+    /// synthetic: number of samples.
+    pub samples: Option<Spanned<u64>>,
+    /// synthetic: number of input features.
+    pub features: Option<Spanned<u64>>,
+    /// synthetic: number of classes.
+    pub classes: Option<Spanned<u64>>,
+    /// idx: training images file.
+    pub train_images: Option<Spanned<String>>,
+    /// idx: training labels file.
+    pub train_labels: Option<Spanned<String>>,
+    /// idx: test images file.
+    pub test_images: Option<Spanned<String>>,
+    /// idx: test labels file.
+    pub test_labels: Option<Spanned<String>>,
+    /// parquet/csv: the table file.
+    pub path: Option<Spanned<String>>,
+    /// parquet/csv: the label column.
+    pub label: Option<Spanned<String>>,
+    /// Fraction held out for testing (digits, synthetic, tables).
+    pub test_fraction: Option<Spanned<f64>>,
+}
+
+/// Model kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// Multi-layer perceptron.
+    Mlp,
+    /// Small convolutional network.
+    Cnn,
+}
+
+/// `[model]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// mlp | cnn.
+    pub kind: Spanned<ModelKind>,
+    /// Hidden layer widths (mlp) or the dense head widths (cnn).
+    #[serde(default)]
+    pub hidden: Vec<Spanned<u64>>,
+    /// Convolution channels (cnn only).
+    #[serde(default)]
+    pub channels: Vec<Spanned<u64>>,
+}
+
+/// Optimisers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimizer {
+    /// AdamW.
+    Adamw,
+    /// Plain SGD.
+    Sgd,
+}
+
+/// `[train]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrain {
+    /// Epochs (axis).
+    pub epochs: Spanned<Axis<u64>>,
+    /// Batch size (axis).
+    pub batch_size: Spanned<Axis<u64>>,
+    /// Learning rate (axis).
+    pub lr: Spanned<Axis<f64>>,
+    /// Optimiser (default adamw).
+    pub optimizer: Option<Spanned<Optimizer>>,
+    /// Weight decay (default 0).
+    pub weight_decay: Option<Spanned<f64>>,
+}
+
+/// Pruning patterns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatternKind {
+    /// No pruning.
+    Dense,
+    /// Any weight may go (CSR).
+    Unstructured,
+    /// N of every M consecutive weights in a row.
+    Nm,
+    /// VENOM V:N:M.
+    Vnm,
+    /// Whole V×1 column vectors.
+    Vector,
+}
+
+/// Pruning methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// |w|.
+    Magnitude,
+    /// Second-order (OBS / oBERT).
+    Obs,
+}
+
+/// Pruning schedules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    /// Prune once, then fine-tune with the mask fixed.
+    Oneshot,
+    /// Cubic ramp (N:M: decaying N).
+    Gradual,
+}
+
+/// `[prune]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrune {
+    /// Patterns (axis).
+    pub pattern: Spanned<Axis<PatternKind>>,
+    /// Target sparsity (axis; unstructured, vector, and nm/vnm when `nm` is absent).
+    pub sparsity: Option<Spanned<Axis<f64>>>,
+    /// Explicit N:M values such as "2:8" (axis; nm and vnm).
+    pub nm: Option<Spanned<Axis<String>>>,
+    /// Vector length V (axis; vnm and vector only).
+    pub v: Option<Spanned<Axis<u64>>>,
+    /// Methods (axis; not for dense).
+    pub method: Option<Spanned<Axis<Method>>>,
+    /// Schedule (axis; not for dense).
+    pub schedule: Option<Spanned<Axis<Schedule>>>,
+    /// Fine-tuning epochs after pruning (default 0).
+    pub finetune_epochs: Option<Spanned<u64>>,
+    /// Fine-tuning learning rate (default: the training learning rate).
+    pub finetune_lr: Option<Spanned<f64>>,
+    /// OBS: gradients G for the empirical Fisher (default 64).
+    pub obs_gradients: Option<Spanned<u64>>,
+    /// OBS: Fisher block size B (default 16).
+    pub obs_block: Option<Spanned<u64>>,
+    /// OBS: dampening λ (default 1e-4).
+    pub obs_damp: Option<Spanned<f64>>,
+    /// Gradual: pruning steps (default 4).
+    pub gradual_steps: Option<Spanned<u64>>,
+    /// Extra points outside the grid.
+    #[serde(default)]
+    pub include: Vec<Spanned<RawPoint>>,
+    /// Points removed from the grid (every field given must match).
+    #[serde(default)]
+    pub exclude: Vec<Spanned<RawPoint>>,
+}
+
+/// A single point of the prune space (`[[prune.include]]` / `[[prune.exclude]]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPoint {
+    /// Pattern.
+    pub pattern: Option<Spanned<PatternKind>>,
+    /// Sparsity.
+    pub sparsity: Option<Spanned<f64>>,
+    /// N:M as "2:8".
+    pub nm: Option<Spanned<String>>,
+    /// V.
+    pub v: Option<Spanned<u64>>,
+    /// Method.
+    pub method: Option<Spanned<Method>>,
+    /// Schedule.
+    pub schedule: Option<Spanned<Schedule>>,
+}
+
+/// Kernel backends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// CPU kernels.
+    Cpu,
+    /// CUDA kernels.
+    Cuda,
+}
+
+/// Tuning strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Measure every valid point.
+    Exhaustive,
+    /// Measure `budget` points drawn at random.
+    Random,
+    /// Rank all points with the cost model, measure the top `budget`.
+    Model,
+}
+
+/// `[kernel_tune]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKernelTune {
+    /// Backends (axis).
+    pub backend: Option<Spanned<Axis<Backend>>>,
+    /// Strategy (default model).
+    pub strategy: Option<Spanned<Strategy>>,
+    /// Measurements per (format, shape) for random/model (default 24).
+    pub budget: Option<Spanned<u64>>,
+    /// Batch tokens N of the products (axis).
+    pub batch_tokens: Option<Spanned<Axis<u64>>>,
+    /// Kernel-only study: the layer shapes [rows, cols] to tune.
+    pub shapes: Option<Spanned<Vec<Spanned<Vec<u64>>>>>,
+}
+
+/// `[evaluate]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEvaluate {
+    /// Batch sizes at which latency is measured.
+    pub batch_sizes: Option<Spanned<Vec<Spanned<u64>>>>,
+}
+
+/// Search strategies over the joint space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchStrategy {
+    /// Run every trial.
+    Grid,
+}
+
+/// `[search]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSearch {
+    /// grid (unified search is not built yet).
+    pub strategy: Spanned<SearchStrategy>,
+}

@@ -1,0 +1,758 @@
+//! Checks of meaning that the TOML types cannot express, each pointing at the value at fault.
+
+use super::axis::Axis;
+use super::error::{ExperimentError, SourceMap};
+use super::schema::*;
+use crate::trial::{
+    DatasetTrial, EvalTrial, ModelTrial, ObsParams, PatternTrial, PruneTrial, TrainTrial,
+};
+use std::ops::Range;
+use toml::Spanned;
+
+/// A validated experiment: typed, every value checked, not yet expanded into keys.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    /// Name (the result folder).
+    pub name: String,
+    /// Seed.
+    pub seed: u64,
+    /// Dataset, model and training grid; `None` for a kernel-only study.
+    pub model_part: Option<ModelPart>,
+    /// Prune points (pattern and method axes expanded, include/exclude applied).
+    pub prune_points: Vec<PrunePoint>,
+    /// Kernel-only shapes.
+    pub shapes: Vec<(u64, u64)>,
+    /// Backends.
+    pub backends: Vec<Backend>,
+    /// Batch tokens.
+    pub batch_tokens: Vec<u64>,
+    /// Tuning strategy.
+    pub strategy: Strategy,
+    /// Tuning budget.
+    pub budget: u64,
+    /// Evaluation batch sizes.
+    pub batch_sizes: Vec<u64>,
+}
+
+/// The training side of an experiment.
+#[derive(Clone, Debug)]
+pub struct ModelPart {
+    /// Dataset.
+    pub dataset: DatasetTrial,
+    /// Model.
+    pub model: ModelTrial,
+    /// Training grid.
+    pub trains: Vec<TrainTrial>,
+    /// Fine-tuning learning rate, if given (else each training's lr).
+    pub finetune_lr: Option<f64>,
+    /// Hidden widths, for checking V, with their span.
+    pub v_must_divide: Vec<u64>,
+}
+
+/// One point of the prune space (without the fine-tuning lr, which follows the training).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrunePoint {
+    /// The prune config (its `finetune_lr` is NaN until bound to a training).
+    pub trial: PruneTrial,
+}
+
+fn values<T: Clone>(axis: &Spanned<Axis<T>>) -> Vec<(T, Range<usize>)> {
+    let outer = axis.span();
+    axis.get_ref()
+        .values
+        .iter()
+        .map(|v| {
+            let span = if v.span() == (0..0) {
+                outer.clone()
+            } else {
+                v.span()
+            };
+            (v.get_ref().clone(), span)
+        })
+        .collect()
+}
+
+fn check(
+    ok: bool,
+    map: &SourceMap,
+    span: Range<usize>,
+    msg: impl FnOnce() -> String,
+) -> Result<(), ExperimentError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(map.error(span, msg()))
+    }
+}
+
+fn parse_nm(s: &str, map: &SourceMap, span: Range<usize>) -> Result<(u64, u64), ExperimentError> {
+    let bad = || {
+        map.error(
+            span.clone(),
+            format!("`{s}` is not N:M: expected two integers 0 < N < M such as \"2:8\""),
+        )
+    };
+    let (n, m) = s.split_once(':').ok_or_else(bad)?;
+    let n: u64 = n.trim().parse().map_err(|_| bad())?;
+    let m: u64 = m.trim().parse().map_err(|_| bad())?;
+    if n == 0 || n >= m {
+        return Err(bad());
+    }
+    Ok((n, m))
+}
+
+fn sparsity_to_nm(
+    s: f64,
+    map: &SourceMap,
+    span: Range<usize>,
+) -> Result<(u64, u64), ExperimentError> {
+    let m = 2.0 / (1.0 - s);
+    let mr = m.round();
+    check((m - mr).abs() < 1e-6 && mr >= 3.0, map, span, || {
+        format!("sparsity {s} has no 2:M pattern (2:4 = 0.5, 2:8 = 0.75, 2:16 = 0.875); give `nm = [\"N:M\", ...]` instead")
+    })?;
+    Ok((2, mr as u64))
+}
+
+/// Validates a parsed file.
+pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, ExperimentError> {
+    let name = raw.name.get_ref().clone();
+    check(
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && !name.starts_with('.'),
+        map,
+        raw.name.span(),
+        || {
+            format!("name `{name}` must be non-empty and use only letters, digits, '-', '_' and '.' (it names a folder)")
+        },
+    )?;
+    let kt = raw.kernel_tune.as_ref();
+    let shapes_raw = kt.and_then(|k| k.get_ref().shapes.as_ref());
+    let model_part = match shapes_raw {
+        Some(shapes) => {
+            if raw.dataset.is_some() || raw.model.is_some() || raw.train.is_some() {
+                return Err(map.error(
+                    shapes.span(),
+                    "`kernel_tune.shapes` makes a kernel-only study: remove [dataset], [model] and [train], or remove `shapes`",
+                ));
+            }
+            None
+        }
+        None => Some(model_part(raw, map)?),
+    };
+    let mut shapes = Vec::new();
+    if let Some(s) = shapes_raw {
+        check(!s.get_ref().is_empty(), map, s.span(), || {
+            "`shapes` is empty: give [[rows, cols], ...]".into()
+        })?;
+        for shape in s.get_ref() {
+            let v = shape.get_ref();
+            check(
+                v.len() == 2 && v.iter().all(|&x| x > 0),
+                map,
+                shape.span(),
+                || format!("a shape is [rows, cols] with both > 0, found {v:?}"),
+            )?;
+            shapes.push((v[0], v[1]));
+        }
+    }
+    let v_must_divide: Vec<u64> = match &model_part {
+        Some(mp) => mp.v_must_divide.clone(),
+        None => shapes.iter().map(|s| s.0).collect(),
+    };
+    let prune_points = match &raw.prune {
+        Some(p) => prune_points(p, map, &v_must_divide)?,
+        None => vec![PrunePoint {
+            trial: dense_trial(),
+        }],
+    };
+    let backends = match kt.and_then(|k| k.get_ref().backend.as_ref()) {
+        Some(b) => dedup(values(b).into_iter().map(|x| x.0).collect()),
+        None => vec![Backend::Cpu],
+    };
+    let mut batch_tokens = vec![];
+    if let Some(bt) = kt.and_then(|k| k.get_ref().batch_tokens.as_ref()) {
+        for (b, span) in values(bt) {
+            check(b >= 1, map, span, || "batch_tokens must be ≥ 1".into())?;
+            batch_tokens.push(b);
+        }
+    } else {
+        batch_tokens.push(64);
+    }
+    let batch_tokens = dedup(batch_tokens);
+    let strategy = kt
+        .and_then(|k| k.get_ref().strategy.as_ref())
+        .map_or(Strategy::Model, |s| *s.get_ref());
+    let budget = match kt.and_then(|k| k.get_ref().budget.as_ref()) {
+        Some(b) => {
+            check(*b.get_ref() >= 1, map, b.span(), || {
+                "budget must be ≥ 1 measurement".into()
+            })?;
+            *b.get_ref()
+        }
+        None => 24,
+    };
+    let mut batch_sizes = vec![];
+    if let Some(bs) = raw.evaluate.as_ref().and_then(|e| e.batch_sizes.as_ref()) {
+        check(!bs.get_ref().is_empty(), map, bs.span(), || {
+            "batch_sizes is empty".into()
+        })?;
+        for b in bs.get_ref() {
+            check(*b.get_ref() >= 1, map, b.span(), || {
+                "batch sizes must be ≥ 1".into()
+            })?;
+            batch_sizes.push(*b.get_ref());
+        }
+    } else {
+        batch_sizes = vec![1, 256];
+    }
+    Ok(Experiment {
+        name,
+        seed: raw.seed,
+        model_part,
+        prune_points,
+        shapes,
+        backends,
+        batch_tokens,
+        strategy,
+        budget,
+        batch_sizes: dedup(batch_sizes),
+    })
+}
+
+fn dedup<T: PartialEq>(v: Vec<T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(v.len());
+    for x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+fn missing(map: &SourceMap, what: &str) -> ExperimentError {
+    map.error(
+        0..0,
+        format!("missing [{what}] section (or give `kernel_tune.shapes` for a kernel-only study)"),
+    )
+}
+
+fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, ExperimentError> {
+    let ds = raw
+        .dataset
+        .as_ref()
+        .ok_or_else(|| missing(map, "dataset"))?;
+    let model = raw.model.as_ref().ok_or_else(|| missing(map, "model"))?;
+    let train = raw.train.as_ref().ok_or_else(|| missing(map, "train"))?;
+    let dataset = dataset_trial(ds, map, raw.seed)?;
+    let kind = *model.kind.get_ref();
+    let hidden: Vec<u64> = model.hidden.iter().map(|h| *h.get_ref()).collect();
+    for h in &model.hidden {
+        check(*h.get_ref() > 0, map, h.span(), || {
+            "hidden widths must be > 0".into()
+        })?;
+    }
+    let channels: Vec<u64> = model.channels.iter().map(|h| *h.get_ref()).collect();
+    match kind {
+        ModelKind::Mlp => check(channels.is_empty(), map, model.kind.span(), || {
+            "`channels` applies to kind = \"cnn\" only".into()
+        })?,
+        ModelKind::Cnn => check(!channels.is_empty(), map, model.kind.span(), || {
+            "kind = \"cnn\" needs `channels = [c1, c2, ...]`".into()
+        })?,
+    }
+    let mut trains = Vec::new();
+    let optimizer = train
+        .optimizer
+        .as_ref()
+        .map_or(Optimizer::Adamw, |o| *o.get_ref());
+    let weight_decay = match &train.weight_decay {
+        Some(w) => {
+            check(
+                w.get_ref().is_finite() && *w.get_ref() >= 0.0,
+                map,
+                w.span(),
+                || "weight_decay must be ≥ 0".into(),
+            )?;
+            *w.get_ref()
+        }
+        None => 0.0,
+    };
+    for (epochs, es) in values(&train.epochs) {
+        check(epochs >= 1, map, es, || "epochs must be ≥ 1".into())?;
+        for (batch_size, bs) in values(&train.batch_size) {
+            check(batch_size >= 1, map, bs, || "batch_size must be ≥ 1".into())?;
+            for (lr, ls) in values(&train.lr) {
+                check(lr.is_finite() && lr > 0.0, map, ls, || {
+                    format!("lr must be a finite number > 0, found {lr}")
+                })?;
+                let t = TrainTrial {
+                    model: ModelTrial {
+                        kind,
+                        hidden: hidden.clone(),
+                        channels: channels.clone(),
+                    },
+                    epochs,
+                    batch_size,
+                    lr,
+                    optimizer,
+                    weight_decay,
+                    seed: raw.seed,
+                };
+                if !trains.contains(&t) {
+                    trains.push(t);
+                }
+            }
+        }
+    }
+    let finetune_lr = match raw
+        .prune
+        .as_ref()
+        .and_then(|p| p.get_ref().finetune_lr.as_ref())
+    {
+        Some(l) => {
+            check(
+                l.get_ref().is_finite() && *l.get_ref() > 0.0,
+                map,
+                l.span(),
+                || "finetune_lr must be > 0".into(),
+            )?;
+            Some(*l.get_ref())
+        }
+        None => None,
+    };
+    Ok(ModelPart {
+        dataset,
+        model: ModelTrial {
+            kind,
+            hidden: hidden.clone(),
+            channels,
+        },
+        trains,
+        finetune_lr,
+        v_must_divide: if kind == ModelKind::Mlp {
+            hidden
+        } else {
+            vec![]
+        },
+    })
+}
+
+fn dataset_trial(
+    ds: &RawDataset,
+    map: &SourceMap,
+    seed: u64,
+) -> Result<DatasetTrial, ExperimentError> {
+    let source = *ds.source.get_ref();
+    let test_fraction = match &ds.test_fraction {
+        Some(f) => {
+            let x = *f.get_ref();
+            check(x > 0.0 && x < 1.0, map, f.span(), || {
+                format!("test_fraction must be in (0, 1), found {x}")
+            })?;
+            x
+        }
+        None => 0.2,
+    };
+    let base = map
+        .path()
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_default();
+    let need =
+        |f: &Option<Spanned<String>>, name: &str| -> Result<Spanned<String>, ExperimentError> {
+            f.clone().ok_or_else(|| {
+                map.error(
+                    ds.source.span(),
+                    format!("source = \"{source:?}\" needs `{name}`").to_lowercase(),
+                )
+            })
+        };
+    let forbid = |present: bool, span: Range<usize>, name: &str| {
+        check(!present, map, span, || {
+            format!(
+                "`{name}` does not apply to source = \"{}\"",
+                format!("{source:?}").to_lowercase()
+            )
+        })
+    };
+    let mut files = Vec::new();
+    let mut synthetic = None;
+    let mut label = None;
+    match source {
+        DatasetSource::Digits => {}
+        DatasetSource::Synthetic => {
+            let get =
+                |f: &Option<Spanned<u64>>, name: &str, min: u64| -> Result<u64, ExperimentError> {
+                    let v = f.as_ref().ok_or_else(|| {
+                        map.error(
+                            ds.source.span(),
+                            format!("source = \"synthetic\" needs `{name}`"),
+                        )
+                    })?;
+                    check(*v.get_ref() >= min, map, v.span(), || {
+                        format!("{name} must be ≥ {min}")
+                    })?;
+                    Ok(*v.get_ref())
+                };
+            synthetic = Some((
+                get(&ds.samples, "samples", 10)?,
+                get(&ds.features, "features", 1)?,
+                get(&ds.classes, "classes", 2)?,
+            ));
+        }
+        DatasetSource::Idx => {
+            for (f, name) in [
+                (&ds.train_images, "train_images"),
+                (&ds.train_labels, "train_labels"),
+                (&ds.test_images, "test_images"),
+                (&ds.test_labels, "test_labels"),
+            ] {
+                files.push(need(f, name)?);
+            }
+        }
+        DatasetSource::Parquet | DatasetSource::Csv => {
+            files.push(need(&ds.path, "path")?);
+            label = Some(need(&ds.label, "label")?.get_ref().clone());
+        }
+    }
+    if source != DatasetSource::Synthetic {
+        for (f, name) in [
+            (&ds.samples, "samples"),
+            (&ds.features, "features"),
+            (&ds.classes, "classes"),
+        ] {
+            if let Some(v) = f {
+                forbid(true, v.span(), name)?;
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    let mut file_digests = Vec::new();
+    for f in &files {
+        let p = base.join(f.get_ref());
+        let mut h = blake3::Hasher::new();
+        let digest = std::fs::File::open(&p)
+            .and_then(|file| h.update_reader(file).map(|_| ()))
+            .map(|_| *h.finalize().as_bytes())
+            .map_err(|e| {
+                map.error(
+                    f.span(),
+                    format!("cannot read data file {}: {e}", p.display()),
+                )
+            })?;
+        paths.push(p);
+        file_digests.push(digest);
+    }
+    Ok(DatasetTrial {
+        source,
+        synthetic,
+        files: files.iter().map(|f| f.get_ref().clone()).collect(),
+        paths,
+        label,
+        test_fraction,
+        seed,
+        file_digests,
+    })
+}
+
+fn dense_trial() -> PruneTrial {
+    PruneTrial {
+        pattern: PatternTrial::dense(),
+        method: None,
+        schedule: None,
+        obs: None,
+        gradual_steps: None,
+        finetune_epochs: 0,
+        finetune_lr: f64::NAN,
+    }
+}
+
+struct PruneAxes {
+    sparsity: Vec<(f64, Range<usize>)>,
+    nm: Vec<((u64, u64), Range<usize>)>,
+    v: Vec<(u64, Range<usize>)>,
+    method: Vec<Method>,
+    schedule: Vec<Schedule>,
+}
+
+fn prune_points(
+    p: &Spanned<RawPrune>,
+    map: &SourceMap,
+    v_divides: &[u64],
+) -> Result<Vec<PrunePoint>, ExperimentError> {
+    let raw = p.get_ref();
+    let mut sparsity = vec![];
+    if let Some(s) = &raw.sparsity {
+        for (x, span) in values(s) {
+            check(x > 0.0 && x < 1.0, map, span.clone(), || {
+                format!("sparsity must be in (0, 1), found {x}")
+            })?;
+            sparsity.push((x, span));
+        }
+    }
+    let mut nm = vec![];
+    if let Some(s) = &raw.nm {
+        for (x, span) in values(s) {
+            nm.push((parse_nm(&x, map, span.clone())?, span));
+        }
+    }
+    let mut v = vec![];
+    if let Some(s) = &raw.v {
+        for (x, span) in values(s) {
+            check(x >= 1, map, span.clone(), || "v must be ≥ 1".into())?;
+            for &rows in v_divides {
+                check(rows % x == 0, map, span.clone(), || {
+                    format!("v = {x} does not divide the layer rows {rows} (V must divide every hidden width / shape rows)")
+                })?;
+            }
+            v.push((x, span));
+        }
+    }
+    let axes = PruneAxes {
+        sparsity,
+        nm,
+        v,
+        method: raw.method.as_ref().map_or(vec![Method::Magnitude], |m| {
+            dedup(values(m).into_iter().map(|x| x.0).collect())
+        }),
+        schedule: raw.schedule.as_ref().map_or(vec![Schedule::Oneshot], |m| {
+            dedup(values(m).into_iter().map(|x| x.0).collect())
+        }),
+    };
+    let finetune_epochs = raw.finetune_epochs.as_ref().map_or(0, |x| *x.get_ref());
+    let obs = ObsParams {
+        gradients: pos(&raw.obs_gradients, 64, map, "obs_gradients")?,
+        block: pos(&raw.obs_block, 16, map, "obs_block")?,
+        damp: match &raw.obs_damp {
+            Some(d) => {
+                check(
+                    *d.get_ref() > 0.0 && d.get_ref().is_finite(),
+                    map,
+                    d.span(),
+                    || "obs_damp must be > 0".into(),
+                )?;
+                *d.get_ref()
+            }
+            None => 1e-4,
+        },
+    };
+    let steps = pos(&raw.gradual_steps, 4, map, "gradual_steps")?;
+    let finish =
+        |pattern: PatternTrial, method: Option<Method>, schedule: Option<Schedule>| PruneTrial {
+            pattern,
+            obs: (method == Some(Method::Obs)).then(|| obs.clone()),
+            gradual_steps: (schedule == Some(Schedule::Gradual)).then_some(steps),
+            method,
+            schedule,
+            finetune_epochs: if method.is_some() { finetune_epochs } else { 0 },
+            finetune_lr: f64::NAN,
+        };
+    let mut points: Vec<PruneTrial> = vec![];
+    let mut push = |t: PruneTrial| {
+        if !points.contains(&t) {
+            points.push(t);
+        }
+    };
+    for (kind, span) in values(&raw.pattern) {
+        for pattern in patterns_of(kind, span, &axes, map)? {
+            if kind == PatternKind::Dense {
+                push(finish(pattern, None, None));
+                continue;
+            }
+            for &m in &axes.method {
+                for &s in &axes.schedule {
+                    push(finish(pattern.clone(), Some(m), Some(s)));
+                }
+            }
+        }
+    }
+    for inc in &raw.include {
+        let pt = inc.get_ref();
+        let kind = pt
+            .pattern
+            .as_ref()
+            .ok_or_else(|| map.error(inc.span(), "an include point needs `pattern`"))?;
+        let one = PruneAxes {
+            sparsity: pt
+                .sparsity
+                .iter()
+                .map(|s| (*s.get_ref(), s.span()))
+                .collect(),
+            nm: match &pt.nm {
+                Some(s) => vec![(parse_nm(s.get_ref(), map, s.span())?, s.span())],
+                None => vec![],
+            },
+            v: pt.v.iter().map(|s| (*s.get_ref(), s.span())).collect(),
+            method: vec![],
+            schedule: vec![],
+        };
+        for pattern in patterns_of(*kind.get_ref(), kind.span(), &one, map)? {
+            let dense = *kind.get_ref() == PatternKind::Dense;
+            let method = (!dense).then(|| {
+                pt.method
+                    .as_ref()
+                    .map_or(Method::Magnitude, |m| *m.get_ref())
+            });
+            let schedule = (!dense).then(|| {
+                pt.schedule
+                    .as_ref()
+                    .map_or(Schedule::Oneshot, |m| *m.get_ref())
+            });
+            push(finish(pattern, method, schedule));
+        }
+    }
+    for exc in &raw.exclude {
+        let e = exc.get_ref();
+        let nm = match &e.nm {
+            Some(s) => Some(parse_nm(s.get_ref(), map, s.span())?),
+            None => None,
+        };
+        points.retain(|t| {
+            let hit = e
+                .pattern
+                .as_ref()
+                .is_none_or(|x| *x.get_ref() == t.pattern.kind)
+                && e.sparsity
+                    .as_ref()
+                    .is_none_or(|x| (t.pattern.nominal_sparsity() - x.get_ref()).abs() < 1e-9)
+                && nm.is_none_or(|x| t.pattern.nm == Some(x))
+                && e.v
+                    .as_ref()
+                    .is_none_or(|x| t.pattern.v == Some(*x.get_ref()))
+                && e.method
+                    .as_ref()
+                    .is_none_or(|x| t.method == Some(*x.get_ref()))
+                && e.schedule
+                    .as_ref()
+                    .is_none_or(|x| t.schedule == Some(*x.get_ref()));
+            !hit
+        });
+    }
+    if points.is_empty() {
+        return Err(map.error(p.span(), "the prune space is empty after [[prune.exclude]]"));
+    }
+    Ok(points
+        .into_iter()
+        .map(|trial| PrunePoint { trial })
+        .collect())
+}
+
+fn pos(
+    v: &Option<Spanned<u64>>,
+    default: u64,
+    map: &SourceMap,
+    name: &str,
+) -> Result<u64, ExperimentError> {
+    match v {
+        Some(x) => {
+            check(*x.get_ref() >= 1, map, x.span(), || {
+                format!("{name} must be ≥ 1")
+            })?;
+            Ok(*x.get_ref())
+        }
+        None => Ok(default),
+    }
+}
+
+/// The patterns (with only the axes that apply) of one pattern kind.
+fn patterns_of(
+    kind: PatternKind,
+    span: Range<usize>,
+    a: &PruneAxes,
+    map: &SourceMap,
+) -> Result<Vec<PatternTrial>, ExperimentError> {
+    let need = |ok: bool, what: &str| {
+        check(ok, map, span.clone(), || {
+            format!(
+                "pattern \"{}\" needs {what}",
+                format!("{kind:?}").to_lowercase()
+            )
+        })
+    };
+    let nm_values = || -> Result<Vec<(u64, u64)>, ExperimentError> {
+        if !a.nm.is_empty() {
+            return Ok(a.nm.iter().map(|x| x.0).collect());
+        }
+        need(!a.sparsity.is_empty(), "`nm = [\"N:M\"]` or `sparsity`")?;
+        a.sparsity
+            .iter()
+            .map(|(s, sp)| sparsity_to_nm(*s, map, sp.clone()))
+            .collect()
+    };
+    let mut out = vec![];
+    match kind {
+        PatternKind::Dense => out.push(PatternTrial::dense()),
+        PatternKind::Unstructured => {
+            need(!a.sparsity.is_empty(), "`sparsity`")?;
+            for (s, _) in &a.sparsity {
+                out.push(PatternTrial {
+                    kind,
+                    sparsity: Some(*s),
+                    nm: None,
+                    v: None,
+                });
+            }
+        }
+        PatternKind::Nm => {
+            for nm in nm_values()? {
+                out.push(PatternTrial {
+                    kind,
+                    sparsity: None,
+                    nm: Some(nm),
+                    v: None,
+                });
+            }
+        }
+        PatternKind::Vnm => {
+            need(!a.v.is_empty(), "`v`")?;
+            for (n, m) in nm_values()? {
+                let sp =
+                    a.nm.iter()
+                        .find(|x| x.0 == (n, m))
+                        .map_or(span.clone(), |x| x.1.clone());
+                check(n == 2 && m >= 4, map, sp, || {
+                    format!("V:N:M needs N = 2 and M ≥ 4 (each V×M block keeps 4 columns, each row 2 of them), found {n}:{m}")
+                })?;
+                for (v, _) in &a.v {
+                    out.push(PatternTrial {
+                        kind,
+                        sparsity: None,
+                        nm: Some((n, m)),
+                        v: Some(*v),
+                    });
+                }
+            }
+        }
+        PatternKind::Vector => {
+            need(!a.v.is_empty(), "`v`")?;
+            need(!a.sparsity.is_empty(), "`sparsity`")?;
+            for (s, _) in &a.sparsity {
+                for (v, _) in &a.v {
+                    out.push(PatternTrial {
+                        kind,
+                        sparsity: Some(*s),
+                        nm: None,
+                        v: Some(*v),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Evaluate trials of an experiment (one per backend).
+pub fn eval_trials(exp: &Experiment, device: impl Fn(Backend) -> String) -> Vec<EvalTrial> {
+    exp.backends
+        .iter()
+        .map(|&b| EvalTrial {
+            backend: b,
+            batch_sizes: exp.batch_sizes.clone(),
+            device: device(b),
+        })
+        .collect()
+}

@@ -1,0 +1,132 @@
+//! Helpers for end-to-end tests: run the test binary, read tables back, compare runs.
+
+use results::{Row, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Columns that differ between runs by design (provenance), left out of comparisons.
+pub const PROVENANCE: [&str; 6] = [
+    "host",
+    "worker",
+    "started_at",
+    "duration_s",
+    "cached",
+    "cotune_version",
+];
+
+/// A scratch workspace: an experiment file, a store and an output folder.
+pub struct Workspace {
+    /// Keeps the folder alive.
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    /// A new empty workspace.
+    pub fn new() -> Self {
+        Workspace {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    /// Path inside the workspace.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Writes a file in the workspace.
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path(rel);
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    /// Runs `cotune-test` (binary at `bin`) with `args`, the store at `store` and out at `out`.
+    pub fn cotune(&self, bin: &str, args: &[&str], log: Option<&Path>) -> Output {
+        let mut cmd = Command::new(bin);
+        cmd.args(args)
+            .env_remove("COTUNE_STORE")
+            .env_remove("COTUNE_TEST_SLEEP_MS");
+        match log {
+            Some(l) => cmd.env("COTUNE_TEST_LOG", l),
+            None => cmd.env_remove("COTUNE_TEST_LOG"),
+        };
+        cmd.output().expect("run cotune-test")
+    }
+}
+
+impl Default for Workspace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Reads every table of an experiment's output, provenance columns removed, rows sorted.
+pub fn tables(out: &Path, experiment: &str) -> BTreeMap<String, Vec<Row>> {
+    let dir = out.join(experiment);
+    let mut t = BTreeMap::new();
+    for stage in ["dataset", "train", "prune", "kernel_tune", "evaluate"] {
+        t.insert(
+            stage.to_owned(),
+            strip(results::read_table(&dir.join(stage)).expect("read table")),
+        );
+    }
+    t.insert(
+        "pareto".into(),
+        strip(results::read_table(&dir.join("pareto.parquet")).expect("read pareto")),
+    );
+    t
+}
+
+/// Removes provenance columns and sorts.
+pub fn strip(rows: Vec<Row>) -> Vec<Row> {
+    let mut rows: Vec<Row> = rows
+        .into_iter()
+        .map(|mut r| {
+            for c in PROVENANCE {
+                r.remove(c);
+            }
+            r.retain(|_, v| !v.is_null());
+            r
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The `run.json` of an experiment as JSON.
+pub fn run_json(out: &Path, experiment: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join(experiment).join("run.json")).expect("run.json");
+    serde_json::from_str(&text).expect("run.json parses")
+}
+
+/// (executed, cached, failed) of a stage in `run.json`.
+pub fn counts(run: &serde_json::Value, stage: &str) -> (u64, u64, u64) {
+    let s = &run["stages"][stage];
+    (
+        s["executed"].as_u64().unwrap_or(0),
+        s["cached"].as_u64().unwrap_or(0),
+        s["failed"].as_u64().unwrap_or(0),
+    )
+}
+
+/// Lines of a computation log.
+pub fn log_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// The set of keys in a table.
+pub fn keys(rows: &[Row]) -> Vec<String> {
+    let mut k: Vec<String> = rows
+        .iter()
+        .filter_map(|r| match r.get("key") {
+            Some(Value::Str(s)) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    k.sort();
+    k.dedup();
+    k
+}
