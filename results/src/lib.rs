@@ -1,1 +1,46 @@
-//! placeholder
+//! Result tables of cotune: the Parquet schema, an atomic writer, a reader, and the aggregates
+//! computed over rows (the Pareto front).
+//!
+//! The engine hands over rows as ordered maps of typed cells ([`Row`], [`Value`]); each timely
+//! worker replaces its own part of a stage table with [`replace_table_part`], and readers
+//! (pandas, polars, duckdb, or [`read_table`]) see the folder `<out>/<experiment>/<stage>/` as
+//! one table. Every file carries the experiment digest, cotune version and
+//! [`SCHEMA_VERSION`] in its footer.
+//!
+//! ```
+//! use results::{read_table, write_parquet, Row, TableMeta, Value};
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("prune.parquet");
+//! let row: Row = [("key".to_owned(), Value::from("ab12")), ("sparsity".to_owned(), 0.75.into())]
+//!     .into_iter()
+//!     .collect();
+//! write_parquet(&path, &[row.clone()], &TableMeta::new("quickstart", "d1g3st")).unwrap();
+//! assert_eq!(read_table(&path).unwrap(), vec![row]);
+//! ```
+
+#![forbid(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod atomic;
+mod error;
+mod pareto;
+mod read;
+mod run;
+mod schema;
+mod table;
+mod value;
+mod write;
+
+pub use error::ResultsError;
+pub use pareto::{pareto_front, Objectives};
+pub use read::{read_created_by, read_metadata, read_table, table_files};
+pub use run::{read_run_json, write_run_json, RunSummary, StageCounts};
+pub use schema::TableSchema;
+pub use table::{
+    experiment_dir, pareto_path, part_file_name, prune_parts, replace_table_part, run_json_path,
+    table_dir,
+};
+pub use value::{ColumnType, Row, Value};
+pub use write::{
+    keys, write_parquet, writer_properties, TableMeta, COTUNE_VERSION, SCHEMA_VERSION,
+};
