@@ -1,1 +1,32 @@
-//! placeholder
+//! Sparse formats and SpMM kernels for cotune: the patterns of the accuracy search space, their
+//! mask builders and storage formats, the CPU kernels of the performance search space with their
+//! parameter spaces and cost model, and the dense baseline. See DESIGN.md, "Sparse formats" and
+//! "Kernels".
+#![forbid(missing_docs)]
+
+mod cost;
+mod cpu;
+mod dense;
+mod error;
+mod format;
+mod isa;
+mod mask;
+mod pattern;
+mod reference;
+mod space;
+mod synthetic;
+
+pub use cost::{dense_predicted_cost, predicted_cost};
+pub use cpu::spmm;
+pub use dense::dense_gemm;
+pub use error::KernelError;
+pub use format::{
+    meta_word_shift, vnm_k_sp, vnm_meta_words, CsrMatrix, DenseMatrix, NmMatrix, SparseMatrix,
+    VectorMatrix, VnmMatrix,
+};
+pub use isa::{available_cores, cpu_fingerprint, isa, Isa};
+pub use mask::{build_mask, Mask};
+pub use pattern::{FormatSignature, Pattern, PatternKind};
+pub use reference::spmm_reference;
+pub use space::{cpu_space, dense_space, Constraint, KernelSpace, ParamDef, ParamPoint};
+pub use synthetic::{random_values, synthetic};

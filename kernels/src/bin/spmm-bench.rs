@@ -1,0 +1,235 @@
+//! Benchmark of the CPU SpMM kernels against the dense baseline measured in the same run.
+//!
+//! `cargo run --release -p kernels --bin spmm-bench -- [--targets | --full] [--threads 1,2]
+//! [--reps 5] [--budget 0.1]`
+//!
+//! - `--targets` (default): 3072×768×512, the target patterns, every point of each space
+//!   measured (exhaustive), plus the regret of the cost model at a budget of 10 % of the space.
+//! - `--full`: BERT-like shapes 768×768, 3072×768, 768×3072, 4096×4096 with N = 128 and 512;
+//!   N:M 2:4..2:32, V:N:M with V ∈ {16, 32, 64, 128}, CSR at equal sparsity; each tuned by the
+//!   cost model's top `budget` fraction of the space (at least 4 points).
+//!
+//! Times are medians over `reps` runs after one warm-up; GFLOP/s counts useful FLOPs (2·nnz·N);
+//! speedups are against the faster dense backend for the same threads.
+
+use std::time::Instant;
+
+use kernels::*;
+
+struct Opts {
+    full: bool,
+    threads: Vec<usize>,
+    reps: usize,
+    budget: f64,
+}
+
+fn parse() -> Result<Opts, String> {
+    let mut o = Opts {
+        full: false,
+        threads: vec![1, 2.min(available_cores())],
+        reps: 5,
+        budget: 0.1,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--targets" => o.full = false,
+            "--full" => o.full = true,
+            "--threads" => {
+                o.threads = val()?
+                    .split(',')
+                    .map(|t| t.parse().map_err(|e| format!("--threads: {e}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--reps" => o.reps = val()?.parse().map_err(|e| format!("--reps: {e}"))?,
+            "--budget" => o.budget = val()?.parse().map_err(|e| format!("--budget: {e}"))?,
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    o.threads.dedup();
+    Ok(o)
+}
+
+/// Median seconds of `f` over `reps` runs after a warm-up.
+fn time(reps: usize, mut f: impl FnMut() -> Result<(), KernelError>) -> Result<f64, KernelError> {
+    f()?;
+    let mut ts = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        f()?;
+        ts.push(t.elapsed().as_secs_f64());
+    }
+    ts.sort_by(f64::total_cmp);
+    Ok(ts[ts.len() / 2])
+}
+
+/// Best dense time for `threads` over both backends, and each backend's time.
+fn dense_best(
+    rows: usize,
+    cols: usize,
+    n: usize,
+    threads: usize,
+    reps: usize,
+) -> Result<(f64, f64, f64), KernelError> {
+    let a = random_values(rows * cols, 1);
+    let b = random_values(cols * n, 2);
+    let mut c = vec![0.0; rows * n];
+    let mut t = [0.0; 2];
+    for (backend, slot) in t.iter_mut().enumerate() {
+        let p = ParamPoint::from_pairs([("backend", backend as i64), ("threads", threads as i64)]);
+        *slot = time(reps, || dense_gemm(&a, rows, cols, &b, n, &mut c, &p))?;
+    }
+    Ok((t[0].min(t[1]), t[0], t[1]))
+}
+
+struct Tuned {
+    best: f64,
+    best_point: ParamPoint,
+    /// Best among the model's top `budget` fraction (only when every point was measured).
+    model_best: Option<f64>,
+    measured: usize,
+    space: usize,
+}
+
+/// Tunes `a` for `threads`: all points of the space with that thread count (exhaustive), or the
+/// cost model's top fraction.
+fn tune(
+    a: &SparseMatrix,
+    n: usize,
+    threads: usize,
+    reps: usize,
+    budget: f64,
+    exhaustive: bool,
+) -> Result<Tuned, KernelError> {
+    let sig = a.signature();
+    let b = random_values(a.cols() * n, 3);
+    let mut c = vec![0.0; a.rows() * n];
+    let mut points: Vec<ParamPoint> = cpu_space(&sig, n)
+        .points()
+        .into_iter()
+        .filter(|p| p.0.get("threads") == Some(&(threads as i64)))
+        .collect();
+    let space = points.len();
+    points.sort_by(|p, q| predicted_cost(&sig, n, p).total_cmp(&predicted_cost(&sig, n, q)));
+    let top = ((budget * space as f64).ceil() as usize).clamp(1, space.max(1));
+    let measure_n = if exhaustive {
+        space
+    } else {
+        top.max(4).min(space)
+    };
+    let mut times = Vec::with_capacity(measure_n);
+    for p in &points[..measure_n] {
+        times.push(time(reps, || spmm(a, &b, n, &mut c, p))?);
+    }
+    let (i, &best) = times
+        .iter()
+        .enumerate()
+        .min_by(|x, y| x.1.total_cmp(y.1))
+        .ok_or_else(|| KernelError::Backend("empty space".into()))?;
+    let model_best = exhaustive.then(|| times[..top].iter().copied().fold(f64::INFINITY, f64::min));
+    Ok(Tuned {
+        best,
+        best_point: points[i].clone(),
+        model_best,
+        measured: measure_n,
+        space,
+    })
+}
+
+fn point_str(p: &ParamPoint) -> String {
+    p.0.iter()
+        .filter(|(k, _)| k.as_str() != "threads")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64) {
+    let gflops = 2.0 * a.nnz() as f64 * n as f64 / t.best / 1e9;
+    let regret = t
+        .model_best
+        .map(|m| format!("{:>6.1}%", (m / t.best - 1.0) * 100.0))
+        .unwrap_or_else(|| "     -".into());
+    println!(
+        "  {label:<16} {:>9.1} us {:>7.1} GF/s {:>6.2}x  model@10% regret {regret}  ({}/{} pts) best: {}",
+        t.best * 1e6,
+        gflops,
+        dense / t.best,
+        t.measured,
+        t.space,
+        point_str(&t.best_point)
+    );
+}
+
+fn run(o: &Opts) -> Result<(), KernelError> {
+    println!("cpu: {}", cpu_fingerprint());
+    let shapes: Vec<(usize, usize, usize)> = if o.full {
+        [(768, 768), (3072, 768), (768, 3072), (4096, 4096)]
+            .into_iter()
+            .flat_map(|(r, k)| [128, 512].map(|n| (r, k, n)))
+            .collect()
+    } else {
+        vec![(3072, 768, 512)]
+    };
+    for &(rows, cols, n) in &shapes {
+        let mut patterns: Vec<(String, Pattern)> = Vec::new();
+        let ms: &[usize] = if o.full { &[4, 8, 16, 32] } else { &[8, 16] };
+        for &m in ms {
+            patterns.push((format!("N:M 2:{m}"), Pattern::Nm { n: 2, m }));
+            let vs: &[usize] = if o.full {
+                &[16, 32, 64, 128]
+            } else {
+                &[16, 64, 128]
+            };
+            for &v in vs {
+                patterns.push((format!("V:N:M {v}:2:{m}"), Pattern::Vnm { v, m }));
+            }
+            let sparsity = 1.0 - 2.0 / m as f64;
+            patterns.push((
+                format!("CSR {:.1}%", sparsity * 100.0),
+                Pattern::Unstructured { sparsity },
+            ));
+        }
+        if !o.full {
+            patterns.push((
+                "vector 16x1 75%".into(),
+                Pattern::Vector {
+                    v: 16,
+                    sparsity: 0.75,
+                },
+            ));
+        }
+        for &threads in &o.threads {
+            let (dense, faer, gemm) = dense_best(rows, cols, n, threads, o.reps)?;
+            let dense_gf = 2.0 * (rows * cols * n) as f64 / dense / 1e9;
+            println!(
+                "\n{rows}x{cols}x{n}, {threads} thread(s): dense {:.1} us ({dense_gf:.1} GF/s; faer {:.1} us, gemm {:.1} us)",
+                dense * 1e6,
+                faer * 1e6,
+                gemm * 1e6
+            );
+            for (label, pattern) in &patterns {
+                let sig = FormatSignature::for_pattern(pattern, rows, cols)?;
+                let a = synthetic(&sig, 7)?;
+                let t = tune(&a, n, threads, o.reps, o.budget, !o.full)?;
+                row(label, &a, n, &t, dense);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let opts = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("spmm-bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&opts) {
+        eprintln!("spmm-bench: {e}");
+        std::process::exit(1);
+    }
+}

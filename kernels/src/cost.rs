@@ -1,0 +1,152 @@
+//! An analytical cost model of the CPU kernels, for the tuner's `model` strategy: it ranks a
+//! whole space and only the best-ranked points are measured.
+//!
+//! It mirrors the micro-kernels of `cpu::kernels`: per stored entry and row chunk, `U` vector
+//! FMAs against `U` vector loads of B plus a broadcast and index loads; the cost of a step is the
+//! larger of the FMA-port time, the load-port time and the L2 time of the B rows the chunk
+//! cannot reuse; then per-chunk stores, B packing, the L2 fit of a B tile, and the thread split.
+//! Units are seconds at a nominal clock; only the ranking matters to the tuner.
+
+use std::sync::OnceLock;
+
+use crate::space::accumulator_budget;
+use crate::{isa, FormatSignature, Isa, ParamPoint, PatternKind};
+
+/// Nominal clock (Hz) used to turn cycles into seconds.
+const CLOCK_HZ: f64 = 3.5e9;
+/// L2 bytes per cycle for rows of B that miss L1.
+const L2_BYTES_PER_CYCLE: f64 = 32.0;
+/// Packing bandwidth, bytes per cycle (read + write).
+const PACK_BYTES_PER_CYCLE: f64 = 16.0;
+
+/// Per-ISA port throughputs: (vector FMAs per cycle, vector loads per cycle).
+fn ports(isa: Isa) -> (f64, f64) {
+    match isa {
+        // Zen 4 runs 512-bit operations as two 256-bit halves.
+        Isa::Avx512 => (1.0, 1.0),
+        Isa::Avx2 => (2.0, 2.0),
+        Isa::Scalar => (2.0, 2.0),
+    }
+}
+
+/// The L2 size of this CPU (sysfs), 1 MiB if unknown.
+fn l2_bytes() -> f64 {
+    static L2: OnceLock<f64> = OnceLock::new();
+    *L2.get_or_init(|| {
+        std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index2/size")
+            .ok()
+            .and_then(|s| {
+                let s = s.trim();
+                let (num, mult) = match s.strip_suffix('K') {
+                    Some(x) => (x, 1024.0),
+                    None => (s.strip_suffix('M').unwrap_or(s), 1024.0 * 1024.0),
+                };
+                num.parse::<f64>().ok().map(|v| v * mult)
+            })
+            .unwrap_or(1024.0 * 1024.0)
+    })
+}
+
+/// Parallel efficiency of `t` threads over `chunks` independent row chunks.
+fn parallel_factor(t: f64, chunks: f64) -> f64 {
+    if t <= 1.0 {
+        return 1.0;
+    }
+    let per_thread = (chunks / t).ceil().max(1.0);
+    // Imbalance from whole chunks, and ~8 % lost to shared L3/memory and scheduling.
+    (per_thread / chunks.max(1.0)) / 0.92
+}
+
+/// Predicted seconds of [`crate::spmm`] for a matrix of signature `sig` times `n` columns with
+/// point `p`; `f64::INFINITY` for a point outside the space's parameters.
+pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
+    if sig.kind == PatternKind::Dense {
+        return dense_predicted_cost(sig.rows, sig.cols, n, p);
+    }
+    let get = |k: &str| p.0.get(k).map(|&v| v as f64);
+    let (Some(t), Some(w), Some(pack)) = (get("threads"), get("tile_n"), get("pack_b")) else {
+        return f64::INFINITY;
+    };
+    let r = if sig.kind == PatternKind::Unstructured {
+        1.0
+    } else {
+        get("rows").unwrap_or(1.0)
+    };
+    let isa = isa();
+    let lanes = isa.lanes() as f64;
+    let u = (w / lanes).max(1.0);
+    if r * u > accumulator_budget(isa) as f64 {
+        return f64::INFINITY;
+    }
+    let (fma_tp, load_tp) = ports(isa);
+    let (rows, k, nf) = (sig.rows as f64, sig.cols as f64, n as f64);
+    let tiles = (nf / w).ceil().max(1.0);
+    let row_bytes = w * 4.0;
+    // B tile in L2? Otherwise its rows come from L3 at about half the bandwidth.
+    let l2_factor = if k * row_bytes > 0.75 * l2_bytes() {
+        2.0
+    } else {
+        1.0
+    };
+    let stride_factor = if pack > 0.5 || nf <= w { 1.0 } else { 1.25 };
+    let l2 = |bytes: f64| bytes * l2_factor * stride_factor / L2_BYTES_PER_CYCLE;
+    let density = sig.density();
+    let step = |fmas: f64, loads: f64, l2_bytes: f64| {
+        (fmas / fma_tp).max(loads / load_tp).max(l2(l2_bytes))
+    };
+    // Cycles for one tile of all rows.
+    let cycles_per_tile = match sig.kind {
+        PatternKind::Unstructured => {
+            let nnz = rows * k * density;
+            nnz * step(u, u + 1.5, row_bytes * 0.7) + rows * (u + 8.0)
+        }
+        PatternKind::Nm => {
+            let (nn, m) = (sig.n as f64, sig.m.max(1) as f64);
+            let slots = rows * (k / m).ceil() * nn;
+            let unique = m * (1.0 - (1.0 - nn / m).powf(r)) / (r * nn);
+            slots * step(u, u + 1.5, row_bytes * unique.min(1.0)) + rows / r * (r * u + 10.0)
+        }
+        PatternKind::Vnm => {
+            let m = sig.m.max(1) as f64;
+            let slots = rows * (k / m).ceil() * 2.0;
+            let unique = 4.0 * (1.0 - 0.5f64.powf(r)) / (2.0 * r);
+            let loc_loads = 4.0 / (2.0 * r);
+            slots * step(u, u + 1.5 + loc_loads, row_bytes * unique) + rows / r * (r * u + 10.0)
+        }
+        PatternKind::Vector => {
+            let v = sig.v.max(1) as f64;
+            let vectors = rows / v * k * density;
+            let per_chunk = step(r * u, u + 0.5 * r + 1.0, row_bytes);
+            vectors * (v / r) * per_chunk + rows / r * (r * u + 10.0)
+        }
+        PatternKind::Dense => unreachable_dense(),
+    };
+    let pack_cycles = if pack > 0.5 {
+        k * nf * 8.0 / PACK_BYTES_PER_CYCLE
+    } else {
+        0.0
+    };
+    let chunks = match sig.kind {
+        PatternKind::Vnm | PatternKind::Vector => rows / sig.v.max(1) as f64,
+        _ => rows,
+    };
+    (tiles * cycles_per_tile * parallel_factor(t, chunks) + pack_cycles) / CLOCK_HZ
+}
+
+/// Dense signatures are answered by [`dense_predicted_cost`] before the match.
+fn unreachable_dense() -> f64 {
+    f64::INFINITY
+}
+
+/// Predicted seconds of [`crate::dense_gemm`]: FLOPs at ~90 % of the FMA peak per thread.
+pub fn dense_predicted_cost(rows: usize, cols: usize, n: usize, p: &ParamPoint) -> f64 {
+    let Some(&t) = p.0.get("threads") else {
+        return f64::INFINITY;
+    };
+    let (fma_tp, _) = ports(isa());
+    let flops_per_cycle = 2.0 * fma_tp * isa().lanes() as f64;
+    let flops = 2.0 * rows as f64 * cols as f64 * n as f64;
+    let eff = if t > 1 { 0.85 * t as f64 } else { 0.92 };
+    // Small products pay a fixed start-up (packing, dispatch) of a few microseconds.
+    flops / (flops_per_cycle * eff * CLOCK_HZ) + 3e-6 * t as f64
+}

@@ -1,0 +1,101 @@
+//! Instantiates the micro-kernels per ISA (inside `#[target_feature]` functions) and per
+//! `(rows, vectors per tile)`, and selects one as a function pointer.
+
+use std::ops::Range;
+
+use super::kernels::{self, BTile, CTile};
+use super::simd::{Scalar, Simd};
+use crate::{Isa, SparseMatrix};
+
+/// A kernel over one N tile for a range of rows.
+///
+/// # Safety
+/// The [`BTile`] / [`CTile`] contracts of `cpu::kernels`, the ISA of the selected function is
+/// available, and for V:N:M and vector-wise `rows` is aligned to V.
+pub(crate) type KernelFn = unsafe fn(&SparseMatrix, Range<usize>, BTile, CTile);
+
+/// Runs the right format kernel; dense matrices never reach here.
+#[inline(always)]
+unsafe fn body<S: Simd, const R: usize, const U: usize>(
+    a: &SparseMatrix,
+    rows: Range<usize>,
+    b: BTile,
+    c: CTile,
+) {
+    // SAFETY: forwarded contract of `KernelFn`.
+    unsafe {
+        match a {
+            SparseMatrix::Csr(x) => kernels::csr::<S, U>(x, rows, b, c),
+            SparseMatrix::Nm(x) => kernels::nm::<S, R, U>(x, rows, b, c),
+            SparseMatrix::Vnm(x) => kernels::vnm::<S, R, U>(x, rows, b, c),
+            SparseMatrix::Vector(x) => kernels::vector::<S, R, U>(x, rows, b, c),
+            SparseMatrix::Dense(_) => {}
+        }
+    }
+}
+
+unsafe fn run_scalar<const R: usize, const U: usize>(
+    a: &SparseMatrix,
+    rows: Range<usize>,
+    b: BTile,
+    c: CTile,
+) {
+    // SAFETY: forwarded contract; scalar code needs no CPU feature.
+    unsafe { body::<Scalar, R, U>(a, rows, b, c) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn run_avx2<const R: usize, const U: usize>(
+    a: &SparseMatrix,
+    rows: Range<usize>,
+    b: BTile,
+    c: CTile,
+) {
+    // SAFETY: forwarded contract; selected only when AVX2 and FMA were detected.
+    unsafe { body::<super::simd::Avx2, R, U>(a, rows, b, c) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn run_avx512<const R: usize, const U: usize>(
+    a: &SparseMatrix,
+    rows: Range<usize>,
+    b: BTile,
+    c: CTile,
+) {
+    // SAFETY: forwarded contract; selected only when AVX-512F and FMA were detected.
+    unsafe { body::<super::simd::Avx512, R, U>(a, rows, b, c) }
+}
+
+macro_rules! table {
+    ($f:ident, $r:expr, $u:expr) => {
+        match ($r, $u) {
+            (1, 1) => Some($f::<1, 1> as KernelFn),
+            (1, 2) => Some($f::<1, 2> as KernelFn),
+            (1, 4) => Some($f::<1, 4> as KernelFn),
+            (1, 8) => Some($f::<1, 8> as KernelFn),
+            (2, 1) => Some($f::<2, 1> as KernelFn),
+            (2, 2) => Some($f::<2, 2> as KernelFn),
+            (2, 4) => Some($f::<2, 4> as KernelFn),
+            (2, 8) => Some($f::<2, 8> as KernelFn),
+            (4, 1) => Some($f::<4, 1> as KernelFn),
+            (4, 2) => Some($f::<4, 2> as KernelFn),
+            (4, 4) => Some($f::<4, 4> as KernelFn),
+            (8, 1) => Some($f::<8, 1> as KernelFn),
+            (8, 2) => Some($f::<8, 2> as KernelFn),
+            _ => None,
+        }
+    };
+}
+
+/// The kernel for `isa`, `rows` together and `vectors` vectors per tile, if instantiated.
+pub(crate) fn select(isa: Isa, rows: usize, vectors: usize) -> Option<KernelFn> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => table!(run_avx512, rows, vectors),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => table!(run_avx2, rows, vectors),
+        _ => table!(run_scalar, rows, vectors),
+    }
+}

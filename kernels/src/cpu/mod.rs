@@ -1,0 +1,194 @@
+//! CPU SpMM: `C = A · B` for every sparse format, multi-threaded, with the ISA chosen once at
+//! run time. [`spmm`] validates the parameter point, lays B out in N tiles, splits the rows over
+//! threads and runs the selected micro-kernel per (row range, tile).
+
+mod dispatch;
+mod kernels;
+mod pool;
+mod simd;
+
+use std::ops::Range;
+
+pub(crate) use pool::with_threads;
+
+use crate::reference::check_shapes;
+use crate::{cpu_space, dense_gemm, isa, FormatSignature, KernelError, ParamPoint, SparseMatrix};
+use kernels::{BTile, CTile};
+
+/// The signature fields the CPU space depends on, without the O(nnz) density count.
+fn space_signature(a: &SparseMatrix) -> FormatSignature {
+    let (n, m, v) = match a {
+        SparseMatrix::Nm(x) => (x.n(), x.m(), 0),
+        SparseMatrix::Vnm(x) => (2, x.m(), x.v()),
+        SparseMatrix::Vector(x) => (0, 0, x.v()),
+        _ => (0, 0, 0),
+    };
+    FormatSignature {
+        kind: match a {
+            SparseMatrix::Dense(_) => crate::PatternKind::Dense,
+            SparseMatrix::Csr(_) => crate::PatternKind::Unstructured,
+            SparseMatrix::Nm(_) => crate::PatternKind::Nm,
+            SparseMatrix::Vnm(_) => crate::PatternKind::Vnm,
+            SparseMatrix::Vector(_) => crate::PatternKind::Vector,
+        },
+        n,
+        m,
+        v,
+        rows: a.rows(),
+        cols: a.cols(),
+        density_ppm: 0,
+    }
+}
+
+/// B laid out for the kernels: tile `t` covers columns `t·w .. t·w + w`. With packing, every tile
+/// is copied into a contiguous `cols × w` panel; without, full tiles are read in place and only a
+/// partial last tile is copied (zero-padded), so that every row of every tile has `w` floats.
+struct Panels<'a> {
+    b: &'a [f32],
+    n: usize,
+    cols: usize,
+    w: usize,
+    packed: Vec<f32>,
+    pack_all: bool,
+}
+
+impl<'a> Panels<'a> {
+    fn new(b: &'a [f32], cols: usize, n: usize, w: usize, pack_all: bool) -> Self {
+        let tiles = n.div_ceil(w);
+        let first = if pack_all { 0 } else { n / w };
+        let mut packed = vec![0.0f32; (tiles - first) * cols * w];
+        for t in first..tiles {
+            let (c0, width) = (t * w, w.min(n - t * w));
+            let panel = &mut packed[(t - first) * cols * w..(t - first + 1) * cols * w];
+            for k in 0..cols {
+                panel[k * w..k * w + width].copy_from_slice(&b[k * n + c0..k * n + c0 + width]);
+            }
+        }
+        Panels {
+            b,
+            n,
+            cols,
+            w,
+            packed,
+            pack_all,
+        }
+    }
+
+    fn tile(&self, t: usize) -> BTile {
+        let first_packed = if self.pack_all { 0 } else { self.n / self.w };
+        if t >= first_packed {
+            BTile {
+                // `wrapping_add` keeps this safe; the offset is inside `packed` whenever it is read.
+                ptr: self
+                    .packed
+                    .as_ptr()
+                    .wrapping_add((t - first_packed) * self.cols * self.w),
+                stride: self.w,
+            }
+        } else {
+            BTile {
+                ptr: self.b.as_ptr().wrapping_add(t * self.w),
+                stride: self.n,
+            }
+        }
+    }
+}
+
+/// Splits `0..rows` into at most `parts` ranges aligned to `unit` rows, balancing `work(range)`.
+fn partition(
+    rows: usize,
+    unit: usize,
+    parts: usize,
+    work: impl Fn(usize) -> usize,
+) -> Vec<Range<usize>> {
+    let units = rows / unit;
+    let total = work(units);
+    let mut out = Vec::with_capacity(parts);
+    let mut start = 0;
+    for i in 1..=parts {
+        let target = total * i / parts;
+        let mut end = start;
+        while end < units && (work(end) < target || i == parts) {
+            end += 1;
+        }
+        if end > start {
+            out.push(start * unit..end * unit);
+        }
+        start = end;
+    }
+    out
+}
+
+/// `C (rows×n) = A (rows×cols) · B (cols×n)`, row-major, `C` overwritten, with the kernel
+/// parameters `p` (a point of [`cpu_space`]; for dense A, of [`crate::dense_space`]).
+pub fn spmm(
+    a: &SparseMatrix,
+    b: &[f32],
+    n: usize,
+    c: &mut [f32],
+    p: &ParamPoint,
+) -> Result<(), KernelError> {
+    check_shapes(a, b, n, c)?;
+    if let SparseMatrix::Dense(d) = a {
+        return dense_gemm(d.values(), d.rows(), d.cols(), b, n, c, p);
+    }
+    let sig = space_signature(a);
+    cpu_space(&sig, n).contains(p)?;
+    let (threads, w, pack) = (
+        p.count("threads")?,
+        p.count("tile_n")?,
+        p.get("pack_b")? == 1,
+    );
+    let r = if matches!(a, SparseMatrix::Csr(_)) {
+        1
+    } else {
+        p.count("rows")?
+    };
+    let (rows, cols, lanes) = (a.rows(), a.cols(), isa().lanes());
+    if rows == 0 || n == 0 {
+        return Ok(());
+    }
+    let kernel = dispatch::select(isa(), r, w / lanes).ok_or(KernelError::ParamConstraint {
+        name: "tile_n".to_string(),
+        value: w as i64,
+        reason: format!("no kernel instantiated for rows = {r}"),
+    })?;
+    let panels = Panels::new(b, cols, n, w, pack);
+    let (unit, prefix): (usize, Box<dyn Fn(usize) -> usize + Sync>) = match a {
+        SparseMatrix::Csr(x) => (1, Box::new(|u| x.row_ptr()[u] as usize)),
+        SparseMatrix::Vector(x) => (x.v(), Box::new(|u| x.block_ptr()[u] as usize)),
+        SparseMatrix::Vnm(x) => (x.v(), Box::new(|u| u)),
+        _ => (1, Box::new(|u| u)),
+    };
+    let parts = partition(rows, unit, threads, prefix);
+    let tiles = n.div_ceil(w);
+    let run = |range: Range<usize>, cpart: &mut [f32]| {
+        for t in 0..tiles {
+            let ct = CTile {
+                ptr: cpart.as_mut_ptr().wrapping_add(t * w),
+                stride: n,
+                width: w.min(n - t * w),
+            };
+            // SAFETY: `kernel` was selected for this process's ISA; the point was checked against
+            // the space (rows divides V for V:N:M and vector-wise, whose ranges are aligned to V);
+            // every tile of `panels` has `w` readable floats per row for `cols` rows; `cpart` holds
+            // exactly the rows of `range`, n floats each, and the tile's `width` columns from t·w.
+            unsafe { kernel(a, range.clone(), panels.tile(t), ct) };
+        }
+    };
+    if parts.len() <= 1 {
+        run(0..rows, c);
+        return Ok(());
+    }
+    with_threads(threads, || {
+        rayon::scope(|s| {
+            let mut rest = &mut *c;
+            for range in parts {
+                let (mine, tail) = rest.split_at_mut(range.len() * n);
+                rest = tail;
+                let run = &run;
+                s.spawn(move |_| run(range, mine));
+            }
+        })
+    })
+}

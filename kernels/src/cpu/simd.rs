@@ -1,0 +1,134 @@
+//! A minimal SIMD abstraction: the kernels are written once against [`Simd`] and instantiated per
+//! ISA inside `#[target_feature]` functions (see `cpu::dispatch`). Every method is
+//! `#[inline(always)]` so that it is compiled with the caller's target features.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Vector operations on f32 lanes.
+///
+/// # Safety
+/// Implementations for an ISA may only be called where the CPU supports that ISA (guaranteed by
+/// the dispatch, which selects them after run-time detection), and pointers must be valid for
+/// `LANES` reads or writes.
+pub(crate) unsafe trait Simd {
+    /// f32 lanes per vector.
+    const LANES: usize;
+    /// The vector type.
+    type V: Copy;
+    /// All zeros.
+    unsafe fn zero() -> Self::V;
+    /// `x` in every lane.
+    unsafe fn splat(x: f32) -> Self::V;
+    /// Unaligned load of `LANES` floats.
+    unsafe fn load(p: *const f32) -> Self::V;
+    /// Unaligned store of `LANES` floats.
+    unsafe fn store(p: *mut f32, v: Self::V);
+    /// `acc + a · b` (fused where the ISA has FMA).
+    unsafe fn fma(acc: Self::V, a: Self::V, b: Self::V) -> Self::V;
+}
+
+/// Scalar code, always available.
+pub(crate) struct Scalar;
+
+// SAFETY: plain f32 arithmetic; callers guarantee the pointers are valid for one float.
+unsafe impl Simd for Scalar {
+    const LANES: usize = 1;
+    type V = f32;
+    #[inline(always)]
+    unsafe fn zero() -> f32 {
+        0.0
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> f32 {
+        x
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> f32 {
+        // SAFETY: the caller guarantees `p` is valid for one read.
+        unsafe { p.read_unaligned() }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: f32) {
+        // SAFETY: the caller guarantees `p` is valid for one write.
+        unsafe { p.write_unaligned(v) }
+    }
+    #[inline(always)]
+    unsafe fn fma(acc: f32, a: f32, b: f32) -> f32 {
+        acc + a * b
+    }
+}
+
+/// AVX2 + FMA, 8 lanes.
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct Avx2;
+
+// SAFETY: only instantiated inside functions compiled with `avx2,fma` and selected after
+// detecting both; pointers are valid for 8 floats by the caller's contract.
+#[cfg(target_arch = "x86_64")]
+unsafe impl Simd for Avx2 {
+    const LANES: usize = 8;
+    type V = __m256;
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        // SAFETY: AVX is available (see the impl's contract).
+        unsafe { _mm256_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> __m256 {
+        // SAFETY: AVX is available.
+        unsafe { _mm256_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m256 {
+        // SAFETY: AVX is available and `p` is valid for 8 reads.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m256) {
+        // SAFETY: AVX is available and `p` is valid for 8 writes.
+        unsafe { _mm256_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn fma(acc: __m256, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: FMA is available.
+        unsafe { _mm256_fmadd_ps(a, b, acc) }
+    }
+}
+
+/// AVX-512F + FMA, 16 lanes.
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct Avx512;
+
+// SAFETY: only instantiated inside functions compiled with `avx512f,fma` and selected after
+// detecting both; pointers are valid for 16 floats by the caller's contract.
+#[cfg(target_arch = "x86_64")]
+unsafe impl Simd for Avx512 {
+    const LANES: usize = 16;
+    type V = __m512;
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        // SAFETY: AVX-512F is available.
+        unsafe { _mm512_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> __m512 {
+        // SAFETY: AVX-512F is available.
+        unsafe { _mm512_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m512 {
+        // SAFETY: AVX-512F is available and `p` is valid for 16 reads.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m512) {
+        // SAFETY: AVX-512F is available and `p` is valid for 16 writes.
+        unsafe { _mm512_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn fma(acc: __m512, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F is available.
+        unsafe { _mm512_fmadd_ps(a, b, acc) }
+    }
+}

@@ -1,0 +1,182 @@
+//! The N:M format: each row stores exactly N slots per group of M consecutive columns.
+
+use crate::{KernelError, Mask};
+
+/// An N:M matrix: per row and per group of `m` columns (`groups = ⌈cols/m⌉`), `n` slots, each a
+/// value and its position in the group.
+///
+/// Layout: `values[(r * groups + g) * n + s]`, `positions[...]` alike (u8, position in the group).
+///
+/// Invariants (checked by [`NmMatrix::new`]): `1 ≤ n < m ≤ 256`; within a group the positions
+/// strictly increase and are `< m`. A group keeping fewer than `n` weights fills its spare slots
+/// with `+0.0` at unkept positions (stored zeros: the kernels multiply them, so NaN/Inf in B at
+/// those columns propagate as they would through a dense zero). In the last group, positions at
+/// or beyond `cols` are *phantom*: their value must be `+0.0` and nobody reads B there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NmMatrix {
+    rows: usize,
+    cols: usize,
+    n: usize,
+    m: usize,
+    values: Vec<f32>,
+    positions: Vec<u8>,
+}
+
+impl NmMatrix {
+    /// Checked constructor.
+    pub fn new(
+        rows: usize,
+        cols: usize,
+        n: usize,
+        m: usize,
+        values: Vec<f32>,
+        positions: Vec<u8>,
+    ) -> Result<Self, KernelError> {
+        let bad = |reason: String| Err(KernelError::format("N:M", reason));
+        if n == 0 || n >= m || m > 256 {
+            return bad(format!("needs 1 <= N < M <= 256, got {n}:{m}"));
+        }
+        let groups = cols.div_ceil(m);
+        KernelError::check_len("N:M values", rows * groups * n, values.len())?;
+        KernelError::check_len("N:M positions", rows * groups * n, positions.len())?;
+        for r in 0..rows {
+            for g in 0..groups {
+                let at = (r * groups + g) * n;
+                let pos = &positions[at..at + n];
+                if pos.windows(2).any(|w| w[0] >= w[1]) || pos.iter().any(|&p| p as usize >= m) {
+                    return bad(format!(
+                        "row {r} group {g}: positions {pos:?} must strictly increase below {m}"
+                    ));
+                }
+                for (s, &p) in pos.iter().enumerate() {
+                    if g * m + p as usize >= cols && values[at + s].to_bits() != 0 {
+                        return bad(format!(
+                            "row {r} group {g}: phantom slot {s} must hold +0.0"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(NmMatrix {
+            rows,
+            cols,
+            n,
+            m,
+            values,
+            positions,
+        })
+    }
+
+    /// Packs `values ⊙ mask`; errors if a group keeps more than `n`.
+    pub fn from_masked(
+        values: &[f32],
+        mask: &Mask,
+        n: usize,
+        m: usize,
+    ) -> Result<Self, KernelError> {
+        let (rows, cols) = (mask.rows(), mask.cols());
+        KernelError::check_len("values", rows * cols, values.len())?;
+        if n == 0 || n >= m || m > 256 {
+            return Err(KernelError::format(
+                "N:M",
+                format!("needs 1 <= N < M <= 256, got {n}:{m}"),
+            ));
+        }
+        let groups = cols.div_ceil(m);
+        let mut vals = Vec::with_capacity(rows * groups * n);
+        let mut poss = Vec::with_capacity(rows * groups * n);
+        for r in 0..rows {
+            for g in 0..groups {
+                let (g0, len) = (g * m, m.min(cols - g * m));
+                let kept: Vec<usize> = (0..len).filter(|&i| mask.keep(r, g0 + i)).collect();
+                if kept.len() > n {
+                    return Err(KernelError::format(
+                        "N:M",
+                        format!("row {r} group {g} keeps {} > N = {n}", kept.len()),
+                    ));
+                }
+                let mut slots: Vec<(usize, f32)> = kept
+                    .iter()
+                    .map(|&i| (i, values[r * cols + g0 + i]))
+                    .collect();
+                // Spare slots: unkept positions, smallest first (phantom ones only if needed).
+                let spare = (0..m).filter(|i| !kept.contains(i));
+                slots.extend(spare.take(n - kept.len()).map(|i| (i, 0.0)));
+                slots.sort_unstable_by_key(|s| s.0);
+                for (p, v) in slots {
+                    poss.push(p as u8);
+                    vals.push(v);
+                }
+            }
+        }
+        NmMatrix::new(rows, cols, n, m, vals, poss)
+    }
+
+    /// The dense row-major matrix.
+    pub fn to_dense(&self) -> Vec<f32> {
+        let mut d = vec![0.0; self.rows * self.cols];
+        let groups = self.groups();
+        for r in 0..self.rows {
+            for g in 0..groups {
+                let at = (r * groups + g) * self.n;
+                for s in 0..self.n {
+                    let c = g * self.m + self.positions[at + s] as usize;
+                    if c < self.cols {
+                        d[r * self.cols + c] = self.values[at + s];
+                    }
+                }
+            }
+        }
+        d
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// N.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// M.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// Groups per row, `⌈cols/m⌉`.
+    pub fn groups(&self) -> usize {
+        self.cols.div_ceil(self.m)
+    }
+
+    /// Slot values, `rows × groups × n`.
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+
+    /// Slot positions within their group, same layout as [`NmMatrix::values`].
+    pub fn positions(&self) -> &[u8] {
+        &self.positions
+    }
+
+    /// Stored slots at real columns (phantom slots excluded).
+    pub fn nnz(&self) -> usize {
+        let groups = self.groups();
+        (0..self.positions.len())
+            .filter(|&i| {
+                ((i / self.n) % groups) * self.m + (self.positions[i] as usize) < self.cols
+            })
+            .count()
+    }
+
+    /// Bytes of storage: 4 per value, 1 per position.
+    pub fn bytes(&self) -> usize {
+        5 * self.values.len()
+    }
+}

@@ -1,0 +1,84 @@
+//! The instruction set the CPU kernels use, chosen once per process at run time.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+/// A SIMD instruction set the CPU kernels are compiled for (all three always are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// AVX-512F (+ FMA): 16 f32 lanes, 32 registers.
+    Avx512,
+    /// AVX2 + FMA: 8 f32 lanes, 16 registers.
+    Avx2,
+    /// Portable scalar code.
+    Scalar,
+}
+
+impl Isa {
+    /// f32 lanes per vector.
+    pub fn lanes(self) -> usize {
+        match self {
+            Isa::Avx512 => 16,
+            Isa::Avx2 => 8,
+            Isa::Scalar => 1,
+        }
+    }
+
+    /// Vector registers available for accumulators and operands.
+    pub fn registers(self) -> usize {
+        match self {
+            Isa::Avx512 => 32,
+            Isa::Avx2 | Isa::Scalar => 16,
+        }
+    }
+}
+
+impl fmt::Display for Isa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Isa::Avx512 => "avx512",
+            Isa::Avx2 => "avx2",
+            Isa::Scalar => "scalar",
+        })
+    }
+}
+
+/// Detects the best ISA of this CPU.
+fn detect() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
+            return Isa::Avx512;
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Scalar
+}
+
+/// The ISA the kernels use in this process (detected once).
+pub fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(detect)
+}
+
+/// CPU model name (from `/proc/cpuinfo`, or "unknown cpu") and the chosen ISA, e.g.
+/// `"AMD EPYC 9R14 96-Core Processor / avx512"`. Part of the kernel-tune key.
+pub fn cpu_fingerprint() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown cpu".to_string());
+    format!("{model} / {}", isa())
+}
+
+/// Cores available to this process.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -1,0 +1,258 @@
+//! Kernel parameter spaces as data: each kernel declares its tunable parameters, their allowed
+//! values and the constraints between them, so that the kernel-tune stage can enumerate, sample
+//! and rank points without knowing the kernel.
+//!
+//! CPU SpMM parameters (see [`cpu_space`]):
+//! - `threads`: worker threads, `1..=cores`.
+//! - `tile_n`: width of the N tile in floats (a multiple of the ISA's lanes); a tile of B is kept
+//!   hot in L2 while every row block streams through it.
+//! - `rows`: rows processed together (register blocking; for V:N:M and vector-wise a divisor of V,
+//!   so a row block never straddles two V-blocks). Not for CSR.
+//! - `pack_b`: 1 copies B into contiguous tile-major panels first, 0 reads B in place.
+//! - constraint: `rows · tile_n / lanes ≤` the accumulator registers of the ISA.
+//!
+//! Dense baseline (see [`dense_space`]): `backend` 0 = faer, 1 = gemm (x86-v4); `threads`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::isa::available_cores;
+use crate::{isa, FormatSignature, KernelError, PatternKind};
+
+/// A point of a kernel space: parameter name → value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+pub struct ParamPoint(pub BTreeMap<String, i64>);
+
+impl ParamPoint {
+    /// A point from `(name, value)` pairs.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, i64)>) -> Self {
+        ParamPoint(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+
+    /// The value of `name`, or [`KernelError::MissingParam`].
+    pub fn get(&self, name: &str) -> Result<i64, KernelError> {
+        self.0
+            .get(name)
+            .copied()
+            .ok_or_else(|| KernelError::MissingParam {
+                name: name.to_string(),
+            })
+    }
+
+    /// The value of `name` as a count (parameters of these spaces are never negative).
+    pub(crate) fn count(&self, name: &str) -> Result<usize, KernelError> {
+        let v = self.get(name)?;
+        usize::try_from(v).map_err(|_| KernelError::ParamConstraint {
+            name: name.to_string(),
+            value: v,
+            reason: "must not be negative".to_string(),
+        })
+    }
+}
+
+/// One tunable parameter and its allowed values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ParamDef {
+    /// Parameter name.
+    pub name: &'static str,
+    /// Allowed values, ascending.
+    pub values: Vec<i64>,
+}
+
+/// A constraint between parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Constraint {
+    /// `a · b / divisor ≤ max` (e.g. rows × tile vectors ≤ registers); reported against `b`.
+    ProductAtMost {
+        /// First factor.
+        a: &'static str,
+        /// Second factor.
+        b: &'static str,
+        /// Divides the product (e.g. lanes per vector).
+        divisor: i64,
+        /// Upper bound.
+        max: i64,
+    },
+}
+
+/// A kernel's parameter space: parameters with allowed values, and the constraints a point must
+/// satisfy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelSpace {
+    /// Which kernel family this space belongs to (e.g. `cpu-vnm`, `dense`).
+    pub kernel: &'static str,
+    params: Vec<ParamDef>,
+    constraints: Vec<Constraint>,
+}
+
+impl KernelSpace {
+    /// A space from parameter definitions and constraints.
+    pub fn new(kernel: &'static str, params: Vec<ParamDef>, constraints: Vec<Constraint>) -> Self {
+        KernelSpace {
+            kernel,
+            params,
+            constraints,
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &[ParamDef] {
+        &self.params
+    }
+
+    /// The constraints.
+    pub fn constraints(&self) -> &[Constraint] {
+        &self.constraints
+    }
+
+    /// Checks a point: every parameter present with an allowed value, no unknown parameter, all
+    /// constraints hold. The error names the parameter at fault.
+    pub fn contains(&self, p: &ParamPoint) -> Result<(), KernelError> {
+        for name in p.0.keys() {
+            if !self.params.iter().any(|d| d.name == name) {
+                return Err(KernelError::UnknownParam { name: name.clone() });
+            }
+        }
+        for d in &self.params {
+            let v = p.get(d.name)?;
+            if !d.values.contains(&v) {
+                return Err(KernelError::ParamValue {
+                    name: d.name.to_string(),
+                    value: v,
+                    allowed: d.values.clone(),
+                });
+            }
+        }
+        for c in &self.constraints {
+            match *c {
+                Constraint::ProductAtMost { a, b, divisor, max } => {
+                    let (va, vb) = (p.get(a)?, p.get(b)?);
+                    if va * vb / divisor > max {
+                        return Err(KernelError::ParamConstraint {
+                            name: b.to_string(),
+                            value: vb,
+                            reason: format!("{a} x {b} / {divisor} must be at most {max}"),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every valid point, in lexicographic order of the parameter values.
+    pub fn points(&self) -> Vec<ParamPoint> {
+        let mut out = vec![ParamPoint::default()];
+        for d in &self.params {
+            out = out
+                .into_iter()
+                .flat_map(|p| {
+                    d.values.iter().map(move |&v| {
+                        let mut q = p.clone();
+                        q.0.insert(d.name.to_string(), v);
+                        q
+                    })
+                })
+                .collect();
+        }
+        out.retain(|p| self.contains(p).is_ok());
+        out
+    }
+}
+
+fn threads_def() -> ParamDef {
+    ParamDef {
+        name: "threads",
+        values: (1..=available_cores() as i64).collect(),
+    }
+}
+
+/// Tile widths for `n` columns: lanes × {1, 2, 4, 8}, dropping widths that exceed `n` rounded up
+/// to the lanes (the narrowest is always offered).
+fn tile_values(n: usize, lanes: usize) -> Vec<i64> {
+    let cap = n.div_ceil(lanes).max(1) * lanes;
+    let all = [1, 2, 4, 8].map(|u| (u * lanes) as i64);
+    all.into_iter()
+        .enumerate()
+        .filter(|&(i, w)| i == 0 || w as usize <= cap)
+        .map(|(_, w)| w)
+        .collect()
+}
+
+/// Rows processed together: {1, 2, 4, 8}, restricted to divisors of `v` when `v > 0`.
+fn rows_values(v: usize) -> Vec<i64> {
+    [1, 2, 4, 8]
+        .into_iter()
+        .filter(|&r| v == 0 || v.is_multiple_of(r))
+        .map(|r| r as i64)
+        .collect()
+}
+
+/// Accumulator registers the kernels may use (the rest hold B and broadcasts).
+pub(crate) fn accumulator_budget(isa: crate::Isa) -> i64 {
+    match isa {
+        crate::Isa::Avx512 => 24,
+        crate::Isa::Avx2 => 12,
+        crate::Isa::Scalar => 16,
+    }
+}
+
+/// The CPU SpMM space for a matrix of signature `sig` times a B of `n` columns, for this
+/// process's ISA. Dense signatures get [`dense_space`].
+pub fn cpu_space(sig: &FormatSignature, n: usize) -> KernelSpace {
+    let lanes = isa().lanes();
+    let tile = ParamDef {
+        name: "tile_n",
+        values: tile_values(n, lanes),
+    };
+    let pack = ParamDef {
+        name: "pack_b",
+        values: vec![0, 1],
+    };
+    let regs = Constraint::ProductAtMost {
+        a: "rows",
+        b: "tile_n",
+        divisor: lanes as i64,
+        max: accumulator_budget(isa()),
+    };
+    let rows = |v| ParamDef {
+        name: "rows",
+        values: rows_values(v),
+    };
+    match sig.kind {
+        PatternKind::Dense => dense_space(sig.rows, sig.cols, n),
+        PatternKind::Unstructured => {
+            KernelSpace::new("cpu-csr", vec![pack, threads_def(), tile], vec![])
+        }
+        PatternKind::Nm => KernelSpace::new(
+            "cpu-nm",
+            vec![pack, rows(0), threads_def(), tile],
+            vec![regs],
+        ),
+        PatternKind::Vnm => KernelSpace::new(
+            "cpu-vnm",
+            vec![pack, rows(sig.v), threads_def(), tile],
+            vec![regs],
+        ),
+        PatternKind::Vector => KernelSpace::new(
+            "cpu-vector",
+            vec![pack, rows(sig.v), threads_def(), tile],
+            vec![regs],
+        ),
+    }
+}
+
+/// The dense baseline's space: `backend` (0 = faer, 1 = gemm with x86-v4) and `threads`.
+pub fn dense_space(_rows: usize, _cols: usize, _n: usize) -> KernelSpace {
+    KernelSpace::new(
+        "dense",
+        vec![
+            ParamDef {
+                name: "backend",
+                values: vec![0, 1],
+            },
+            threads_def(),
+        ],
+        vec![],
+    )
+}

@@ -1,0 +1,247 @@
+//! Kernel tests: every CPU kernel × every valid parameter point (a sample on the largest shape)
+//! against the scalar reference on awkward shapes; NaN/Inf propagation; bad points and shapes.
+
+use kernels::*;
+
+struct Case {
+    pattern: Pattern,
+    rows: usize,
+    cols: usize,
+    n: usize,
+}
+
+/// Patterns that fit `rows` (V-patterns take the largest V in {16, 8, 4, 2, 1} dividing it).
+fn patterns_for(rows: usize) -> Vec<Pattern> {
+    let v = [16, 8, 4, 2, 1]
+        .into_iter()
+        .find(|&v| rows.is_multiple_of(v))
+        .unwrap_or(1);
+    vec![
+        Pattern::Unstructured { sparsity: 0.5 },
+        Pattern::Unstructured { sparsity: 0.875 },
+        Pattern::Nm { n: 2, m: 4 },
+        Pattern::Nm { n: 1, m: 3 },
+        Pattern::Nm { n: 2, m: 8 },
+        Pattern::Vnm { v, m: 4 },
+        Pattern::Vnm { v, m: 8 },
+        Pattern::Vnm { v: 1, m: 6 },
+        Pattern::Vector { v, sparsity: 0.5 },
+        Pattern::Vector {
+            v: 1,
+            sparsity: 0.75,
+        },
+        Pattern::Dense,
+    ]
+}
+
+/// Shapes (rows, cols, n): empty, single, odd, K not a multiple of M, N not a multiple of 8/16.
+const SHAPES: [(usize, usize, usize); 7] = [
+    (0, 5, 3),
+    (1, 1, 1),
+    (7, 9, 5),
+    (16, 0, 4),
+    (16, 63, 17),
+    (8, 30, 0),
+    (64, 255, 33),
+];
+
+fn build(case: &Case, seed: u64, tweak: impl Fn(&mut [f32])) -> (SparseMatrix, SparseMatrix) {
+    let mut w = random_values(case.rows * case.cols, seed);
+    tweak(&mut w);
+    let scores: Vec<f32> = random_values(w.len(), seed + 1)
+        .iter()
+        .map(|x| x.abs())
+        .collect();
+    let mask = build_mask(&case.pattern, &scores, case.rows, case.cols).unwrap();
+    let a = SparseMatrix::from_masked(&case.pattern, &w, &mask).unwrap();
+    let abs: Vec<f32> = w.iter().map(|x| x.abs()).collect();
+    let a_abs = SparseMatrix::from_masked(&case.pattern, &abs, &mask).unwrap();
+    (a, a_abs)
+}
+
+/// Element-wise: same NaN-ness, equal infinities, finite values within a tolerance scaled by
+/// the reference computed on |A|·|B|.
+fn assert_close(got: &[f32], want: &[f32], scale: &[f32], cols: usize, what: &str) {
+    assert_eq!(got.len(), want.len());
+    for i in 0..got.len() {
+        let (g, w) = (got[i], want[i]);
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() {
+            g == w
+        } else {
+            (g - w).abs() <= 2e-6 * (cols as f32 + 1.0) * scale[i] + 1e-6
+        };
+        assert!(ok, "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
+fn check_all_points(case: &Case, sample_every: usize) {
+    let (a, a_abs) = build(case, 11, |_| {});
+    let b = random_values(case.cols * case.n, 12);
+    let b_abs: Vec<f32> = b.iter().map(|x| x.abs()).collect();
+    let mut want = vec![0.0; case.rows * case.n];
+    let mut scale = vec![0.0; case.rows * case.n];
+    spmm_reference(&a, &b, case.n, &mut want).unwrap();
+    spmm_reference(&a_abs, &b_abs, case.n, &mut scale).unwrap();
+    let space = cpu_space(&a.signature(), case.n);
+    let points = space.points();
+    assert!(!points.is_empty(), "{}: empty space", case.pattern);
+    for (i, p) in points.iter().enumerate() {
+        if !i.is_multiple_of(sample_every) && i != points.len() - 1 {
+            continue;
+        }
+        let mut got = vec![f32::NAN; case.rows * case.n];
+        spmm(&a, &b, case.n, &mut got, p).unwrap();
+        let what = format!(
+            "{} {}x{}x{} {:?}",
+            case.pattern, case.rows, case.cols, case.n, p.0
+        );
+        assert_close(&got, &want, &scale, case.cols, &what);
+    }
+}
+
+#[test]
+fn every_kernel_and_point_matches_the_reference() {
+    for &(rows, cols, n) in &SHAPES {
+        for pattern in patterns_for(rows) {
+            let case = Case {
+                pattern,
+                rows,
+                cols,
+                n,
+            };
+            if case.pattern.validate_for(rows, cols).is_err() {
+                continue;
+            }
+            let sample = if rows * cols * n > 100_000 { 5 } else { 1 };
+            check_all_points(&case, sample);
+        }
+    }
+}
+
+#[test]
+fn nan_and_inf_propagate_like_the_reference() {
+    let (rows, cols, n) = (16, 40, 19);
+    for pattern in patterns_for(rows) {
+        let case = Case {
+            pattern,
+            rows,
+            cols,
+            n,
+        };
+        let (a, a_abs) = build(&case, 21, |w| {
+            w[3] = f32::NAN;
+            w[cols + 5] = f32::INFINITY;
+            w[2 * cols + 7] = f32::NEG_INFINITY;
+        });
+        let mut b = random_values(cols * n, 22);
+        b[4 * n + 2] = f32::NAN;
+        b[9 * n + 1] = f32::INFINITY;
+        b[(cols - 1) * n + n - 1] = f32::NEG_INFINITY;
+        let b_abs: Vec<f32> = b.iter().map(|x| x.abs()).collect();
+        let (mut want, mut scale) = (vec![0.0; rows * n], vec![0.0; rows * n]);
+        spmm_reference(&a, &b, n, &mut want).unwrap();
+        spmm_reference(&a_abs, &b_abs, n, &mut scale).unwrap();
+        for p in cpu_space(&a.signature(), n).points().iter().step_by(3) {
+            let mut got = vec![0.0; rows * n];
+            spmm(&a, &b, n, &mut got, p).unwrap();
+            assert_close(
+                &got,
+                &want,
+                &scale,
+                cols,
+                &format!("{} {:?}", case.pattern, p.0),
+            );
+        }
+    }
+}
+
+#[test]
+fn points_outside_the_space_name_the_parameter() {
+    let sig = FormatSignature::for_pattern(&Pattern::Vnm { v: 8, m: 8 }, 16, 32).unwrap();
+    let a = synthetic(&sig, 1).unwrap();
+    let (b, mut c) = (vec![1.0; 32 * 16], vec![0.0; 16 * 16]);
+    let good = cpu_space(&sig, 16).points()[0].clone();
+    spmm(&a, &b, 16, &mut c, &good).unwrap();
+    let mut missing = good.clone();
+    missing.0.remove("tile_n");
+    let err = spmm(&a, &b, 16, &mut c, &missing).unwrap_err();
+    assert!(
+        matches!(&err, KernelError::MissingParam { name } if name == "tile_n"),
+        "{err}"
+    );
+    let mut unknown = good.clone();
+    unknown.0.insert("warp".into(), 1);
+    let err = spmm(&a, &b, 16, &mut c, &unknown).unwrap_err();
+    assert!(err.to_string().contains("`warp`"), "{err}");
+    let mut bad = good.clone();
+    bad.0.insert("rows".into(), 3); // 3 does not divide V = 8
+    let err = spmm(&a, &b, 16, &mut c, &bad).unwrap_err();
+    assert!(
+        matches!(&err, KernelError::ParamValue { name, .. } if name == "rows"),
+        "{err}"
+    );
+    let mut threads = good;
+    threads.0.insert("threads".into(), 0);
+    assert!(spmm(&a, &b, 16, &mut c, &threads)
+        .unwrap_err()
+        .to_string()
+        .contains("threads"));
+}
+
+#[test]
+fn shape_mismatches_are_errors() {
+    let sig = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 4 }, 4, 8).unwrap();
+    let a = synthetic(&sig, 2).unwrap();
+    let p = cpu_space(&sig, 4).points()[0].clone();
+    let mut c = vec![0.0; 16];
+    assert!(spmm(&a, &[0.0; 31], 4, &mut c, &p).is_err());
+    assert!(spmm(&a, &[0.0; 32], 4, &mut c[..15], &p).is_err());
+    assert!(spmm_reference(&a, &[0.0; 33], 4, &mut c).is_err());
+}
+
+#[test]
+fn dense_backends_match_the_reference() {
+    for &(rows, cols, n) in &[(0, 3, 2), (1, 1, 1), (7, 9, 5), (33, 65, 17), (4, 0, 3)] {
+        let w = random_values(rows * cols, 31);
+        let b = random_values(cols * n, 32);
+        let a = SparseMatrix::Dense(DenseMatrix::new(rows, cols, w.clone()).unwrap());
+        let abs = |x: &[f32]| x.iter().map(|v| v.abs()).collect::<Vec<f32>>();
+        let a_abs = SparseMatrix::Dense(DenseMatrix::new(rows, cols, abs(&w)).unwrap());
+        let (mut want, mut scale) = (vec![0.0; rows * n], vec![0.0; rows * n]);
+        spmm_reference(&a, &b, n, &mut want).unwrap();
+        spmm_reference(&a_abs, &abs(&b), n, &mut scale).unwrap();
+        for p in dense_space(rows, cols, n).points() {
+            let mut got = vec![f32::NAN; rows * n];
+            dense_gemm(&w, rows, cols, &b, n, &mut got, &p).unwrap();
+            assert_close(
+                &got,
+                &want,
+                &scale,
+                cols,
+                &format!("dense {rows}x{cols}x{n} {:?}", p.0),
+            );
+            let mut via_spmm = vec![f32::NAN; rows * n];
+            spmm(&a, &b, n, &mut via_spmm, &p).unwrap();
+            assert_close(&via_spmm, &want, &scale, cols, "dense via spmm");
+        }
+    }
+}
+
+#[test]
+fn spaces_enumerate_valid_points_and_costs_are_finite() {
+    let sig = FormatSignature::for_pattern(&Pattern::Vnm { v: 64, m: 8 }, 3072, 768).unwrap();
+    let space = cpu_space(&sig, 512);
+    let points = space.points();
+    assert!(points.len() >= 8);
+    for p in &points {
+        space.contains(p).unwrap();
+        let cost = predicted_cost(&sig, 512, p);
+        assert!(cost.is_finite() && cost > 0.0, "{:?}", p.0);
+    }
+    for p in dense_space(3072, 768, 512).points() {
+        assert!(dense_predicted_cost(3072, 768, 512, &p) > 0.0);
+    }
+    assert!(cpu_fingerprint().ends_with(&isa().to_string()));
+}
