@@ -1,0 +1,192 @@
+//! Workers and processes give the same results; kill -9 loses nothing completed; a damaged
+//! store entry is detected and recomputed; two runs sharing a store never compute a key twice.
+
+use e2e::harness::{counts, keys, log_lines, run_json, tables, Workspace};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cotune-test");
+
+const EXPERIMENT: &str = r#"
+name = "rob"
+seed = 5
+[dataset]
+source = "synthetic"
+samples = 100
+features = 16
+classes = 4
+[model]
+kind = "mlp"
+hidden = [32]
+[train]
+epochs = 1
+batch_size = 8
+lr = [1e-3, 3e-3]
+[prune]
+pattern = ["dense", "unstructured", "nm", "vnm", "vector"]
+sparsity = [0.5, 0.75]
+v = [8]
+method = ["magnitude"]
+[kernel_tune]
+batch_tokens = [16]
+"#;
+
+fn args<'a>(ws: &'a Workspace, store: &'a str, out: &'a str) -> Vec<String> {
+    vec![
+        "run".into(),
+        ws.path("exp.toml").display().to_string(),
+        "--store".into(),
+        ws.path(store).display().to_string(),
+        "--out".into(),
+        ws.path(out).display().to_string(),
+        "-q".into(),
+    ]
+}
+
+fn run(ws: &Workspace, store: &str, out: &str, extra: &[&str]) -> std::process::Output {
+    let mut a = args(ws, store, out);
+    a.extend(extra.iter().map(|s| s.to_string()));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    ws.cotune(BIN, &a, Some(&ws.path(&format!("{store}.log"))))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn workers_and_processes_agree() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    assert!(run(&ws, "s1", "o1", &["--workers", "1"]).status.success());
+    assert!(run(&ws, "s2", "o2", &["--workers", "2"]).status.success());
+    // A two-process cluster on loopback.
+    let (p0, p1) = (free_port(), free_port());
+    ws.write("hosts", &format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n"));
+    let hosts = ws.path("hosts").display().to_string();
+    let spawn = |i: &str| {
+        let mut a = args(&ws, "s3", "o3");
+        a.extend(["--processes", "2", "--process", i, "--hostfile", &hosts].map(String::from));
+        Command::new(BIN).args(&a).env_remove("COTUNE_TEST_LOG").stdout(Stdio::null()).spawn().unwrap()
+    };
+    let (mut c0, mut c1) = (spawn("0"), spawn("1"));
+    assert!(c0.wait().unwrap().success());
+    assert!(c1.wait().unwrap().success());
+    let t1 = tables(&ws.path("o1"), "rob");
+    let t2 = tables(&ws.path("o2"), "rob");
+    let t3 = tables(&ws.path("o3"), "rob");
+    for (stage, rows) in &t1 {
+        assert!(!rows.is_empty() || stage == "pareto", "{stage} is empty");
+        assert_eq!(keys(rows), keys(&t2[stage]), "{stage}: 1 vs 2 workers");
+        assert_eq!(rows, &t2[stage], "{stage}: 1 vs 2 workers");
+        assert_eq!(rows, &t3[stage], "{stage}: 1 worker vs 2 processes");
+    }
+    // Two workers write two parts per table; the cluster too (one per process).
+    assert_eq!(results::table_files(&ws.path("o2/rob/prune")).unwrap().len(), 2);
+    assert_eq!(results::table_files(&ws.path("o3/rob/prune")).unwrap().len(), 2);
+}
+
+#[test]
+fn kill_9_loses_nothing_completed() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    let log = ws.path("s.log");
+    let a = args(&ws, "s", "o");
+    let mut child = Command::new(BIN)
+        .args(&a)
+        .env("COTUNE_TEST_LOG", &log)
+        .env("COTUNE_TEST_SLEEP_MS", "60")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while log_lines(&log).len() < 8 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let computed_before = log_lines(&log);
+    assert!(computed_before.len() >= 8);
+    // The store verifies clean: only whole entries are visible.
+    let v = ws.cotune(BIN, &["store", "verify", "--store", ws.path("s").to_str().unwrap()], None);
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+    let entries_after_kill = String::from_utf8_lossy(&v.stdout).to_string();
+    // Rerun: whatever completed (is in the store) is not recomputed.
+    let o = run(&ws, "s", "o", &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = run_json(&ws.path("o"), "rob");
+    let cached: u64 = ["dataset", "train", "prune", "kernel_tune", "evaluate"].iter().map(|s| counts(&r, s).1).sum();
+    let stored: u64 = entries_after_kill.split_whitespace().next().unwrap().parse().unwrap();
+    assert_eq!(cached, stored, "every entry stored before the kill is a cache hit");
+    // The tables are whole and equal a fresh run.
+    assert!(run(&ws, "fresh", "fo", &[]).status.success());
+    assert_eq!(tables(&ws.path("o"), "rob"), tables(&ws.path("fo"), "rob"));
+}
+
+#[test]
+fn damaged_entry_is_detected_and_recomputed() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    assert!(run(&ws, "s", "o", &[]).status.success());
+    // Flip one byte of a training artifact.
+    let mut weights = None;
+    for e in walk(&ws.path("s/objects")) {
+        if e.file_name().is_some_and(|n| n == "weights.bin") {
+            weights = Some(e);
+        }
+    }
+    let weights = weights.expect("a weights artifact");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    bytes[0] ^= 0x01;
+    std::fs::write(&weights, bytes).unwrap();
+    let store = ws.path("s").display().to_string();
+    let v = ws.cotune(BIN, &["store", "verify", "--store", &store], None);
+    assert_eq!(v.status.code(), Some(1), "verify must report the damage");
+    assert!(String::from_utf8_lossy(&v.stdout).contains("damaged"));
+    let o = run(&ws, "s", "o", &[]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("damaged"), "the run reports the damaged entry");
+    let r = run_json(&ws.path("o"), "rob");
+    assert_eq!(counts(&r, "train").0, 1, "the damaged training is recomputed");
+    let v = ws.cotune(BIN, &["store", "verify", "--store", &store], None);
+    assert!(v.status.success(), "store verifies clean after the repair");
+}
+
+#[test]
+fn concurrent_runs_never_compute_a_key_twice() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    let log = ws.path("s.log");
+    let spawn = |out: &str| {
+        Command::new(BIN)
+            .args(args(&ws, "s", out))
+            .env("COTUNE_TEST_LOG", &log)
+            .env("COTUNE_TEST_SLEEP_MS", "20")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spawn("oa"), spawn("ob"));
+    assert!(a.wait().unwrap().success());
+    assert!(b.wait().unwrap().success());
+    let lines = log_lines(&log);
+    let solo = Workspace::new();
+    solo.write("exp.toml", EXPERIMENT);
+    assert!(run(&solo, "s", "o", &[]).status.success());
+    assert_eq!(lines.len(), log_lines(&solo.path("s.log")).len(), "each key computed exactly once");
+    assert_eq!(tables(&ws.path("oa"), "rob"), tables(&ws.path("ob"), "rob"));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
