@@ -1,1 +1,19 @@
-//! placeholder
+//! The stages of cotune as pure functions of (config, inputs) → (artifacts, metrics): they know
+//! nothing of the dataflow or the store (DESIGN.md, "Workspace").
+//!
+//! - [`model`]: architectures ([`ModelSpec`]) and weights as plain data ([`Weights`]).
+//! - [`train`]: seeded, reproducible training ([`train()`], [`accuracy`]).
+//! - [`prune`]: magnitude and OBS pruning into the kernels' patterns, fine-tuned with fixed masks.
+#![forbid(missing_docs)]
+// `deny`, not `forbid`: train/malloc.rs holds the one allowed FFI call (see there).
+#![deny(unsafe_code)]
+
+mod error;
+pub mod model;
+pub mod prune;
+pub mod train;
+
+pub use error::StageError;
+pub use model::{Layer, LayerKind, LinearLayer, ModelSpec, Weights, WeightsDigest};
+pub use prune::{prune, LayerReport, LayerStatus, Method, PruneSpec, Pruned, Schedule};
+pub use train::{accuracy, train, tune_malloc, Optimizer, TrainMetrics, TrainSpec, Trained};

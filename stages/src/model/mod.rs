@@ -1,0 +1,279 @@
+//! Models as plain data: the [`ModelSpec`] of the experiment file, and [`Weights`], the ordered
+//! layers of a network with row-major `f32` values. Candle only appears in [`net`], which turns
+//! weights into trainable variables and back; everything downstream (prune, evaluate) reads
+//! [`Weights`].
+//!
+//! Every layer is a matrix `rows × cols` (`out × in` for a linear layer, `out × in·k·k` for a
+//! convolution, the im2col view) followed by a bias, and ReLU between layers.
+
+mod io;
+pub(crate) mod net;
+
+pub use io::WeightsDigest;
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::StageError;
+
+/// The `[model]` table: the network's architecture. Input and output sizes come from the data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ModelSpec {
+    /// Fully connected layers of the given widths, ReLU between, then a linear classifier.
+    Mlp {
+        /// Hidden widths, input side first (`[256, 256]` gives 64-256-256-10 on digits).
+        hidden: Vec<usize>,
+    },
+    /// 3×3 convolutions (padding 1, ReLU, then 2×2 max-pooling while the image is at least 2×2),
+    /// then fully connected layers as in the MLP. Needs an image data set.
+    Cnn {
+        /// Output channels of each convolution.
+        channels: Vec<usize>,
+        /// Hidden widths of the fully connected part after the convolutions.
+        #[serde(default)]
+        hidden: Vec<usize>,
+    },
+}
+
+/// What a layer computes with its weight matrix.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum LayerKind {
+    /// `y = x Wᵀ + b`; the weight shape is `[out, in]`.
+    Linear,
+    /// 2-D convolution, stride 1, weight shape `[out, in, k, k]`; then ReLU and, if `pool`, 2×2
+    /// max-pooling.
+    Conv2d {
+        /// Zero padding on each side.
+        padding: usize,
+        /// Whether a 2×2 max-pool follows the activation.
+        pool: bool,
+    },
+}
+
+/// One layer: its weight (row-major in `shape`) and its bias (one per output).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layer {
+    /// Stable name (`fc0`, `fc1`, …, `conv0`, …): tensors are saved as `NAME.weight`, `NAME.bias`.
+    pub name: String,
+    /// What the layer computes.
+    pub kind: LayerKind,
+    /// Weight shape: `[out, in]` or `[out, in, k, k]`.
+    pub shape: Vec<usize>,
+    /// Weight values, row-major in `shape`.
+    pub weight: Vec<f32>,
+    /// Bias, `shape[0]` values.
+    pub bias: Vec<f32>,
+}
+
+impl Layer {
+    /// Rows of the weight matrix (outputs).
+    pub fn rows(&self) -> usize {
+        self.shape[0]
+    }
+
+    /// Columns of the weight matrix (inputs; `in·k·k` for a convolution).
+    pub fn cols(&self) -> usize {
+        self.shape[1..].iter().product()
+    }
+}
+
+/// A linear layer as the evaluate stage wants it: `w` is `rows × cols` row-major (`out × in`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinearLayer {
+    /// Layer name.
+    pub name: String,
+    /// Outputs.
+    pub rows: usize,
+    /// Inputs.
+    pub cols: usize,
+    /// Weights, `rows × cols` row-major.
+    pub w: Vec<f32>,
+    /// Bias, `rows` values.
+    pub b: Vec<f32>,
+}
+
+/// The weights of a network, layers in forward order. ReLU follows every layer but the last.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Weights {
+    /// Layers in forward order.
+    pub layers: Vec<Layer>,
+    /// `(channels, height, width)` of the input when the network starts with a convolution.
+    pub image_shape: Option<(usize, usize, usize)>,
+}
+
+impl Weights {
+    /// The linear layers in forward order. For an MLP this is the whole network (ReLU between
+    /// layers, none after the last); for a CNN only the fully connected tail, which reads the
+    /// flattened (channel, row, column) output of the last convolution.
+    pub fn linear_layers(&self) -> Vec<LinearLayer> {
+        self.layers
+            .iter()
+            .filter(|l| l.kind == LayerKind::Linear)
+            .map(|l| LinearLayer {
+                name: l.name.clone(),
+                rows: l.rows(),
+                cols: l.cols(),
+                w: l.weight.clone(),
+                b: l.bias.clone(),
+            })
+            .collect()
+    }
+
+    /// Number of weights (biases not counted).
+    pub fn n_weights(&self) -> usize {
+        self.layers.iter().map(|l| l.weight.len()).sum()
+    }
+
+    /// Fresh weights for `model` on inputs of `n_features` (an image of `image_shape` for a CNN)
+    /// and `n_classes` outputs, drawn from a ChaCha8 generator seeded by `seed`.
+    ///
+    /// Every tensor is uniform in ±1/√fan_in (PyTorch's default for linear and convolution
+    /// layers), drawn in the sorted order of the tensor names so that the values depend on the
+    /// seed alone (candle's own initialisers use the thread RNG and cannot be seeded).
+    pub fn init(
+        model: &ModelSpec,
+        n_features: usize,
+        image_shape: Option<(usize, usize, usize)>,
+        n_classes: usize,
+        seed: u64,
+    ) -> Result<Weights, StageError> {
+        let (shapes, image_shape) = architecture(model, n_features, image_shape, n_classes)?;
+        // (tensor name, layer index, is bias), sorted by name.
+        let mut order: Vec<(String, usize, bool)> = shapes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, (name, _, _))| {
+                [
+                    (format!("{name}.bias"), i, true),
+                    (format!("{name}.weight"), i, false),
+                ]
+            })
+            .collect();
+        order.sort();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut layers: Vec<Layer> = shapes
+            .into_iter()
+            .map(|(name, kind, shape)| Layer {
+                name,
+                kind,
+                bias: Vec::new(),
+                weight: Vec::new(),
+                shape,
+            })
+            .collect();
+        for (_, i, is_bias) in order {
+            let layer = &mut layers[i];
+            let fan_in = layer.cols();
+            let bound = 1.0 / (fan_in as f32).sqrt();
+            let len = if is_bias {
+                layer.rows()
+            } else {
+                layer.rows() * fan_in
+            };
+            // 24 random bits → uniform in [0, 1), then to [-bound, bound).
+            let values = (0..len)
+                .map(|_| ((rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0) * bound);
+            if is_bias {
+                layer.bias = values.collect();
+            } else {
+                layer.weight = values.collect();
+            }
+        }
+        Ok(Weights {
+            layers,
+            image_shape,
+        })
+    }
+}
+
+type LayerShape = (String, LayerKind, Vec<usize>);
+type ImageShape = Option<(usize, usize, usize)>;
+
+/// Layer names, kinds and weight shapes of a model on given inputs; the image shape to record.
+fn architecture(
+    model: &ModelSpec,
+    n_features: usize,
+    image_shape: Option<(usize, usize, usize)>,
+    n_classes: usize,
+) -> Result<(Vec<LayerShape>, ImageShape), StageError> {
+    let bad = |m: String| Err(StageError::InvalidConfig(m));
+    if n_features == 0 || n_classes < 2 {
+        return bad(format!(
+            "model needs inputs and >= 2 classes, got {n_features} features, {n_classes} classes"
+        ));
+    }
+    let (convs, hidden) = match model {
+        ModelSpec::Mlp { hidden } => (&[][..], hidden),
+        ModelSpec::Cnn { channels, hidden } => (&channels[..], hidden),
+    };
+    if let Some(w) = hidden.iter().chain(convs).find(|&&w| w == 0) {
+        return bad(format!("model: layer width {w} must be at least 1"));
+    }
+    let mut shapes = Vec::new();
+    let mut width = n_features;
+    let mut recorded = None;
+    if !convs.is_empty() {
+        let Some((mut c, mut h, mut w)) = image_shape else {
+            return bad("model: a cnn needs an image data set (digits or idx)".into());
+        };
+        recorded = image_shape;
+        for (i, &out) in convs.iter().enumerate() {
+            let pool = h >= 2 && w >= 2;
+            shapes.push((
+                format!("conv{i}"),
+                LayerKind::Conv2d { padding: 1, pool },
+                vec![out, c, 3, 3],
+            ));
+            c = out;
+            if pool {
+                (h, w) = (h / 2, w / 2);
+            }
+        }
+        width = c * h * w;
+    }
+    for (i, &out) in hidden.iter().chain(std::iter::once(&n_classes)).enumerate() {
+        shapes.push((format!("fc{i}"), LayerKind::Linear, vec![out, width]));
+        width = out;
+    }
+    Ok((shapes, recorded))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_is_seeded_and_shaped() {
+        let spec = ModelSpec::Mlp { hidden: vec![5, 3] };
+        let a = Weights::init(&spec, 4, None, 2, 9).unwrap();
+        assert_eq!(a, Weights::init(&spec, 4, None, 2, 9).unwrap());
+        assert_ne!(a, Weights::init(&spec, 4, None, 2, 10).unwrap());
+        let shapes: Vec<_> = a
+            .layers
+            .iter()
+            .map(|l| (l.name.as_str(), l.rows(), l.cols()))
+            .collect();
+        assert_eq!(shapes, [("fc0", 5, 4), ("fc1", 3, 5), ("fc2", 2, 3)]);
+        for l in &a.layers {
+            let bound = 1.0 / (l.cols() as f32).sqrt();
+            assert!(l.weight.iter().chain(&l.bias).all(|v| v.abs() <= bound));
+            assert_eq!(l.bias.len(), l.rows());
+        }
+        let cnn = ModelSpec::Cnn {
+            channels: vec![4, 6],
+            hidden: vec![],
+        };
+        let c = Weights::init(&cnn, 64, Some((1, 8, 8)), 10, 1).unwrap();
+        let shapes: Vec<_> = c.layers.iter().map(|l| l.shape.clone()).collect();
+        assert_eq!(
+            shapes,
+            [vec![4, 1, 3, 3], vec![6, 4, 3, 3], vec![10, 6 * 2 * 2]]
+        );
+        assert_eq!(c.linear_layers().len(), 1);
+        assert!(Weights::init(&cnn, 64, None, 10, 1).is_err());
+        assert!(Weights::init(&ModelSpec::Mlp { hidden: vec![0] }, 4, None, 2, 1).is_err());
+    }
+}

@@ -1,0 +1,135 @@
+//! The candle side of a model: [`Weights`] as trainable [`Var`]s, the forward pass, and the
+//! way back to plain [`Weights`].
+
+use candle_core::{DType, Device, Tensor, Var, D};
+
+use super::{Layer, LayerKind, Weights};
+use crate::StageError;
+
+/// One layer's trainable tensors.
+pub(crate) struct NetLayer {
+    pub(crate) kind: LayerKind,
+    pub(crate) weight: Var,
+    pub(crate) bias: Var,
+}
+
+/// A network whose parameters are candle variables (on the CPU).
+pub(crate) struct Net {
+    pub(crate) layers: Vec<NetLayer>,
+    names: Vec<String>,
+    image_shape: Option<(usize, usize, usize)>,
+    device: Device,
+}
+
+impl Net {
+    /// Variables holding a copy of `w`.
+    pub(crate) fn from_weights(w: &Weights) -> Result<Net, StageError> {
+        let device = Device::Cpu;
+        let layers = w
+            .layers
+            .iter()
+            .map(|l| {
+                Ok(NetLayer {
+                    kind: l.kind.clone(),
+                    weight: Var::from_vec(l.weight.clone(), l.shape.clone(), &device)?,
+                    bias: Var::from_vec(l.bias.clone(), l.bias.len(), &device)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StageError>>()?;
+        Ok(Net {
+            layers,
+            names: w.layers.iter().map(|l| l.name.clone()).collect(),
+            image_shape: w.image_shape,
+            device,
+        })
+    }
+
+    /// Every variable, weights and biases.
+    pub(crate) fn vars(&self) -> Vec<Var> {
+        self.layers
+            .iter()
+            .flat_map(|l| [l.weight.clone(), l.bias.clone()])
+            .collect()
+    }
+
+    /// A `(rows, n_features)` batch as a tensor, reshaped to an image batch for a CNN.
+    pub(crate) fn input(&self, x: Vec<f32>, rows: usize) -> Result<Tensor, StageError> {
+        let features = x.len() / rows.max(1);
+        let t = Tensor::from_vec(x, (rows, features), &self.device)?;
+        Ok(
+            match (self.image_shape, self.layers.first().map(|l| &l.kind)) {
+                (Some((c, h, w)), Some(LayerKind::Conv2d { .. })) => t.reshape((rows, c, h, w))?,
+                _ => t,
+            },
+        )
+    }
+
+    /// Logits for a batch (`rows × n_classes`).
+    pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor, StageError> {
+        let mut h = x.clone();
+        let last = self.layers.len().saturating_sub(1);
+        for (i, l) in self.layers.iter().enumerate() {
+            h = match l.kind {
+                LayerKind::Linear => {
+                    if h.rank() > 2 {
+                        h = h.flatten_from(1)?;
+                    }
+                    h.matmul(&l.weight.as_tensor().t()?)?
+                        .broadcast_add(l.bias.as_tensor())?
+                }
+                LayerKind::Conv2d { padding, .. } => {
+                    let out = l.bias.as_tensor().dims1()?;
+                    h.conv2d(l.weight.as_tensor(), padding, 1, 1, 1)?
+                        .broadcast_add(&l.bias.as_tensor().reshape((1, out, 1, 1))?)?
+                }
+            };
+            if i < last {
+                h = h.relu()?;
+            }
+            if let LayerKind::Conv2d { pool: true, .. } = l.kind {
+                h = h.max_pool2d(2)?;
+            }
+        }
+        Ok(h)
+    }
+
+    /// Predicted classes of `rows` samples.
+    pub(crate) fn predict(&self, x: &[f32], rows: usize) -> Result<Vec<u32>, StageError> {
+        const CHUNK: usize = 1024;
+        let features = x.len() / rows.max(1);
+        let mut out = Vec::with_capacity(rows);
+        for start in (0..rows).step_by(CHUNK) {
+            let n = CHUNK.min(rows - start);
+            let batch = self.input(x[start * features..(start + n) * features].to_vec(), n)?;
+            out.extend(
+                self.forward(&batch)?
+                    .argmax(D::Minus1)?
+                    .to_dtype(DType::U32)?
+                    .to_vec1::<u32>()?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The current values as plain weights.
+    pub(crate) fn to_weights(&self) -> Result<Weights, StageError> {
+        let layers = self
+            .layers
+            .iter()
+            .zip(&self.names)
+            .map(|(l, name)| {
+                Ok(Layer {
+                    name: name.clone(),
+                    kind: l.kind.clone(),
+                    shape: l.weight.dims().to_vec(),
+                    weight: l.weight.as_tensor().flatten_all()?.to_vec1()?,
+                    bias: l.bias.as_tensor().to_vec1()?,
+                })
+            })
+            .collect::<Result<Vec<_>, StageError>>()?;
+        Ok(Weights {
+            layers,
+            image_shape: self.image_shape,
+        })
+    }
+}

@@ -1,0 +1,334 @@
+//! The prune stage: magnitude or OBS pruning of a trained model into a pattern of the kernels
+//! crate, one-shot or gradual, with fine-tuning under fixed masks (pruned weights stay exactly
+//! `+0.0`). Every layer whose shape can take the pattern is pruned; the others are kept dense and
+//! reported with the reason (DESIGN.md, "Pruning").
+
+mod linalg;
+mod obs;
+mod schedule;
+
+pub use schedule::Schedule;
+
+use datasets::Dataset;
+use kernels::{build_mask, Mask, Pattern, SparseMatrix};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::model::net::Net;
+use crate::train::{check_fits, fit, net_accuracy, stream_seed, FitConfig};
+use crate::{Optimizer, StageError, Weights};
+
+fn default_grads() -> usize {
+    256
+}
+fn default_block() -> usize {
+    64
+}
+fn default_damp() -> f64 {
+    1e-2
+}
+
+/// How weights are scored for removal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Method {
+    /// Score `|w|`; removed weights are simply zeroed.
+    Magnitude,
+    /// Second-order (OBS / oBERT): saliency `w² / (2 [F⁻¹]ᵢᵢ)` from a block-diagonal empirical
+    /// Fisher, then the OBS update of the kept weights (see `prune/obs.rs`).
+    Obs {
+        /// Per-sample gradients G in the empirical Fisher (default 256).
+        #[serde(default = "default_grads")]
+        grads: usize,
+        /// Block size B of the block-diagonal Fisher (default 64).
+        #[serde(default = "default_block")]
+        block: usize,
+        /// Dampening λ relative to the mean Fisher diagonal of the layer (default 0.01).
+        #[serde(default = "default_damp")]
+        damp: f64,
+    },
+}
+
+/// One prune trial (the engine has expanded the `[prune]` axes into a point).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneSpec {
+    /// Target pattern.
+    pub pattern: Pattern,
+    /// Scoring method.
+    pub method: Method,
+    /// One-shot or gradual.
+    pub schedule: Schedule,
+    /// Fine-tune epochs in total (shared out over gradual steps).
+    pub finetune_epochs: usize,
+    /// Fine-tune learning rate.
+    pub finetune_lr: f64,
+    /// Fine-tune batch size.
+    pub batch_size: usize,
+    /// Fine-tune optimiser (AdamW by default, fresh moments: none carried over from training).
+    #[serde(default)]
+    pub optimizer: Optimizer,
+}
+
+impl PruneSpec {
+    /// Checks values no model can fix.
+    pub fn validate(&self) -> Result<(), StageError> {
+        self.pattern.validate()?;
+        let bad = |m: String| Err(StageError::InvalidConfig(format!("prune: {m}")));
+        if self.batch_size == 0 || !(self.finetune_lr.is_finite() && self.finetune_lr > 0.0) {
+            return bad(format!(
+                "batch_size must be >= 1 and finetune_lr > 0, got {} and {}",
+                self.batch_size, self.finetune_lr
+            ));
+        }
+        if let Method::Obs { grads, block, damp } = self.method {
+            if grads == 0 || block == 0 || !(damp.is_finite() && damp > 0.0) {
+                return bad(format!(
+                    "obs needs grads >= 1, block >= 1, damp > 0; got {grads}, {block}, {damp}"
+                ));
+            }
+        }
+        if self.schedule == (Schedule::Gradual { steps: 0 }) {
+            return bad("gradual needs steps >= 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// What happened to one layer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum LayerStatus {
+    /// Pruned into the trial's pattern.
+    Pruned,
+    /// Left dense because the pattern does not fit this layer's shape.
+    KeptDense {
+        /// Why (e.g. "V = 64 does not divide the 10 rows").
+        reason: String,
+    },
+}
+
+/// Per-layer metrics of a prune trial.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayerReport {
+    /// Layer name.
+    pub name: String,
+    /// Weight matrix rows.
+    pub rows: usize,
+    /// Weight matrix columns.
+    pub cols: usize,
+    /// Pruned or kept dense (with the reason).
+    pub status: LayerStatus,
+    /// Fraction of the layer's weights removed by its mask.
+    pub sparsity: f64,
+    /// ‖w ⊙ mask‖₁ / ‖w‖₁ over the trained (input) weights; 1 for a dense layer.
+    pub retained_l1: f64,
+}
+
+/// A pruned, fine-tuned model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pruned {
+    /// The trial's pattern.
+    pub pattern: Pattern,
+    /// Dense weights with exact `+0.0` where masks drop weights.
+    pub weights: Weights,
+    /// Per layer (forward order): the keep-mask, `None` for a layer kept dense.
+    pub masks: Vec<Option<Mask>>,
+    /// Per-layer metrics.
+    pub layers: Vec<LayerReport>,
+    /// Test accuracy of the input model.
+    pub accuracy_before: f64,
+    /// Test accuracy right after the (last) pruning step, before its fine-tuning.
+    pub accuracy_after_prune: f64,
+    /// Test accuracy after fine-tuning.
+    pub accuracy_after_finetune: f64,
+    /// Fraction of all weights removed (dense-kept layers count as unpruned).
+    pub sparsity: f64,
+    /// Mean training loss of each fine-tune epoch, all steps in order.
+    pub finetune_loss_curve: Vec<f32>,
+}
+
+impl Pruned {
+    /// Each layer's weights packed in the format of its pattern (dense for layers kept dense),
+    /// in forward order; `to_dense()` of each equals the layer's weights bit for bit.
+    pub fn packed(&self) -> Result<Vec<(String, SparseMatrix)>, StageError> {
+        self.weights
+            .layers
+            .iter()
+            .zip(&self.masks)
+            .map(|(l, m)| {
+                let packed = match m {
+                    Some(m) => SparseMatrix::from_masked(&self.pattern, &l.weight, m)?,
+                    None => SparseMatrix::from_masked(
+                        &Pattern::Dense,
+                        &l.weight,
+                        &Mask::full(l.rows(), l.cols()),
+                    )?,
+                };
+                Ok((l.name.clone(), packed))
+            })
+            .collect()
+    }
+}
+
+/// Prunes every layer that can take `pattern`: scores, masks, updates (OBS) and zeroes the
+/// weights in place; returns the masks (`None` where `prunable` is false).
+fn prune_step(
+    data: &Dataset,
+    weights: &mut Weights,
+    pattern: &Pattern,
+    prunable: &[bool],
+    method: &Method,
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<Option<Mask>>, StageError> {
+    let fishers = match *method {
+        Method::Magnitude => None,
+        Method::Obs { grads, block, .. } => Some(obs::layer_fishers(
+            data, weights, prunable, grads, block, rng,
+        )?),
+    };
+    let mut masks = Vec::with_capacity(weights.layers.len());
+    for (i, layer) in weights.layers.iter_mut().enumerate() {
+        if !prunable[i] {
+            masks.push(None);
+            continue;
+        }
+        let (rows, cols) = (layer.rows(), layer.cols());
+        let mask = match (method, fishers.as_ref().and_then(|f| f[i].as_ref())) {
+            (Method::Obs { block, damp, .. }, Some(fisher)) => {
+                let inverses = fisher.inverses(*damp)?;
+                let mask = build_mask(
+                    pattern,
+                    &obs::saliencies(&layer.weight, *block, &inverses),
+                    rows,
+                    cols,
+                )?;
+                obs::obs_update(&mut layer.weight, mask.as_slice(), *block, &inverses);
+                mask
+            }
+            _ => {
+                let scores: Vec<f32> = layer.weight.iter().map(|w| w.abs()).collect();
+                build_mask(pattern, &scores, rows, cols)?
+            }
+        };
+        layer.weight = mask.apply(&layer.weight)?;
+        masks.push(Some(mask));
+    }
+    Ok(masks)
+}
+
+/// Prunes `weights` (trained on `data`) as `spec` says and fine-tunes with the masks fixed.
+/// Deterministic in (`data`, `weights`, `spec`, `seed`).
+pub fn prune(
+    data: &Dataset,
+    weights: &Weights,
+    spec: &PruneSpec,
+    seed: u64,
+) -> Result<Pruned, StageError> {
+    spec.validate()?;
+    check_fits(data, weights)?;
+    let fits: Vec<Result<(), String>> = weights
+        .layers
+        .iter()
+        .map(|l| {
+            spec.pattern
+                .validate_for(l.rows(), l.cols())
+                .map_err(|e| e.to_string())
+        })
+        .collect();
+    let prunable: Vec<bool> = fits
+        .iter()
+        .map(|f| f.is_ok() && spec.pattern != Pattern::Dense)
+        .collect();
+    let accuracy_before = net_accuracy(&Net::from_weights(weights)?, data)?;
+
+    let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, 2));
+    let mut current = weights.clone();
+    let mut masks = vec![None; weights.layers.len()];
+    let mut accuracy_after_prune = accuracy_before;
+    let mut finetune_loss_curve = Vec::new();
+    if prunable.iter().any(|&p| p) {
+        let steps = schedule::plan(&spec.pattern, &spec.schedule, spec.finetune_epochs);
+        let last = steps.len() - 1;
+        for (k, (pattern, epochs)) in steps.iter().enumerate() {
+            masks = prune_step(
+                data,
+                &mut current,
+                pattern,
+                &prunable,
+                &spec.method,
+                &mut rng,
+            )?;
+            let net = Net::from_weights(&current)?;
+            if k == last {
+                accuracy_after_prune = net_accuracy(&net, data)?;
+            }
+            let cfg = FitConfig {
+                epochs: *epochs,
+                batch_size: spec.batch_size,
+                lr: spec.finetune_lr,
+                optimizer: spec.optimizer,
+                weight_decay: 0.0,
+                masks: Some(&masks),
+            };
+            finetune_loss_curve.extend(fit(&net, data, &cfg, &mut rng)?.loss_curve);
+            current = net.to_weights()?;
+        }
+    }
+    let accuracy_after_finetune = if finetune_loss_curve.is_empty() {
+        accuracy_after_prune
+    } else {
+        net_accuracy(&Net::from_weights(&current)?, data)?
+    };
+
+    let mut removed = 0usize;
+    let layers = weights
+        .layers
+        .iter()
+        .zip(&masks)
+        .zip(fits)
+        .map(|((l, m), fit)| {
+            let (sparsity, retained_l1) = match m {
+                Some(m) => {
+                    removed += m.as_slice().len() - m.count();
+                    let total: f64 = l.weight.iter().map(|w| w.abs() as f64).sum();
+                    let kept: f64 = l
+                        .weight
+                        .iter()
+                        .zip(m.as_slice())
+                        .filter(|(_, &k)| k)
+                        .map(|(w, _)| w.abs() as f64)
+                        .sum();
+                    (
+                        1.0 - m.density(),
+                        if total > 0.0 { kept / total } else { 1.0 },
+                    )
+                }
+                None => (0.0, 1.0),
+            };
+            let status = match (m, fit) {
+                (Some(_), _) | (None, Ok(())) => LayerStatus::Pruned,
+                (None, Err(reason)) => LayerStatus::KeptDense { reason },
+            };
+            LayerReport {
+                name: l.name.clone(),
+                rows: l.rows(),
+                cols: l.cols(),
+                status,
+                sparsity,
+                retained_l1,
+            }
+        })
+        .collect();
+    Ok(Pruned {
+        pattern: spec.pattern.clone(),
+        sparsity: removed as f64 / weights.n_weights().max(1) as f64,
+        weights: current,
+        masks,
+        layers,
+        accuracy_before,
+        accuracy_after_prune,
+        accuracy_after_finetune,
+        finetune_loss_curve,
+    })
+}

@@ -1,0 +1,136 @@
+//! Pruning schedules: the sequence of (pattern, fine-tune epochs) steps that lead to the target.
+//!
+//! `gradual` with `T` steps follows the cubic ramp `s_t = s · (1 − (1 − t/T)³)` (Zhu & Gupta):
+//! unstructured and vector-wise prune to `s_t` directly; N:M decays `N` by one per step to its
+//! target (5:8 → 4:8 → 3:8 → 2:8 for four steps, never above M−1); V:2:M widens `M` from 4 to its
+//! target, `M_t = round(2 / (1 − s_t))` clamped to [4, M]. Fine-tune epochs are shared out evenly,
+//! the remainder going to the last step.
+
+use kernels::Pattern;
+use serde::{Deserialize, Serialize};
+
+/// How the target sparsity is reached.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Schedule {
+    /// Prune to the target at once, then fine-tune with the mask fixed.
+    Oneshot,
+    /// Prune in `steps` steps along the cubic ramp, fine-tuning after each.
+    Gradual {
+        /// Number of pruning steps (at least 1).
+        steps: usize,
+    },
+}
+
+/// Sparsity of step `t` of `steps` on the cubic ramp to `target`.
+fn cubic(target: f64, t: usize, steps: usize) -> f64 {
+    target * (1.0 - (1.0 - t as f64 / steps as f64).powi(3))
+}
+
+/// The steps of a schedule: each step's pattern and fine-tune epochs; the last is `pattern`.
+pub(crate) fn plan(pattern: &Pattern, schedule: &Schedule, epochs: usize) -> Vec<(Pattern, usize)> {
+    let steps = match schedule {
+        Schedule::Oneshot => 1,
+        Schedule::Gradual { steps } => (*steps).max(1),
+    };
+    let base = epochs / steps;
+    (1..=steps)
+        .map(|t| {
+            let p = match *pattern {
+                _ if t == steps => pattern.clone(),
+                Pattern::Dense => Pattern::Dense,
+                Pattern::Unstructured { sparsity } => Pattern::Unstructured {
+                    sparsity: cubic(sparsity, t, steps),
+                },
+                Pattern::Vector { v, sparsity } => Pattern::Vector {
+                    v,
+                    sparsity: cubic(sparsity, t, steps),
+                },
+                Pattern::Nm { n, m } => Pattern::Nm {
+                    n: (n + steps - t).min(m - 1),
+                    m,
+                },
+                Pattern::Vnm { v, m } => {
+                    let s = cubic(1.0 - 2.0 / m as f64, t, steps);
+                    Pattern::Vnm {
+                        v,
+                        m: ((2.0 / (1.0 - s)).round() as usize).clamp(4, m),
+                    }
+                }
+            };
+            (
+                p,
+                if t == steps {
+                    epochs - base * (steps - 1)
+                } else {
+                    base
+                },
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gradual_nm_decays_n_and_ends_on_the_target() {
+        let p = plan(
+            &Pattern::Nm { n: 2, m: 8 },
+            &Schedule::Gradual { steps: 4 },
+            10,
+        );
+        let ns: Vec<_> = p.iter().map(|(p, _)| p.clone()).collect();
+        let want: Vec<_> = [5, 4, 3, 2].map(|n| Pattern::Nm { n, m: 8 }).to_vec();
+        assert_eq!(ns, want);
+        assert_eq!(p.iter().map(|s| s.1).collect::<Vec<_>>(), [2, 2, 2, 4]);
+        // N never reaches M.
+        let p = plan(
+            &Pattern::Nm { n: 2, m: 4 },
+            &Schedule::Gradual { steps: 4 },
+            4,
+        );
+        assert!(p
+            .iter()
+            .all(|(p, _)| matches!(p, Pattern::Nm { n, .. } if *n < 4)));
+    }
+
+    #[test]
+    fn gradual_ramps_are_monotone_and_oneshot_is_one_step() {
+        let p = plan(
+            &Pattern::Unstructured { sparsity: 0.9 },
+            &Schedule::Gradual { steps: 5 },
+            5,
+        );
+        let s: Vec<f64> = p.iter().map(|(p, _)| 1.0 - p.density()).collect();
+        assert!(
+            s.windows(2).all(|w| w[0] < w[1]) && (s[4] - 0.9).abs() < 1e-12,
+            "{s:?}"
+        );
+        assert!(
+            s[0] > 0.9 * 0.45,
+            "the cubic ramp front-loads pruning: {s:?}"
+        );
+        let v = plan(
+            &Pattern::Vnm { v: 16, m: 8 },
+            &Schedule::Gradual { steps: 4 },
+            0,
+        );
+        let ms: Vec<_> = v
+            .iter()
+            .map(|(p, _)| {
+                if let Pattern::Vnm { m, .. } = p {
+                    *m
+                } else {
+                    0
+                }
+            })
+            .collect();
+        assert_eq!(ms, [4, 6, 8, 8]);
+        assert_eq!(
+            plan(&Pattern::Dense, &Schedule::Oneshot, 3),
+            vec![(Pattern::Dense, 3)]
+        );
+    }
+}
