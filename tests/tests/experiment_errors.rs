@@ -29,13 +29,30 @@ fn check(text: &str, line: usize, col: usize, needle: &str) {
     let f = ws.write("exp.toml", text);
     let store = ws.path("store");
     let out = ws.path("out");
-    let o = ws.cotune(BIN, &["run", f.to_str().unwrap(), "--store", store.to_str().unwrap(), "--out", out.to_str().unwrap()], None);
+    let o = ws.cotune(
+        BIN,
+        &[
+            "run",
+            f.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(2), "exit code for {needle}: {err}");
     let first = err.lines().next().unwrap_or("");
     let want = format!("{}:{line}:{col}: ", f.display());
-    assert!(first.starts_with(&want), "expected `{want}…`, got `{first}`");
-    assert!(first.contains(needle), "`{first}` should mention `{needle}`");
+    assert!(
+        first.starts_with(&want),
+        "expected `{want}…`, got `{first}`"
+    );
+    assert!(
+        first.contains(needle),
+        "`{first}` should mention `{needle}`"
+    );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(!store.exists() && !out.exists(), "nothing may run");
 }
@@ -45,7 +62,16 @@ fn good_file_is_accepted() {
     let ws = Workspace::new();
     let f = ws.write("exp.toml", GOOD);
     let store = ws.path("store");
-    let o = ws.cotune(BIN, &["plan", f.to_str().unwrap(), "--store", store.to_str().unwrap()], None);
+    let o = ws.cotune(
+        BIN,
+        &[
+            "plan",
+            f.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ],
+        None,
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -56,25 +82,50 @@ fn syntax_error() {
 
 #[test]
 fn unknown_field() {
-    check(&GOOD.replace("epochs = 1", "epochz = 1"), 11, 1, "unknown field `epochz`");
+    check(
+        &GOOD.replace("epochs = 1", "epochz = 1"),
+        11,
+        1,
+        "unknown field `epochz`",
+    );
 }
 
 #[test]
 fn wrong_type() {
-    check(&GOOD.replace("batch_size = 8", "batch_size = \"eight\""), 12, 14, "");
+    check(
+        &GOOD.replace("batch_size = 8", "batch_size = \"eight\""),
+        12,
+        14,
+        "",
+    );
 }
 
 #[test]
 fn unknown_pattern_lists_allowed_values() {
-    check(&GOOD.replace("[\"vnm\", \"unstructured\"]", "[\"vnm\", \"blocky\"]"), 15, 19, "dense");
+    check(
+        &GOOD.replace("[\"vnm\", \"unstructured\"]", "[\"vnm\", \"blocky\"]"),
+        15,
+        19,
+        "dense",
+    );
 }
 
 #[test]
 fn v_must_divide_rows() {
-    check(&GOOD.replace("v = [8]", "v = [8, 12]"), 17, 9, "does not divide the layer rows 32");
+    check(
+        &GOOD.replace("v = [8]", "v = [8, 12]"),
+        17,
+        9,
+        "does not divide the layer rows 32",
+    );
 }
 
 #[test]
 fn sparsity_outside_unit_interval() {
-    check(&GOOD.replace("sparsity = [0.75]", "sparsity = [0.75, 1.5]"), 16, 19, "sparsity must be in (0, 1)");
+    check(
+        &GOOD.replace("sparsity = [0.75]", "sparsity = [0.75, 1.5]"),
+        16,
+        19,
+        "sparsity must be in (0, 1)",
+    );
 }

@@ -51,7 +51,11 @@ fn run(ws: &Workspace, store: &str, out: &str, extra: &[&str]) -> std::process::
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[test]
@@ -67,7 +71,12 @@ fn workers_and_processes_agree() {
     let spawn = |i: &str| {
         let mut a = args(&ws, "s3", "o3");
         a.extend(["--processes", "2", "--process", i, "--hostfile", &hosts].map(String::from));
-        Command::new(BIN).args(&a).env_remove("COTUNE_TEST_LOG").stdout(Stdio::null()).spawn().unwrap()
+        Command::new(BIN)
+            .args(&a)
+            .env_remove("COTUNE_TEST_LOG")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
     };
     let (mut c0, mut c1) = (spawn("0"), spawn("1"));
     assert!(c0.wait().unwrap().success());
@@ -82,8 +91,18 @@ fn workers_and_processes_agree() {
         assert_eq!(rows, &t3[stage], "{stage}: 1 worker vs 2 processes");
     }
     // Two workers write two parts per table; the cluster too (one per process).
-    assert_eq!(results::table_files(&ws.path("o2/rob/prune")).unwrap().len(), 2);
-    assert_eq!(results::table_files(&ws.path("o3/rob/prune")).unwrap().len(), 2);
+    assert_eq!(
+        results::table_files(&ws.path("o2/rob/prune"))
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        results::table_files(&ws.path("o3/rob/prune"))
+            .unwrap()
+            .len(),
+        2
+    );
 }
 
 #[test]
@@ -109,16 +128,31 @@ fn kill_9_loses_nothing_completed() {
     let computed_before = log_lines(&log);
     assert!(computed_before.len() >= 8);
     // The store verifies clean: only whole entries are visible.
-    let v = ws.cotune(BIN, &["store", "verify", "--store", ws.path("s").to_str().unwrap()], None);
+    let v = ws.cotune(
+        BIN,
+        &["store", "verify", "--store", ws.path("s").to_str().unwrap()],
+        None,
+    );
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
     let entries_after_kill = String::from_utf8_lossy(&v.stdout).to_string();
     // Rerun: whatever completed (is in the store) is not recomputed.
     let o = run(&ws, "s", "o", &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r = run_json(&ws.path("o"), "rob");
-    let cached: u64 = ["dataset", "train", "prune", "kernel_tune", "evaluate"].iter().map(|s| counts(&r, s).1).sum();
-    let stored: u64 = entries_after_kill.split_whitespace().next().unwrap().parse().unwrap();
-    assert_eq!(cached, stored, "every entry stored before the kill is a cache hit");
+    let cached: u64 = ["dataset", "train", "prune", "kernel_tune", "evaluate"]
+        .iter()
+        .map(|s| counts(&r, s).1)
+        .sum();
+    let stored: u64 = entries_after_kill
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        cached, stored,
+        "every entry stored before the kill is a cache hit"
+    );
     // The tables are whole and equal a fresh run.
     assert!(run(&ws, "fresh", "fo", &[]).status.success());
     assert_eq!(tables(&ws.path("o"), "rob"), tables(&ws.path("fo"), "rob"));
@@ -146,9 +180,16 @@ fn damaged_entry_is_detected_and_recomputed() {
     assert!(String::from_utf8_lossy(&v.stdout).contains("damaged"));
     let o = run(&ws, "s", "o", &[]);
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("damaged"), "the run reports the damaged entry");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("damaged"),
+        "the run reports the damaged entry"
+    );
     let r = run_json(&ws.path("o"), "rob");
-    assert_eq!(counts(&r, "train").0, 1, "the damaged training is recomputed");
+    assert_eq!(
+        counts(&r, "train").0,
+        1,
+        "the damaged training is recomputed"
+    );
     let v = ws.cotune(BIN, &["store", "verify", "--store", &store], None);
     assert!(v.status.success(), "store verifies clean after the repair");
 }
@@ -174,7 +215,11 @@ fn concurrent_runs_never_compute_a_key_twice() {
     let solo = Workspace::new();
     solo.write("exp.toml", EXPERIMENT);
     assert!(run(&solo, "s", "o", &[]).status.success());
-    assert_eq!(lines.len(), log_lines(&solo.path("s.log")).len(), "each key computed exactly once");
+    assert_eq!(
+        lines.len(),
+        log_lines(&solo.path("s.log")).len(),
+        "each key computed exactly once"
+    );
     assert_eq!(tables(&ws.path("oa"), "rob"), tables(&ws.path("ob"), "rob"));
 }
 
