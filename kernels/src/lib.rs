@@ -6,6 +6,7 @@
 
 mod cost;
 mod cpu;
+pub mod cuda;
 mod dense;
 mod error;
 mod format;

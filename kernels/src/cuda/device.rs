@@ -1,0 +1,552 @@
+//! The CUDA device: context and stream, the lazily filled cache of loaded kernels (one module
+//! per kernel configuration, compiled through NVRTC and the optional PTX cache), device-resident
+//! operands, launches and event timing. The cuBLAS baseline lives in `blas.rs`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+
+use super::config::{CsrConfig, VnmConfig};
+use super::nvrtc::{compile_ptx, PtxCache};
+use super::pack::pack_vnm;
+use super::source::KernelSource;
+use super::{CudaError, DeviceInfo, Timing};
+use crate::{CsrMatrix, VnmMatrix};
+
+pub(crate) fn driver_err(op: &'static str) -> impl Fn(DriverError) -> CudaError {
+    move |e| CudaError::Driver {
+        op,
+        reason: e.to_string(),
+    }
+}
+
+/// A loaded kernel and the dynamic shared memory it was opened up to.
+#[derive(Clone)]
+struct Loaded {
+    function: CudaFunction,
+}
+
+type FunctionKey = (KernelSource, Vec<(&'static str, usize)>);
+
+/// One CUDA device with its stream, kernel cache and (lazily) cuBLAS handle.
+pub struct CudaDevice {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    info: DeviceInfo,
+    cache: Option<PtxCache>,
+    functions: Mutex<HashMap<FunctionKey, Loaded>>,
+    pub(crate) blas: Mutex<Option<cudarc::cublas::CudaBlas>>,
+}
+
+/// The NVRTC target for a compute capability; `None` below sm_80 (no `mma.sp`).
+fn arch_for(sm: (i32, i32)) -> Option<&'static str> {
+    Some(match sm {
+        (8, 0) => "sm_80",
+        (8, 6) => "sm_86",
+        (8, 7) => "sm_87",
+        (8, 9) => "sm_89",
+        (9, _) => "sm_90",
+        (major, _) if major >= 10 => "sm_90", // PTX for sm_90 is JIT-compiled forward
+        (8, _) => "sm_80",
+        _ => return None,
+    })
+}
+
+impl CudaDevice {
+    /// Opens device `ordinal`. Probes for the driver first (cudarc panics without one).
+    pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+        // SAFETY: only tries to dlopen libcuda under its known names; no CUDA call is made.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(CudaError::NoDriver);
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| CudaError::NoDevice {
+            ordinal,
+            reason: e.to_string(),
+        })?;
+        // SAFETY: this backend uses a single stream, so cross-stream event tracking is not
+        // needed; turning it off removes two event records per argument per launch.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let sm = ctx
+            .compute_capability()
+            .map_err(driver_err("cuDeviceGetAttribute"))?;
+        let arch = arch_for(sm).ok_or_else(|| CudaError::NoDevice {
+            ordinal,
+            reason: format!("compute capability {}.{} < 8.0 has no mma.sp", sm.0, sm.1),
+        })?;
+        let mut driver = 0;
+        // SAFETY: the driver library is loaded (probed above) and `driver` is valid for writes.
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };
+        let info = DeviceInfo {
+            name: ctx.name().map_err(driver_err("cuDeviceGetName"))?,
+            sm,
+            arch,
+            driver_version: driver,
+            multiprocessors: ctx
+                .attribute(
+                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                )
+                .map_err(driver_err("cuDeviceGetAttribute"))?,
+        };
+        Ok(Self {
+            ctx,
+            stream,
+            info,
+            cache: None,
+            functions: Mutex::new(HashMap::new()),
+            blas: Mutex::new(None),
+        })
+    }
+
+    /// Uses `cache` for compiled PTX from now on.
+    pub fn with_ptx_cache(mut self, cache: PtxCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// What the device is (for fingerprints and result rows).
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The kernel for this configuration, compiled and loaded on first use.
+    fn function(
+        &self,
+        kernel: KernelSource,
+        defines: Vec<(&'static str, usize)>,
+        shared_bytes: usize,
+    ) -> Result<CudaFunction, CudaError> {
+        let key = (kernel, defines);
+        if let Some(l) = self.functions.lock().map_err(poisoned)?.get(&key) {
+            return Ok(l.function.clone());
+        }
+        let ptx = match &self.cache {
+            Some(c) => c.get_or_compile(kernel, &key.1, self.info.arch)?,
+            None => compile_ptx(kernel, &key.1, self.info.arch)?,
+        };
+        let module = self
+            .ctx
+            .load_module(Ptx::from_src(ptx))
+            .map_err(driver_err("cuModuleLoadData"))?;
+        let function = module
+            .load_function(kernel.name())
+            .map_err(driver_err("cuModuleGetFunction"))?;
+        if shared_bytes > 48 * 1024 {
+            function
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared_bytes as i32,
+                )
+                .map_err(driver_err("cuFuncSetAttribute"))?;
+        }
+        self.functions.lock().map_err(poisoned)?.insert(
+            key,
+            Loaded {
+                function: function.clone(),
+            },
+        );
+        Ok(function)
+    }
+
+    /// Compiles and loads a V:N:M configuration without running it (to time compilation apart).
+    pub fn prepare_vnm(&self, cfg: &VnmConfig) -> Result<(), CudaError> {
+        cfg.validate()?;
+        self.function(KernelSource::SpmmVnmF16, cfg.defines(), cfg.shared_bytes())
+            .map(|_| ())
+    }
+
+    /// Copies host data to a new device buffer.
+    pub(crate) fn upload<T: cudarc::driver::DeviceRepr>(
+        &self,
+        x: &[T],
+    ) -> Result<CudaSlice<T>, CudaError> {
+        self.stream
+            .clone_htod(x)
+            .map_err(driver_err("cuMemcpyHtoD"))
+    }
+
+    /// Copies a device buffer back to the host.
+    pub(crate) fn download<T: cudarc::driver::DeviceRepr>(
+        &self,
+        x: &CudaSlice<T>,
+    ) -> Result<Vec<T>, CudaError> {
+        self.stream
+            .clone_dtoh(x)
+            .map_err(driver_err("cuMemcpyDtoH"))
+    }
+
+    /// Uploads a V:N:M matrix packed for configurations with this BK.
+    pub fn upload_vnm(&self, a: &VnmMatrix, bk: usize) -> Result<DeviceVnm, CudaError> {
+        let p = pack_vnm(a, bk)?;
+        // One trailing element keeps empty matrices allocatable; the kernel never reads it.
+        let mut values = p.values;
+        values.push(0);
+        let mut meta = p.meta;
+        meta.push(0);
+        let mut col_loc = p.col_loc;
+        col_loc.push(0);
+        Ok(DeviceVnm {
+            rows: p.rows,
+            cols: p.cols,
+            v: p.v,
+            m: p.m,
+            groups: p.groups,
+            ks: p.ks,
+            values: self.upload(&values)?,
+            meta: self.upload(&meta)?,
+            col_loc: self.upload(&col_loc)?,
+        })
+    }
+
+    /// Uploads a row-major f32 matrix as fp16, rows padded to a multiple of 8 elements.
+    pub fn upload_f16(
+        &self,
+        x: &[f32],
+        rows: usize,
+        cols: usize,
+    ) -> Result<DeviceMatrixF16, CudaError> {
+        if x.len() != rows * cols {
+            return Err(CudaError::Shape(format!(
+                "{} values for a {rows}x{cols} matrix",
+                x.len()
+            )));
+        }
+        let ld = super::pack::padded_ld(cols);
+        let mut host = super::pack::pad_rows_f16(x, rows, cols, ld);
+        host.push(0); // keeps empty matrices allocatable; never read
+        let data = self.upload(&host)?;
+        Ok(DeviceMatrixF16 {
+            rows,
+            cols,
+            ld,
+            data,
+        })
+    }
+
+    /// A zeroed fp16 matrix (rows padded like [`CudaDevice::upload_f16`]).
+    pub fn zeros_f16(&self, rows: usize, cols: usize) -> Result<DeviceMatrixF16, CudaError> {
+        let ld = super::pack::padded_ld(cols);
+        let data = self
+            .stream
+            .alloc_zeros::<u16>((rows * ld).max(1))
+            .map_err(driver_err("cuMemAlloc"))?;
+        Ok(DeviceMatrixF16 {
+            rows,
+            cols,
+            ld,
+            data,
+        })
+    }
+
+    /// Downloads an fp16 matrix as row-major f32 without its padding.
+    pub fn download_f16(&self, x: &DeviceMatrixF16) -> Result<Vec<f32>, CudaError> {
+        let raw = self.download(&x.data)?;
+        let mut out = Vec::with_capacity(x.rows * x.cols);
+        for r in 0..x.rows {
+            out.extend(super::pack::from_f16_bits(&raw[r * x.ld..][..x.cols]));
+        }
+        Ok(out)
+    }
+
+    /// Launches C = A·B with the V:N:M kernel in configuration `cfg`.
+    pub fn launch_vnm(
+        &self,
+        a: &DeviceVnm,
+        b: &DeviceMatrixF16,
+        c: &mut DeviceMatrixF16,
+        cfg: &VnmConfig,
+    ) -> Result<(), CudaError> {
+        cfg.validate()?;
+        if cfg.bm != a.v || !(2 * a.ks).is_multiple_of(cfg.bk) {
+            return Err(CudaError::Shape(format!(
+                "{cfg} does not fit a matrix packed with V={} and {} slots per row",
+                a.v, a.ks
+            )));
+        }
+        check_product(a.rows, a.cols, b, c)?;
+        if a.rows == 0 || b.cols == 0 {
+            return Ok(());
+        }
+        let f = self.function(KernelSource::SpmmVnmF16, cfg.defines(), cfg.shared_bytes())?;
+        let launch = LaunchConfig {
+            grid_dim: (b.cols.div_ceil(cfg.bn) as u32, (a.rows / a.v) as u32, 1),
+            block_dim: (cfg.threads() as u32, 1, 1),
+            shared_mem_bytes: cfg.shared_bytes() as u32,
+        };
+        let ints = [a.rows, b.cols, a.ks, a.groups, a.m, a.cols, b.ld, c.ld].map(|x| x as i32);
+        let mut builder = self.stream.launch_builder(&f);
+        builder
+            .arg(&a.values)
+            .arg(&a.meta)
+            .arg(&a.col_loc)
+            .arg(&b.data)
+            .arg(&mut c.data);
+        for x in &ints {
+            builder.arg(x);
+        }
+        // SAFETY: the arguments match `spmm_vnm_f16(a_vals, a_meta, col_loc, b, c, rows, n,
+        // ks, groups, m, k, ldb, ldc)`; `validate` bounds block size and shared memory; A was
+        // packed by `pack_vnm` (rows × ks values, rows/16 × ks words, V a multiple of 16,
+        // 2·ks a multiple of BK, checked above); gathered rows are < K or skipped; B and C are
+        // b.rows × b.ld and a.rows × c.ld (checked), and the kernel guards columns ≥ n.
+        unsafe { builder.launch(launch) }.map_err(driver_err("cuLaunchKernel"))?;
+        Ok(())
+    }
+
+    /// Uploads a CSR matrix for the CSR kernel.
+    pub fn upload_csr(&self, a: &CsrMatrix) -> Result<DeviceCsr, CudaError> {
+        if a.nnz() > i32::MAX as usize {
+            return Err(CudaError::Shape(format!("{} nonzeros exceed i32", a.nnz())));
+        }
+        // One trailing element keeps empty matrices allocatable; the kernel never reads it.
+        let col_idx: Vec<u32> = a.col_idx().iter().copied().chain([0]).collect();
+        let values: Vec<f32> = a.values().iter().copied().chain([0.0]).collect();
+        Ok(DeviceCsr {
+            rows: a.rows(),
+            cols: a.cols(),
+            row_ptr: self.upload(a.row_ptr())?,
+            col_idx: self.upload(&col_idx)?,
+            values: self.upload(&values)?,
+        })
+    }
+
+    /// Launches C = A·B with the CSR kernel (fp32; B and C are `cols × n` and `rows × n`).
+    pub fn launch_csr(
+        &self,
+        a: &DeviceCsr,
+        b: &DeviceVecF32,
+        c: &mut DeviceVecF32,
+        n: usize,
+        cfg: &CsrConfig,
+    ) -> Result<(), CudaError> {
+        cfg.validate()?;
+        let (b, c) = (&b.data, &mut c.data);
+        if b.len() < a.cols * n || c.len() < a.rows * n {
+            return Err(CudaError::Shape(format!(
+                "CSR {}x{} times {n} columns: B has {} and C {} elements",
+                a.rows,
+                a.cols,
+                b.len(),
+                c.len()
+            )));
+        }
+        if a.rows == 0 || n == 0 {
+            return Ok(());
+        }
+        let f = self.function(KernelSource::SpmmCsrF32, cfg.defines(), 0)?;
+        let launch = LaunchConfig {
+            grid_dim: (
+                n.div_ceil(32 * cfg.cols_per_lane) as u32,
+                a.rows.div_ceil(cfg.warps_per_block) as u32,
+                1,
+            ),
+            block_dim: (cfg.threads() as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rows, n) = (a.rows as i32, n as i32);
+        let mut builder = self.stream.launch_builder(&f);
+        builder
+            .arg(&a.row_ptr)
+            .arg(&a.col_idx)
+            .arg(&a.values)
+            .arg(b)
+            .arg(c)
+            .arg(&rows)
+            .arg(&n);
+        // SAFETY: the arguments match `spmm_csr_f32`; the CSR arrays come from a checked
+        // `CsrMatrix` (monotone row pointers, column indices < cols), B holds cols × n and C rows × n
+        // values (checked above), and the kernel guards rows ≥ rows and columns ≥ n.
+        unsafe { builder.launch(launch) }.map_err(driver_err("cuLaunchKernel"))?;
+        Ok(())
+    }
+
+    /// Times `run(i)` for `reps` repetitions after `warmup` untimed ones, each between its own
+    /// pair of device events; `i` counts from 0 so that callers can rotate operand sets.
+    pub fn time(
+        &self,
+        warmup: usize,
+        reps: usize,
+        mut run: impl FnMut(usize) -> Result<(), CudaError>,
+    ) -> Result<Timing, CudaError> {
+        for i in 0..warmup {
+            run(i)?;
+        }
+        self.synchronize()?;
+        let mut samples = Vec::with_capacity(reps);
+        for i in 0..reps {
+            let start = self
+                .stream
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(driver_err("cuEventRecord"))?;
+            run(warmup + i)?;
+            let stop = self
+                .stream
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(driver_err("cuEventRecord"))?;
+            stop.synchronize()
+                .map_err(driver_err("cuEventSynchronize"))?;
+            let ms = start
+                .elapsed_ms(&stop)
+                .map_err(driver_err("cuEventElapsedTime"))?;
+            samples.push(f64::from(ms) * 1e3);
+        }
+        Ok(Timing::from_samples(samples))
+    }
+
+    /// Waits for all work on the stream and reports any asynchronous kernel error.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        self.stream
+            .synchronize()
+            .map_err(driver_err("cuStreamSynchronize"))
+    }
+
+    /// Host convenience: C = A·B (`b` is `a.cols() × n` row-major f32) with the V:N:M kernel.
+    pub fn spmm_vnm(
+        &self,
+        a: &VnmMatrix,
+        b: &[f32],
+        n: usize,
+        cfg: &VnmConfig,
+    ) -> Result<Vec<f32>, CudaError> {
+        let da = self.upload_vnm(a, cfg.bk)?;
+        let db = self.upload_f16(b, a.cols(), n)?;
+        let mut dc = self.zeros_f16(a.rows(), n)?;
+        self.launch_vnm(&da, &db, &mut dc, cfg)?;
+        self.synchronize()?;
+        self.download_f16(&dc)
+    }
+
+    /// Host convenience: C = A·B with the CSR kernel, all fp32.
+    pub fn spmm_csr(
+        &self,
+        a: &CsrMatrix,
+        b: &[f32],
+        n: usize,
+        cfg: &CsrConfig,
+    ) -> Result<Vec<f32>, CudaError> {
+        if b.len() != a.cols() * n {
+            return Err(CudaError::Shape(format!(
+                "B has {} values, expected {}x{n}",
+                b.len(),
+                a.cols()
+            )));
+        }
+        let da = self.upload_csr(a)?;
+        let db = self.upload_f32(b)?;
+        let mut dc = self.zeros_f32(a.rows() * n)?;
+        self.launch_csr(&da, &db, &mut dc, n, cfg)?;
+        self.synchronize()?;
+        self.download_f32(&dc)
+    }
+
+    /// Uploads f32 values.
+    pub fn upload_f32(&self, x: &[f32]) -> Result<DeviceVecF32, CudaError> {
+        let host: Vec<f32> = x.iter().copied().chain([0.0]).collect();
+        Ok(DeviceVecF32 {
+            len: x.len(),
+            data: self.upload(&host)?,
+        })
+    }
+
+    /// `len` zeroed f32 values.
+    pub fn zeros_f32(&self, len: usize) -> Result<DeviceVecF32, CudaError> {
+        let data = self
+            .stream
+            .alloc_zeros::<f32>(len + 1)
+            .map_err(driver_err("cuMemAlloc"))?;
+        Ok(DeviceVecF32 { len, data })
+    }
+
+    /// Downloads f32 values.
+    pub fn download_f32(&self, x: &DeviceVecF32) -> Result<Vec<f32>, CudaError> {
+        let mut v = self.download(&x.data)?;
+        v.truncate(x.len);
+        Ok(v)
+    }
+}
+
+fn poisoned<T>(_: std::sync::PoisonError<T>) -> CudaError {
+    CudaError::Driver {
+        op: "kernel cache",
+        reason: "a thread panicked while holding the kernel cache".into(),
+    }
+}
+
+pub(crate) fn check_product(
+    rows: usize,
+    cols: usize,
+    b: &DeviceMatrixF16,
+    c: &DeviceMatrixF16,
+) -> Result<(), CudaError> {
+    if b.rows != cols || c.rows != rows || c.cols != b.cols {
+        return Err(CudaError::Shape(format!(
+            "A {rows}x{cols}, B {}x{}, C {}x{}",
+            b.rows, b.cols, c.rows, c.cols
+        )));
+    }
+    Ok(())
+}
+
+/// A V:N:M matrix on the device, packed for one BK (see `pack.rs`).
+pub struct DeviceVnm {
+    /// Rows.
+    pub rows: usize,
+    /// Columns (K).
+    pub cols: usize,
+    /// Rows per block.
+    pub v: usize,
+    /// Group width M.
+    pub m: usize,
+    /// Groups per row.
+    pub groups: usize,
+    /// Value slots per row (K_sp padded to the BK/2 it was packed for).
+    pub ks: usize,
+    values: CudaSlice<u16>,
+    meta: CudaSlice<u32>,
+    col_loc: CudaSlice<u8>,
+}
+
+/// A row-major fp16 matrix on the device with rows padded to `ld` (a multiple of 8).
+pub struct DeviceMatrixF16 {
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Row stride in elements.
+    pub ld: usize,
+    pub(crate) data: CudaSlice<u16>,
+}
+
+/// f32 values on the device.
+pub struct DeviceVecF32 {
+    len: usize,
+    data: CudaSlice<f32>,
+}
+
+impl DeviceVecF32 {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A CSR matrix on the device (i32 indices, f32 values).
+pub struct DeviceCsr {
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    row_ptr: CudaSlice<u32>,
+    col_idx: CudaSlice<u32>,
+    values: CudaSlice<f32>,
+}

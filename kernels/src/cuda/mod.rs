@@ -1,0 +1,114 @@
+//! The CUDA backend: SpMM kernels written in CUDA C++ (`kernels/cuda/*.cu`), compiled at run
+//! time with NVRTC (tunable parameters as `#define`s, PTX cached by digest), launched through
+//! cudarc, with cuBLAS as the dense baseline.
+//!
+//! Kernels: V:N:M on sparse tensor cores (`mma.sp`, Spatha structure; 2:4 is its M = 4 case),
+//! CSR row split (fp32), and cuBLAS fp16 GEMM. Configurations and their spaces
+//! ([`VnmConfig`], [`CsrConfig`], [`cuda_space`]) and the host-side packing are plain Rust and
+//! always built. Without feature `cuda` the device API is a stub with the same signatures whose
+//! every call returns [`CudaError::NotCompiled`]; with it and no driver, [`CudaDevice::new`]
+//! returns [`CudaError::NoDriver`] (the driver library is probed before any call).
+
+mod config;
+mod error;
+mod pack;
+mod ptxas;
+mod random;
+mod source;
+mod space;
+
+#[cfg(feature = "cuda")]
+mod blas;
+#[cfg(feature = "cuda")]
+mod device;
+#[cfg(feature = "cuda")]
+mod nvrtc;
+#[cfg(not(feature = "cuda"))]
+mod stub;
+
+pub use config::{
+    csr_configs, vnm_configs, vnm_wm_values, CsrConfig, VnmConfig, CSR_COLS_PER_LANE, CSR_WARPS,
+    MAX_SHARED_BYTES, VNM_BK, VNM_BLOCK_ROWS, VNM_BN, VNM_MMA_K, VNM_STAGES, VNM_WN,
+};
+pub use error::CudaError;
+pub use pack::{
+    emulate_vnm, from_f16_bits, pack_vnm, packed_slots, pad_rows_f16, padded_ld, to_f16_bits,
+    vnm_from_nm, VnmPacked,
+};
+pub use ptxas::{parse_ptxas, ptxas_report, PtxasReport};
+pub use random::{exact_values, random_csr, random_vnm, vnm_mask};
+pub use source::{describe_defines, KernelSource};
+pub use space::*;
+
+#[cfg(feature = "cuda")]
+pub use device::{CudaDevice, DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm};
+#[cfg(feature = "cuda")]
+pub use nvrtc::{compile_ptx, nvrtc_available, nvrtc_version, PtxCache};
+#[cfg(not(feature = "cuda"))]
+pub use stub::{
+    compile_ptx, nvrtc_available, nvrtc_version, CudaDevice, DeviceCsr, DeviceMatrixF16,
+    DeviceVecF32, DeviceVnm, PtxCache,
+};
+
+/// Whether this build has the CUDA backend (feature `cuda`).
+pub const CUDA_ENABLED: bool = cfg!(feature = "cuda");
+
+/// The NVRTC targets CI compiles every configuration for.
+pub const CI_ARCHS: [&str; 2] = ["sm_80", "sm_90"];
+
+/// What a CUDA device is, for fingerprints and result rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// The device's name, e.g. "NVIDIA H200".
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub sm: (i32, i32),
+    /// The NVRTC target used for it, e.g. "sm_90".
+    pub arch: &'static str,
+    /// The driver's CUDA version, e.g. 13000.
+    pub driver_version: i32,
+    /// Streaming multiprocessors.
+    pub multiprocessors: i32,
+}
+
+impl DeviceInfo {
+    /// "NVIDIA H200 sm_90 driver 13000": the device part of a kernel-tune key.
+    pub fn fingerprint(&self) -> String {
+        format!(
+            "{} sm_{}{} driver {}",
+            self.name, self.sm.0, self.sm.1, self.driver_version
+        )
+    }
+}
+
+/// Device-event timings of repeated launches, in microseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    /// Every sample, in launch order.
+    pub samples_us: Vec<f64>,
+    /// Median.
+    pub median_us: f64,
+    /// Fastest.
+    pub min_us: f64,
+    /// Slowest.
+    pub max_us: f64,
+}
+
+impl Timing {
+    /// Summarises samples (NaN statistics when there are none).
+    pub fn from_samples(samples_us: Vec<f64>) -> Self {
+        let mut sorted = samples_us.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median_us = match sorted.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => sorted[n / 2],
+            n => 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]),
+        };
+        Self {
+            median_us,
+            min_us: sorted.first().copied().unwrap_or(f64::NAN),
+            max_us: sorted.last().copied().unwrap_or(f64::NAN),
+            samples_us,
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The CUDA kernels' parameter spaces as [`KernelSpace`]s, so that kernel-tune enumerates,
+//! samples and ranks them like the CPU ones, and the conversions between a [`ParamPoint`] and
+//! a kernel configuration.
+//!
+//! - V:N:M (`cuda-vnm`) and 2:4 (`cuda-nm24`, the same kernel with M = 4): `bm` (fixed: V, or
+//!   for 2:4 the largest of 64, 32, 16 dividing the rows), `bn`, `bk`, `wm`, `wn`, `mma_k`,
+//!   `stages`; the lists are chosen so that only `wm · wn / 32 ≤ 64` (accumulators per thread)
+//!   needs a constraint (see [`super::config`]).
+//! - CSR (`cuda-csr`): `warps_per_block`, `cols_per_lane`.
+//! - Dense (`cuda-dense`): cuBLAS, one point (`algo` = 0, its default heuristic).
+//! - Other patterns have no CUDA kernel: their space has no points.
+
+use super::config::{
+    vnm_configs, vnm_wm_values, CsrConfig, VnmConfig, CSR_COLS_PER_LANE, CSR_WARPS, VNM_BK, VNM_BN,
+    VNM_MMA_K, VNM_STAGES, VNM_WN,
+};
+use crate::{
+    Constraint, FormatSignature, KernelError, KernelSpace, ParamDef, ParamPoint, PatternKind,
+};
+
+fn def(name: &'static str, values: &[usize]) -> ParamDef {
+    ParamDef {
+        name,
+        values: values.iter().map(|&v| v as i64).collect(),
+    }
+}
+
+/// The row-block height the V:N:M kernel uses for a 2:4 matrix with `rows` rows, if any.
+pub fn nm24_block_rows(rows: usize) -> Option<usize> {
+    [64, 32, 16].into_iter().find(|v| rows.is_multiple_of(*v))
+}
+
+/// The thread-block height (BM) of the `mma.sp` kernel for `sig`, if the kernel applies:
+/// V:N:M with V ∈ {16, 32, 64, 128}, or N:M 2:4 / 1:4 with rows a multiple of 16.
+pub fn vnm_block_rows(sig: &FormatSignature) -> Option<usize> {
+    match sig.kind {
+        PatternKind::Vnm if super::VNM_BLOCK_ROWS.contains(&sig.v) => Some(sig.v),
+        PatternKind::Nm if sig.m == 4 && sig.n <= 2 => nm24_block_rows(sig.rows),
+        _ => None,
+    }
+}
+
+/// The space of the V:N:M kernel with thread blocks of `bm` rows.
+pub fn vnm_space(kernel: &'static str, bm: usize) -> KernelSpace {
+    KernelSpace::new(
+        kernel,
+        vec![
+            def("bk", &VNM_BK),
+            def("bm", &[bm]),
+            def("bn", &VNM_BN),
+            def("mma_k", &VNM_MMA_K),
+            def("stages", &VNM_STAGES),
+            def("wm", &vnm_wm_values(bm)),
+            def("wn", &VNM_WN),
+        ],
+        vec![Constraint::ProductAtMost {
+            a: "wm",
+            b: "wn",
+            divisor: 32,
+            max: super::config::MAX_ACC_PER_THREAD as i64,
+        }],
+    )
+}
+
+/// The CUDA space for a matrix of signature `sig` times a B of `n` columns.
+pub fn cuda_space(sig: &FormatSignature, _n: usize) -> KernelSpace {
+    match sig.kind {
+        PatternKind::Dense => KernelSpace::new("cuda-dense", vec![def("algo", &[0])], vec![]),
+        PatternKind::Unstructured => KernelSpace::new(
+            "cuda-csr",
+            vec![
+                def("cols_per_lane", &CSR_COLS_PER_LANE),
+                def("warps_per_block", &CSR_WARPS),
+            ],
+            vec![],
+        ),
+        PatternKind::Vnm | PatternKind::Nm => match vnm_block_rows(sig) {
+            Some(bm) if sig.kind == PatternKind::Vnm => vnm_space("cuda-vnm", bm),
+            Some(bm) => vnm_space("cuda-nm24", bm),
+            None => unsupported(),
+        },
+        PatternKind::Vector => unsupported(),
+    }
+}
+
+/// A space without points, for patterns no CUDA kernel implements.
+fn unsupported() -> KernelSpace {
+    KernelSpace::new("cuda-unsupported", vec![def("none", &[])], vec![])
+}
+
+impl VnmConfig {
+    /// The configuration at `p` (a point of [`vnm_space`]); checked like [`VnmConfig::validate`].
+    pub fn from_point(p: &ParamPoint) -> Result<Self, KernelError> {
+        let get = |name: &str| -> Result<usize, KernelError> {
+            let v = p.get(name)?;
+            usize::try_from(v).map_err(|_| KernelError::ParamConstraint {
+                name: name.to_string(),
+                value: v,
+                reason: "must not be negative".into(),
+            })
+        };
+        let c = VnmConfig {
+            bm: get("bm")?,
+            bn: get("bn")?,
+            bk: get("bk")?,
+            wm: get("wm")?,
+            wn: get("wn")?,
+            mma_k: get("mma_k")?,
+            stages: get("stages")?,
+        };
+        c.validate().map_err(|e| KernelError::ParamConstraint {
+            name: "bm".into(),
+            value: c.bm as i64,
+            reason: e.to_string(),
+        })?;
+        Ok(c)
+    }
+
+    /// The point of this configuration.
+    pub fn to_point(&self) -> ParamPoint {
+        ParamPoint::from_pairs(self.defines().into_iter().map(|(k, v)| (k, v as i64)).map(
+            |(k, v)| {
+                (
+                    match k {
+                        "BM" => "bm",
+                        "BN" => "bn",
+                        "BK" => "bk",
+                        "WM" => "wm",
+                        "WN" => "wn",
+                        "MMA_K" => "mma_k",
+                        _ => "stages",
+                    },
+                    v,
+                )
+            },
+        ))
+    }
+}
+
+impl CsrConfig {
+    /// The configuration at `p` (a point of the `cuda-csr` space).
+    pub fn from_point(p: &ParamPoint) -> Result<Self, KernelError> {
+        let c = CsrConfig {
+            warps_per_block: p.get("warps_per_block")?.max(0) as usize,
+            cols_per_lane: p.get("cols_per_lane")?.max(0) as usize,
+        };
+        c.validate().map_err(|e| KernelError::ParamConstraint {
+            name: "warps_per_block".into(),
+            value: c.warps_per_block as i64,
+            reason: e.to_string(),
+        })?;
+        Ok(c)
+    }
+
+    /// The point of this configuration.
+    pub fn to_point(&self) -> ParamPoint {
+        ParamPoint::from_pairs([
+            ("warps_per_block", self.warps_per_block as i64),
+            ("cols_per_lane", self.cols_per_lane as i64),
+        ])
+    }
+}
+
+/// Every configuration of every CUDA kernel that some signature's space contains, with the
+/// kernel it belongs to: what CI compiles for each target.
+pub fn all_configs() -> (Vec<VnmConfig>, Vec<CsrConfig>) {
+    let vnm = super::VNM_BLOCK_ROWS
+        .iter()
+        .flat_map(|&v| vnm_configs(v))
+        .collect();
+    (vnm, super::csr_configs())
+}

@@ -1,0 +1,335 @@
+//! The device benchmark `scripts/device-check.sh` runs: V:N:M on sparse tensor cores against
+//! cuBLAS fp16 on the BERT-base shapes, every configuration of the kernel measured per point
+//! (exhaustive tuning), the winner checked against cuBLAS on the same matrix. Ignored by
+//! default; run with `--ignored bench_`. Writes `$COTUNE_BENCH_OUT/bench.csv` (every
+//! measurement) and `summary.csv`, and prints a compact table last.
+//!
+//! Environment: `COTUNE_BENCH_OUT` (folder, default `target/cuda-bench`), `COTUNE_BENCH_N`
+//! (comma-separated batch-token counts, default `4096,16384`), `COTUNE_BENCH_QUICK=1` (one
+//! shape, one M, a few configurations: the smoke run).
+#![cfg(feature = "cuda")]
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use kernels::cuda::{
+    csr_configs, exact_values, random_csr, random_vnm, vnm_configs, CudaDevice, CudaError,
+    DeviceMatrixF16, Timing, VnmConfig,
+};
+
+const WARMUP: usize = 3;
+const REPS: usize = 15;
+/// Operand sets rotated between repetitions, so that B and C do not stay in the 60 MB L2.
+const SETS: usize = 2;
+
+struct Row {
+    kind: &'static str,
+    rows: usize,
+    cols: usize,
+    n: usize,
+    v: usize,
+    m: usize,
+    config: String,
+    t: Timing,
+    rel_err: Option<f64>,
+}
+
+fn csv(rows: &[Row], cublas_us: impl Fn(usize, usize, usize) -> f64) -> String {
+    let mut s = String::from(
+        "kind,rows,cols,n,v,m,config,median_us,min_us,max_us,dense_tflops,speedup_vs_cublas,rel_err\n",
+    );
+    for r in rows {
+        let flops = 2.0 * (r.rows * r.cols * r.n) as f64;
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},\"{}\",{:.3},{:.3},{:.3},{:.2},{:.3},{}",
+            r.kind,
+            r.rows,
+            r.cols,
+            r.n,
+            r.v,
+            r.m,
+            r.config,
+            r.t.median_us,
+            r.t.min_us,
+            r.t.max_us,
+            flops / r.t.median_us * 1e-6,
+            cublas_us(r.rows, r.cols, r.n) / r.t.median_us,
+            r.rel_err.map_or(String::new(), |e| format!("{e:.2e}"))
+        );
+    }
+    s
+}
+
+fn rel_err(got: &[f32], want: &[f32]) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (g, w) in got.iter().zip(want) {
+        num += (f64::from(*g) - f64::from(*w)).powi(2);
+        den += f64::from(*w).powi(2);
+    }
+    if got.iter().any(|x| x.is_nan()) {
+        return f64::INFINITY;
+    }
+    (num / den.max(1e-30)).sqrt()
+}
+
+fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
+    std::env::var(name)
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
+
+fn prepare_all(dev: &CudaDevice, configs: &[VnmConfig]) -> Result<(), CudaError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |n| n.get())
+        .min(16);
+    let chunk = configs.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = configs
+            .chunks(chunk)
+            .map(|part| s.spawn(move || part.iter().try_for_each(|c| dev.prepare_vnm(c))))
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("compile thread panicked"))
+    })
+}
+
+#[test]
+#[ignore = "device benchmark: run by scripts/device-check.sh"]
+fn bench_vnm_vs_cublas_bert() {
+    let dev = match CudaDevice::new(0) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIPPED bench_vnm_vs_cublas_bert: {e}");
+            return;
+        }
+    };
+    let quick = std::env::var("COTUNE_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let out = std::path::PathBuf::from(
+        std::env::var("COTUNE_BENCH_OUT").unwrap_or_else(|_| "target/cuda-bench".into()),
+    );
+    std::fs::create_dir_all(&out).unwrap();
+    let ns = if quick {
+        vec![4096]
+    } else {
+        env_list("COTUNE_BENCH_N", &[4096, 16384])
+    };
+    let shapes: Vec<(usize, usize)> = if quick {
+        vec![(768, 768)]
+    } else {
+        vec![(768, 768), (3072, 768), (768, 3072)]
+    };
+    let ms: Vec<usize> = if quick {
+        vec![8]
+    } else {
+        env_list("COTUNE_BENCH_M", &[4, 8, 10, 16, 20, 32, 40])
+    };
+    let vs: Vec<usize> = if quick { vec![64] } else { vec![64, 128] };
+    eprintln!("device: {}", dev.info().fingerprint());
+
+    let mut configs: Vec<VnmConfig> = vs.iter().flat_map(|&v| vnm_configs(v)).collect();
+    if quick {
+        configs.retain(|c| c.stages == 3 && c.bn == 128);
+    }
+    let t0 = Instant::now();
+    prepare_all(&dev, &configs).unwrap();
+    eprintln!(
+        "compiled {} configurations in {:.1} s",
+        configs.len(),
+        t0.elapsed().as_secs_f64()
+    );
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut summary = String::from(
+        "rows,cols,n,m,cublas_us,best_us,speedup,ideal,fraction_of_ideal,v,config,rel_err\n",
+    );
+    let mut cublas = std::collections::BTreeMap::new();
+    let mut table = Vec::new();
+    for &(r, k) in &shapes {
+        for &n in &ns {
+            // Baseline: cuBLAS on a dense random A (no zeros), B and C rotated.
+            let a_dense = dev.upload_f16(&exact_values(r * k, 1), r, k).unwrap();
+            let bs: Vec<DeviceMatrixF16> = (0..SETS)
+                .map(|s| {
+                    dev.upload_f16(&exact_values(k * n, 10 + s as u64), k, n)
+                        .unwrap()
+                })
+                .collect();
+            let mut cs: Vec<DeviceMatrixF16> =
+                (0..SETS).map(|_| dev.zeros_f16(r, n).unwrap()).collect();
+            let t = dev
+                .time(WARMUP, REPS, |i| {
+                    let s = i % SETS;
+                    dev.launch_gemm_f16(&a_dense, &bs[s], &mut cs[s])
+                })
+                .unwrap();
+            cublas.insert((r, k, n), t.median_us);
+            rows.push(Row {
+                kind: "cublas",
+                rows: r,
+                cols: k,
+                n,
+                v: 0,
+                m: 0,
+                config: "default".into(),
+                t,
+                rel_err: None,
+            });
+            for &m in &ms {
+                let mut best: Option<(f64, VnmConfig, usize)> = None;
+                let mut best_err = None;
+                for &v in &vs {
+                    if r % v != 0 {
+                        continue;
+                    }
+                    let a = random_vnm(r, k, v, m, (r * 7 + k * 3 + m) as u64).unwrap();
+                    // The same matrix through cuBLAS: what every V:N:M result must equal.
+                    let a_as_dense = dev.upload_f16(&a.to_dense(), r, k).unwrap();
+                    let mut c_ref = dev.zeros_f16(r, n).unwrap();
+                    dev.launch_gemm_f16(&a_as_dense, &bs[0], &mut c_ref)
+                        .unwrap();
+                    let want = dev.download_f16(&c_ref).unwrap();
+                    for bk in [32, 64] {
+                        let da = dev.upload_vnm(&a, bk).unwrap();
+                        let mine: Vec<&VnmConfig> =
+                            configs.iter().filter(|c| c.bm == v && c.bk == bk).collect();
+                        let mut local: Vec<(f64, VnmConfig)> = Vec::new();
+                        for cfg in mine {
+                            let t = dev
+                                .time(WARMUP, REPS, |i| {
+                                    let s = i % SETS;
+                                    dev.launch_vnm(&da, &bs[s], &mut cs[s], cfg)
+                                })
+                                .unwrap();
+                            local.push((t.median_us, *cfg));
+                            rows.push(Row {
+                                kind: "vnm",
+                                rows: r,
+                                cols: k,
+                                n,
+                                v,
+                                m,
+                                config: cfg.to_string(),
+                                t,
+                                rel_err: None,
+                            });
+                        }
+                        // Check the fastest of this packing; a wrong fast kernel must not win.
+                        local.sort_by(|x, y| x.0.total_cmp(&y.0));
+                        for (us, cfg) in local {
+                            dev.launch_vnm(&da, &bs[0], &mut cs[0], &cfg).unwrap();
+                            let got = dev.download_f16(&cs[0]).unwrap();
+                            let err = rel_err(&got, &want);
+                            if let Some(row) = rows.iter_mut().rev().find(|x| {
+                                x.kind == "vnm"
+                                    && x.config == cfg.to_string()
+                                    && x.m == m
+                                    && x.v == v
+                                    && x.n == n
+                                    && x.rows == r
+                                    && x.cols == k
+                            }) {
+                                row.rel_err = Some(err);
+                            }
+                            if err < 2e-3 {
+                                if best.as_ref().is_none_or(|b| us < b.0) {
+                                    best = Some((us, cfg, v));
+                                    best_err = Some(err);
+                                }
+                                break;
+                            }
+                            eprintln!(
+                                "WRONG RESULT {r}x{k} n={n} M={m} [{cfg}]: rel err {err:.2e}"
+                            );
+                        }
+                    }
+                }
+                let base = cublas[&(r, k, n)];
+                if let Some((us, cfg, v)) = best {
+                    let speedup = base / us;
+                    let ideal = m as f64 / 2.0;
+                    let _ = writeln!(
+                        summary,
+                        "{r},{k},{n},{m},{base:.3},{us:.3},{speedup:.3},{ideal},{:.3},{v},\"{cfg}\",{:.2e}",
+                        speedup / ideal,
+                        best_err.unwrap_or(f64::NAN)
+                    );
+                    table.push((r, k, n, m, base, us, speedup, v, cfg));
+                }
+            }
+            // CSR at the densities of 2:8 and 2:32 (fp32, so against fp16 cuBLAS it is a
+            // structure baseline, not the same arithmetic), at the first N only.
+            if n == ns[0] && !quick {
+                let b32 = dev.upload_f32(&exact_values(k * n, 10)).unwrap();
+                let mut c32 = dev.zeros_f32(r * n).unwrap();
+                for m in [8usize, 32] {
+                    let a = random_csr(r, k, 2.0 / m as f64, 77).unwrap();
+                    let da = dev.upload_csr(&a).unwrap();
+                    for cfg in csr_configs() {
+                        let t = dev
+                            .time(1, 5, |_| dev.launch_csr(&da, &b32, &mut c32, n, &cfg))
+                            .unwrap();
+                        rows.push(Row {
+                            kind: "csr_f32",
+                            rows: r,
+                            cols: k,
+                            n,
+                            v: 0,
+                            m,
+                            config: cfg.to_string(),
+                            t,
+                            rel_err: None,
+                        });
+                    }
+                }
+            }
+            eprintln!("done {r}x{k} n={n} at {:.1} s", t0.elapsed().as_secs_f64());
+        }
+    }
+    std::fs::write(
+        out.join("bench.csv"),
+        csv(&rows, |r, k, n| cublas[&(r, k, n)]),
+    )
+    .unwrap();
+    std::fs::write(out.join("summary.csv"), &summary).unwrap();
+
+    // Mean speedup over the shapes per (N, M): the Spatha anchors' statistic.
+    println!(
+        "\nV:N:M (mma.sp) vs cuBLAS fp16 on {}:",
+        dev.info().fingerprint()
+    );
+    println!(
+        "{:>11} {:>6} {:>4} {:>9} {:>9} {:>7} {:>6}  best config",
+        "shape", "N", "M", "cublas_us", "vnm_us", "speedup", "ideal"
+    );
+    for (r, k, n, m, base, us, sp, v, cfg) in &table {
+        println!(
+            "{:>11} {n:>6} {m:>4} {base:>9.1} {us:>9.1} {sp:>7.2} {:>6.1}  V={v} {cfg}",
+            format!("{r}x{k}"),
+            *m as f64 / 2.0
+        );
+    }
+    for &n in &ns {
+        for &m in &ms {
+            let sp: Vec<f64> = table
+                .iter()
+                .filter(|t| t.2 == n && t.3 == m)
+                .map(|t| t.6)
+                .collect();
+            if !sp.is_empty() {
+                let mean = sp.iter().sum::<f64>() / sp.len() as f64;
+                println!(
+                    "mean N={n:>5} 2:{m:<3} speedup {mean:.2}x  ideal {:.1}x  fraction {:.2}",
+                    m as f64 / 2.0,
+                    mean / (m as f64 / 2.0)
+                );
+            }
+        }
+    }
+    assert!(
+        !table.is_empty(),
+        "no V:N:M configuration gave a correct result"
+    );
+}

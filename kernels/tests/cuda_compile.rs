@@ -1,0 +1,167 @@
+//! CI's check of the CUDA backend without a GPU: every configuration of every CUDA kernel
+//! compiles through NVRTC for sm_80 and sm_90, and the PTX cache stores each program once.
+//! Skips, with the reason printed, when libnvrtc cannot be loaded.
+#![cfg(feature = "cuda")]
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use kernels::cuda::{
+    all_configs, compile_ptx, nvrtc_available, nvrtc_version, CsrConfig, KernelSource, PtxCache,
+    CI_ARCHS,
+};
+
+fn nvrtc_or_skip(test: &str) -> bool {
+    if nvrtc_available() {
+        return true;
+    }
+    eprintln!(
+        "SKIPPED {test}: libnvrtc not found (pip install nvidia-cuda-nvrtc-cu12 and put \
+         site-packages/nvidia/cuda_nvrtc/lib on LD_LIBRARY_PATH)"
+    );
+    false
+}
+
+type Job = (KernelSource, Vec<(&'static str, usize)>, &'static str);
+
+#[test]
+fn every_configuration_compiles_for_sm80_and_sm90() {
+    if !nvrtc_or_skip("every_configuration_compiles_for_sm80_and_sm90") {
+        return;
+    }
+    let (vnm, csr) = all_configs();
+    // Each distinct program (source + defines) once per arch: configurations shared by
+    // several spaces compile once.
+    let mut jobs: BTreeSet<Job> = BTreeSet::new();
+    for arch in CI_ARCHS {
+        jobs.extend(
+            vnm.iter()
+                .map(|c| (KernelSource::SpmmVnmF16, c.defines(), arch)),
+        );
+        jobs.extend(
+            csr.iter()
+                .map(|c| (KernelSource::SpmmCsrF32, c.defines(), arch)),
+        );
+    }
+    let jobs: Vec<Job> = jobs.into_iter().collect();
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((kernel, defines, arch)) = jobs.get(i) else {
+                    break;
+                };
+                let result = compile_ptx(*kernel, defines, arch).and_then(|ptx| {
+                    let entry = format!(".entry {}", kernel.name());
+                    let wants_sparse = *kernel == KernelSource::SpmmVnmF16;
+                    if !ptx.contains(&entry) || (wants_sparse && !ptx.contains("mma.sp.sync")) {
+                        Err(kernels::cuda::CudaError::Shape(format!(
+                            "PTX lacks {entry} or mma.sp"
+                        )))
+                    } else {
+                        Ok(())
+                    }
+                });
+                if let Err(e) = result {
+                    failures.lock().unwrap().push(e.to_string());
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    eprintln!(
+        "compiled {} programs ({} V:N:M and {} CSR configurations x {:?}) with NVRTC {:?} in {:.1} s on {threads} threads",
+        jobs.len(),
+        vnm.len(),
+        csr.len(),
+        CI_ARCHS,
+        nvrtc_version().unwrap(),
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed, first: {}",
+        failures.len(),
+        failures[0]
+    );
+}
+
+#[test]
+fn ptx_cache_compiles_once_per_program_and_arch() {
+    if !nvrtc_or_skip("ptx_cache_compiles_once_per_program_and_arch") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("cotune-ptx-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cache = PtxCache::new(&dir);
+    let cfg = CsrConfig {
+        warps_per_block: 2,
+        cols_per_lane: 1,
+    };
+    let count = || std::fs::read_dir(&dir).map_or(0, |d| d.count());
+    let first = cache
+        .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_80")
+        .unwrap();
+    assert_eq!(count(), 1);
+    // A hit returns the stored file without compiling again: tamper with it and see it back.
+    let path = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::write(&path, "// cached\n").unwrap();
+    let hit = cache
+        .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_80")
+        .unwrap();
+    assert_eq!(hit, "// cached\n");
+    assert!(first.contains(".entry spmm_csr_f32"));
+    cache
+        .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_90")
+        .unwrap();
+    let other = CsrConfig {
+        cols_per_lane: 2,
+        ..cfg
+    };
+    cache
+        .get_or_compile(KernelSource::SpmmCsrF32, &other.defines(), "sm_90")
+        .unwrap();
+    assert_eq!(count(), 3, "arch and defines are part of the key");
+    let version = nvrtc_version().unwrap();
+    let k = |arch: &str, v: (i32, i32)| {
+        PtxCache::key(KernelSource::SpmmCsrF32, &cfg.defines(), arch, v)
+    };
+    assert_ne!(k("sm_80", version), k("sm_80", (version.0, version.1 + 1)));
+    assert_eq!(k("sm_80", version), k("sm_80", version));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn compile_errors_name_the_kernel_and_configuration() {
+    if !nvrtc_or_skip("compile_errors_name_the_kernel_and_configuration") {
+        return;
+    }
+    // Without its defines the source stops at its own #error.
+    let err = compile_ptx(KernelSource::SpmmVnmF16, &[], "sm_90").unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("spmm_vnm_f16") && text.contains("BM must be defined"),
+        "{text}"
+    );
+}
+
+#[test]
+fn ptxas_log_is_parsed() {
+    let log = "ptxas info    : Compiling entry function 'spmm_vnm_f16' for 'sm_90'\n\
+               ptxas info    : Function properties for spmm_vnm_f16\n    \
+               0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n\
+               ptxas info    : Used 244 registers, used 1 barriers\n";
+    let r = kernels::cuda::parse_ptxas(log).unwrap();
+    assert_eq!((r.registers, r.spill_bytes), (244, 8));
+    assert!(kernels::cuda::parse_ptxas("garbage").is_none());
+}
