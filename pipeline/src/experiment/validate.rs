@@ -405,13 +405,14 @@ fn dataset_trial(
             ));
         }
         DatasetSource::Idx => {
-            for (f, name) in [
-                (&ds.train_images, "train_images"),
-                (&ds.train_labels, "train_labels"),
-                (&ds.test_images, "test_images"),
-                (&ds.test_labels, "test_labels"),
-            ] {
-                files.push(need(f, name)?);
+            files.push(need(&ds.train_images, "train_images")?);
+            files.push(need(&ds.train_labels, "train_labels")?);
+            match (&ds.test_images, &ds.test_labels) {
+                (Some(i), Some(l)) => files.extend([i.clone(), l.clone()]),
+                (None, None) => {}
+                (Some(x), None) | (None, Some(x)) => {
+                    return Err(map.error(x.span(), "give both `test_images` and `test_labels`, or neither (then the training files are split)"));
+                }
             }
         }
         DatasetSource::Parquet | DatasetSource::Csv => {

@@ -10,7 +10,7 @@
 mod lock;
 mod meta;
 
-pub use lock::{KeyLock, MeasureLock};
+pub use lock::{KeyLock, MeasureGuard, MeasureLock};
 pub use meta::{value_from_json, value_to_json, Meta, Provenance, META_FORMAT};
 
 use crate::key::AnyKey;

@@ -1,0 +1,170 @@
+//! Result rows of the real stages: metric columns, typed and named as in DESIGN.md.
+
+use results::{Row, Value};
+use stages::evaluate::Evaluation;
+use stages::kernel_tune::{format_params, Measured, Tuned};
+
+fn row<const N: usize>(pairs: [(&str, Value); N]) -> Row {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+fn f(x: f64) -> Value {
+    Value::F64(x)
+}
+
+/// Training metrics.
+pub fn train(t: &stages::Trained) -> Row {
+    let m = &t.metrics;
+    row([
+        ("accuracy", f(m.test_accuracy)),
+        ("loss", f(m.final_train_loss as f64)),
+        (
+            "loss_curve",
+            Value::ListF64(m.loss_curve.iter().map(|&x| x as f64).collect()),
+        ),
+        ("samples_per_s", f(m.samples_per_s)),
+        ("weights_digest", Value::Str(t.weights.digest().to_string())),
+    ])
+}
+
+/// Pruning metrics, per model and per layer (list columns in layer order).
+pub fn prune(p: &stages::Pruned) -> Row {
+    let status = |l: &stages::LayerReport| match &l.status {
+        stages::LayerStatus::Pruned => "pruned".to_owned(),
+        stages::LayerStatus::KeptDense { reason } => format!("kept dense: {reason}"),
+    };
+    row([
+        ("accuracy", f(p.accuracy_after_finetune)),
+        ("accuracy_before", f(p.accuracy_before)),
+        ("accuracy_after_prune", f(p.accuracy_after_prune)),
+        ("sparsity", f(p.sparsity)),
+        ("retained_l1", f(p.retained_l1)),
+        (
+            "layer_names",
+            Value::ListStr(p.layers.iter().map(|l| l.name.clone()).collect()),
+        ),
+        (
+            "layer_sparsity",
+            Value::ListF64(p.layers.iter().map(|l| l.sparsity).collect()),
+        ),
+        (
+            "layer_retained_l1",
+            Value::ListF64(p.layers.iter().map(|l| l.retained_l1).collect()),
+        ),
+        (
+            "layer_status",
+            Value::ListStr(p.layers.iter().map(status).collect()),
+        ),
+        ("weights_digest", Value::Str(p.weights.digest().to_string())),
+    ])
+}
+
+fn point(m: &Measured, flops: f64, dense_us: f64, baseline: bool, best: bool) -> Row {
+    let mut r = row([
+        ("kernel", Value::Str(m.kernel.clone())),
+        ("params", Value::Str(format_params(&m.params))),
+        ("baseline", Value::Bool(baseline)),
+        ("is_best", Value::Bool(best)),
+        ("predicted_cost_s", f(m.predicted_s)),
+        ("predicted_rank", Value::I64(m.predicted_rank as i64)),
+        ("latency_us_median", f(m.timing.median_us)),
+        ("latency_us_min", f(m.timing.min_us)),
+        ("latency_spread", f(m.timing.spread)),
+        ("repeats", Value::I64(m.timing.repeats as i64)),
+        ("gflops", f(flops / (m.timing.median_us * 1e3))),
+        ("speedup_vs_dense", f(dense_us / m.timing.median_us)),
+        ("isa", Value::Str(kernels::isa().to_string())),
+    ]);
+    for (k, v) in &m.params.0 {
+        r.insert(format!("param.{k}"), Value::I64(*v));
+    }
+    r
+}
+
+/// A tuning's summary (the best point) and one row per measured point, dense baseline included
+/// (`baseline = true`). GFLOP/s count the kept weights only (2 · nnz · n).
+pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize) -> (Row, Vec<Row>) {
+    let flops = 2.0 * sig.rows as f64 * sig.cols as f64 * sig.density() * n as f64;
+    let dense_flops = 2.0 * (sig.rows * sig.cols * n) as f64;
+    let dense_us = t.dense_best().timing.median_us;
+    let mut rows: Vec<Row> = t
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, m)| point(m, flops, dense_us, false, i == t.best))
+        .collect();
+    rows.extend(
+        t.dense_points
+            .iter()
+            .enumerate()
+            .map(|(i, m)| point(m, dense_flops, dense_us, true, i == t.dense_best)),
+    );
+    let best = t.best();
+    let regret_rank = t
+        .points
+        .iter()
+        .filter(|m| m.timing.median_us < best.timing.median_us)
+        .count();
+    let metrics = row([
+        ("best_params", Value::Str(format_params(&best.params))),
+        (
+            "dense_params",
+            Value::Str(format_params(&t.dense_best().params)),
+        ),
+        ("kernel", Value::Str(best.kernel.clone())),
+        ("latency_us_median", f(best.timing.median_us)),
+        ("dense_latency_us", f(dense_us)),
+        ("speedup_vs_dense", f(dense_us / best.timing.median_us)),
+        ("gflops", f(flops / (best.timing.median_us * 1e3))),
+        ("space_size", Value::I64(t.space_size as i64)),
+        ("measured", Value::I64(t.points.len() as i64)),
+        ("spearman", f(t.spearman)),
+        (
+            "best_predicted_rank",
+            Value::I64(best.predicted_rank as i64),
+        ),
+        ("faster_points", Value::I64(regret_rank as i64)),
+        ("isa", Value::Str(kernels::isa().to_string())),
+    ]);
+    (metrics, rows)
+}
+
+/// Evaluation metrics: `latency_us_median` is end to end at the largest batch size.
+pub fn evaluate(ev: &Evaluation) -> Row {
+    let mut r = row([
+        ("accuracy", f(ev.accuracy)),
+        ("max_rel_error", f(ev.max_rel_error)),
+        ("weight_bytes", f(ev.weight_bytes as f64)),
+        ("dense_weight_bytes", f(ev.dense_weight_bytes as f64)),
+        ("isa", Value::Str(kernels::isa().to_string())),
+    ]);
+    if let Some(big) = ev.latencies.iter().max_by_key(|l| l.batch) {
+        r.insert("latency_us_median".into(), f(big.sparse.median_us));
+        r.insert("latency_spread".into(), f(big.sparse.spread));
+        r.insert("dense_latency_us".into(), f(big.dense.median_us));
+        r.insert(
+            "speedup_vs_dense".into(),
+            f(big.dense.median_us / big.sparse.median_us),
+        );
+        r.insert(
+            "layer_latency_us".into(),
+            Value::ListF64(big.per_layer.iter().map(|t| t.median_us).collect()),
+        );
+    }
+    for l in &ev.latencies {
+        r.insert(format!("latency_us_b{}", l.batch), f(l.sparse.median_us));
+        r.insert(
+            format!("dense_latency_us_b{}", l.batch),
+            f(l.dense.median_us),
+        );
+        r.insert(
+            format!("speedup_vs_dense_b{}", l.batch),
+            f(l.dense.median_us / l.sparse.median_us),
+        );
+        r.insert(
+            format!("param_fallbacks_b{}", l.batch),
+            Value::I64(l.fallbacks as i64),
+        );
+    }
+    r
+}

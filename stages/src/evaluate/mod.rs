@@ -1,0 +1,285 @@
+//! Evaluation of a pruned model through the sparse kernels with each layer's tuned config:
+//! accuracy (checked against the masked dense reference), end-to-end and per-layer latency per
+//! batch size, packed weight bytes, and the same model run densely with the tuned dense kernel.
+//!
+//! Layout: activations travel transposed (features × batch), so each layer is exactly the
+//! kernels' `C = A · B` with A the layer's weights (out × in) and no transposes between layers.
+
+use crate::kernel_tune::{time, Timing};
+use crate::StageError;
+use datasets::Dataset;
+use kernels::{FormatSignature, ParamPoint, SparseMatrix};
+
+/// A layer's tuned configs, one per tuned batch-token count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerTuning {
+    /// Batch tokens the tuning measured at.
+    pub batch_tokens: usize,
+    /// Best sparse-kernel point.
+    pub params: ParamPoint,
+    /// Best dense-baseline point on the same shape.
+    pub dense_params: ParamPoint,
+}
+
+/// One layer ready to run.
+#[derive(Clone, Debug)]
+pub struct LayerRun {
+    /// Name.
+    pub name: String,
+    /// Packed weights (out × in).
+    pub matrix: SparseMatrix,
+    /// Bias (out).
+    pub bias: Vec<f32>,
+    /// Tunings of this layer's format.
+    pub tunings: Vec<LayerTuning>,
+}
+
+/// Latency at one batch size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchLatency {
+    /// Batch size.
+    pub batch: usize,
+    /// End to end through the sparse kernels.
+    pub sparse: Timing,
+    /// End to end through the tuned dense kernel (same shapes, all weights dense).
+    pub dense: Timing,
+    /// Per layer through the sparse kernels.
+    pub per_layer: Vec<Timing>,
+    /// How many layers ran a point tuned at another batch size that was not valid at this one
+    /// (the cost model's best valid point was used instead).
+    pub fallbacks: usize,
+}
+
+/// What an evaluation measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// Test accuracy through the sparse kernels.
+    pub accuracy: f64,
+    /// Largest |sparse − reference| over the test logits, relative to the largest |reference|.
+    pub max_rel_error: f64,
+    /// One entry per batch size.
+    pub latencies: Vec<BatchLatency>,
+    /// Packed bytes of all layers (values and metadata).
+    pub weight_bytes: usize,
+    /// Bytes of the same layers stored dense.
+    pub dense_weight_bytes: usize,
+}
+
+/// Tolerance of the agreement with the masked dense reference.
+pub const TOLERANCE: f64 = 1e-4;
+
+fn params_for(layer: &LayerRun, n: usize, dense: bool) -> (ParamPoint, bool) {
+    let sig = if dense {
+        dense_sig(&layer.matrix)
+    } else {
+        layer.matrix.signature()
+    };
+    let space = kernels::cpu_space(&sig, n);
+    let nearest = layer.tunings.iter().min_by(|a, b| {
+        let d =
+            |t: &LayerTuning| ((t.batch_tokens.max(1) as f64).ln() - (n.max(1) as f64).ln()).abs();
+        d(a).total_cmp(&d(b))
+    });
+    if let Some(t) = nearest {
+        let p = if dense { &t.dense_params } else { &t.params };
+        if space.contains(p).is_ok() {
+            return (p.clone(), false);
+        }
+    }
+    let best = space
+        .points()
+        .into_iter()
+        .min_by(|a, b| {
+            kernels::predicted_cost(&sig, n, a).total_cmp(&kernels::predicted_cost(&sig, n, b))
+        })
+        .unwrap_or_default();
+    (best, true)
+}
+
+fn dense_sig(m: &SparseMatrix) -> FormatSignature {
+    FormatSignature::for_pattern(&kernels::Pattern::Dense, m.rows(), m.cols())
+        .expect("dense fits every shape")
+}
+
+/// Runs the layers on `xt` (features × batch), returning logits (classes × batch).
+fn forward(
+    layers: &[(&SparseMatrix, &[f32], ParamPoint)],
+    xt: &[f32],
+    batch: usize,
+) -> Result<Vec<f32>, StageError> {
+    let mut cur = xt.to_vec();
+    for (i, (m, bias, p)) in layers.iter().enumerate() {
+        let mut out = vec![0f32; m.rows() * batch];
+        kernels::spmm(m, &cur, batch, &mut out, p)?;
+        let last = i + 1 == layers.len();
+        for (r, row) in out.chunks_mut(batch.max(1)).enumerate().take(m.rows()) {
+            for v in row.iter_mut() {
+                *v += bias[r];
+                if !last && *v < 0.0 {
+                    *v = 0.0;
+                }
+            }
+        }
+        cur = out;
+    }
+    Ok(cur)
+}
+
+/// Masked dense reference in f64: plain loops over `to_dense()`.
+fn reference(layers: &[LayerRun], xt: &[f32], batch: usize) -> Vec<f64> {
+    let mut cur: Vec<f64> = xt.iter().map(|&x| x as f64).collect();
+    for (i, l) in layers.iter().enumerate() {
+        let w = l.matrix.to_dense();
+        let (rows, cols) = (l.matrix.rows(), l.matrix.cols());
+        let mut out = vec![0f64; rows * batch];
+        for r in 0..rows {
+            for k in 0..cols {
+                let a = w[r * cols + k] as f64;
+                if a != 0.0 {
+                    for j in 0..batch {
+                        out[r * batch + j] += a * cur[k * batch + j];
+                    }
+                }
+            }
+            for j in 0..batch {
+                out[r * batch + j] += l.bias[r] as f64;
+                if i + 1 < layers.len() && out[r * batch + j] < 0.0 {
+                    out[r * batch + j] = 0.0;
+                }
+            }
+        }
+        cur = out;
+    }
+    cur
+}
+
+fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0f32; x.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = x[r * cols + c];
+        }
+    }
+    t
+}
+
+/// Evaluates `layers` (forward order, ReLU between) on `data`, measuring latency at each batch
+/// size for about `seconds_per_batch` each. The caller holds the measurement lock.
+pub fn evaluate(
+    data: &Dataset,
+    layers: &[LayerRun],
+    batch_sizes: &[usize],
+    seconds_per_batch: f64,
+) -> Result<Evaluation, StageError> {
+    let (Some(first), Some(last)) = (layers.first(), layers.last()) else {
+        return Err(StageError::InvalidConfig("the model has no layers".into()));
+    };
+    if first.matrix.cols() != data.n_features || last.matrix.rows() != data.n_classes {
+        return Err(StageError::InvalidConfig(format!(
+            "the model maps {} features to {} classes, the data has {} and {}",
+            first.matrix.cols(),
+            last.matrix.rows(),
+            data.n_features,
+            data.n_classes
+        )));
+    }
+    // Accuracy and agreement with the reference, over the test set in batches of 256.
+    let n_test = data.test_y.len();
+    let f = data.n_features;
+    let (mut correct, mut max_err, mut max_ref) = (0usize, 0f64, 0f64);
+    for start in (0..n_test).step_by(256) {
+        let b = (n_test - start).min(256);
+        let xt = transpose(&data.test_x[start * f..(start + b) * f], b, f);
+        let run: Vec<_> = layers
+            .iter()
+            .map(|l| (&l.matrix, l.bias.as_slice(), params_for(l, b, false).0))
+            .collect();
+        let logits = forward(&run, &xt, b)?;
+        let want = reference(layers, &xt, b);
+        for (x, y) in logits.iter().zip(&want) {
+            max_err = max_err.max((*x as f64 - y).abs());
+            max_ref = max_ref.max(y.abs());
+        }
+        for j in 0..b {
+            let pred = (0..data.n_classes)
+                .max_by(|&p, &q| logits[p * b + j].total_cmp(&logits[q * b + j]))
+                .unwrap_or(0);
+            correct += usize::from(pred as u32 == data.test_y[start + j]);
+        }
+    }
+    let max_rel_error = max_err / max_ref.max(1.0);
+    if max_rel_error.is_nan() || max_rel_error > TOLERANCE {
+        return Err(StageError::InvalidConfig(format!(
+            "sparse inference disagrees with the masked dense reference: max relative error {max_rel_error:e} > {TOLERANCE:e}"
+        )));
+    }
+    let dense: Vec<SparseMatrix> = layers
+        .iter()
+        .map(|l| {
+            SparseMatrix::from_masked(
+                &kernels::Pattern::Dense,
+                &l.matrix.to_dense(),
+                &kernels::Mask::full(l.matrix.rows(), l.matrix.cols()),
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    let mut latencies = vec![];
+    for &b in batch_sizes {
+        let x = kernels::random_values(f * b, b as u64);
+        let mut fallbacks = 0;
+        let run: Vec<_> = layers
+            .iter()
+            .map(|l| {
+                let (p, fb) = params_for(l, b, false);
+                fallbacks += usize::from(fb);
+                (&l.matrix, l.bias.as_slice(), p)
+            })
+            .collect();
+        let drun: Vec<_> = layers
+            .iter()
+            .zip(&dense)
+            .map(|(l, d)| (d, l.bias.as_slice(), params_for(l, b, true).0))
+            .collect();
+        let sparse = time(
+            || forward(&run, &x, b).map(|_| ()),
+            3,
+            200,
+            seconds_per_batch,
+        )?;
+        let dense_t = time(
+            || forward(&drun, &x, b).map(|_| ()),
+            3,
+            200,
+            seconds_per_batch,
+        )?;
+        let mut per_layer = vec![];
+        let mut input = x.clone();
+        for (m, _, p) in &run {
+            let mut out = vec![0f32; m.rows() * b];
+            per_layer.push(time(
+                || kernels::spmm(m, &input, b, &mut out, p),
+                3,
+                100,
+                seconds_per_batch / layers.len() as f64,
+            )?);
+            input = out;
+        }
+        latencies.push(BatchLatency {
+            batch: b,
+            sparse,
+            dense: dense_t,
+            per_layer,
+            fallbacks,
+        });
+    }
+    Ok(Evaluation {
+        accuracy: correct as f64 / n_test.max(1) as f64,
+        max_rel_error,
+        latencies,
+        weight_bytes: layers.iter().map(|l| l.matrix.bytes()).sum(),
+        dense_weight_bytes: layers
+            .iter()
+            .map(|l| l.matrix.rows() * l.matrix.cols() * 4)
+            .sum(),
+    })
+}

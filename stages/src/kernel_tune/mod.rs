@@ -1,0 +1,293 @@
+//! Kernel tuning: for one format signature, shape and batch-token count, search the kernel's
+//! parameter space and measure the chosen points on synthetic weights of the exact structure
+//! (values do not change speed), and tune the dense baseline on the same shape so that every
+//! speedup is against a tuned dense kernel.
+//!
+//! Strategies: `exhaustive` measures every valid point; `random` measures `budget` points drawn
+//! with a seed; `model` ranks the whole space with the analytical cost model
+//! ([`kernels::predicted_cost`]) and measures the top `budget`. Predicted and measured costs are
+//! both kept, so the model's rank correlation and regret can be queried.
+
+mod measure;
+
+pub use measure::{summarise, time, Timing};
+
+use crate::StageError;
+use kernels::{FormatSignature, KernelSpace, ParamPoint, SparseMatrix};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// How points are chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Strategy {
+    /// Every valid point.
+    Exhaustive,
+    /// `budget` points drawn uniformly with `seed`.
+    Random {
+        /// Points measured.
+        budget: usize,
+        /// Seed of the draw.
+        seed: u64,
+    },
+    /// The `budget` points the cost model ranks best.
+    Model {
+        /// Points measured.
+        budget: usize,
+    },
+}
+
+/// One tuning problem.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TuneSpec {
+    /// Structure and shape of the sparse operand.
+    pub sig: FormatSignature,
+    /// Batch tokens: columns of the dense operand.
+    pub n: usize,
+    /// Search strategy.
+    pub strategy: Strategy,
+    /// Time budget per measured point, seconds (repeats continue until it is spent).
+    pub seconds_per_point: f64,
+}
+
+/// One measured point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    /// Kernel name (`cpu-vnm`, `dense`, ...).
+    pub kernel: String,
+    /// The parameters.
+    pub params: ParamPoint,
+    /// Cost-model prediction, seconds.
+    pub predicted_s: f64,
+    /// Rank of the prediction in the whole space (0 = predicted fastest).
+    pub predicted_rank: usize,
+    /// The timing.
+    pub timing: Timing,
+}
+
+/// The result of a tuning.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuned {
+    /// Size of the kernel's valid space.
+    pub space_size: usize,
+    /// Every measured point of the sparse kernel, in measurement order.
+    pub points: Vec<Measured>,
+    /// Every measured point of the dense baseline.
+    pub dense_points: Vec<Measured>,
+    /// Index of the fastest sparse point.
+    pub best: usize,
+    /// Index of the fastest dense point.
+    pub dense_best: usize,
+    /// Spearman correlation of predicted vs measured cost over the measured points (NaN with < 3).
+    pub spearman: f64,
+}
+
+impl Tuned {
+    /// The fastest sparse point.
+    pub fn best(&self) -> &Measured {
+        &self.points[self.best]
+    }
+    /// The fastest dense point.
+    pub fn dense_best(&self) -> &Measured {
+        &self.dense_points[self.dense_best]
+    }
+}
+
+/// Writes a point as `name=value,...` (names in order).
+pub fn format_params(p: &ParamPoint) -> String {
+    p.0.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Parses [`format_params`].
+pub fn parse_params(s: &str) -> Result<ParamPoint, StageError> {
+    let mut p = ParamPoint::default();
+    for part in s.split(',').filter(|x| !x.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| StageError::InvalidConfig(format!("bad parameter `{part}`")))?;
+        let v = v
+            .parse()
+            .map_err(|_| StageError::InvalidConfig(format!("bad parameter value `{part}`")))?;
+        p.0.insert(k.to_owned(), v);
+    }
+    Ok(p)
+}
+
+/// The points a strategy measures, with their predicted cost and rank.
+fn choose(
+    space: &KernelSpace,
+    strategy: &Strategy,
+    cost: impl Fn(&ParamPoint) -> f64,
+) -> Vec<(ParamPoint, f64, usize)> {
+    let mut ranked: Vec<(ParamPoint, f64)> = space
+        .points()
+        .into_iter()
+        .map(|p| {
+            let c = cost(&p);
+            (p, c)
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    let mut all: Vec<(ParamPoint, f64, usize)> = ranked
+        .into_iter()
+        .enumerate()
+        .map(|(i, (p, c))| (p, c, i))
+        .collect();
+    match *strategy {
+        Strategy::Exhaustive => all,
+        Strategy::Model { budget } => {
+            all.truncate(budget.max(1));
+            all
+        }
+        Strategy::Random { budget, seed } => {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            all.shuffle(&mut rng);
+            all.truncate(budget.max(1));
+            all
+        }
+    }
+}
+
+fn spearman(pred: &[f64], meas: &[f64]) -> f64 {
+    fn ranks(x: &[f64]) -> Vec<f64> {
+        let mut idx: Vec<usize> = (0..x.len()).collect();
+        idx.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
+        let mut r = vec![0.0; x.len()];
+        let mut i = 0;
+        while i < idx.len() {
+            let mut j = i;
+            while j + 1 < idx.len() && x[idx[j + 1]] == x[idx[i]] {
+                j += 1;
+            }
+            for &k in &idx[i..=j] {
+                r[k] = (i + j) as f64 / 2.0;
+            }
+            i = j + 1;
+        }
+        r
+    }
+    if pred.len() < 3 {
+        return f64::NAN;
+    }
+    let (a, b) = (ranks(pred), ranks(meas));
+    let n = a.len() as f64;
+    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    let cov: f64 = a.iter().zip(&b).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
+    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
+    if va == 0.0 || vb == 0.0 {
+        return f64::NAN;
+    }
+    cov / (va * vb).sqrt()
+}
+
+/// Tunes one signature. The caller holds the per-host measurement lock around this call.
+pub fn tune(spec: &TuneSpec) -> Result<Tuned, StageError> {
+    let sig = &spec.sig;
+    let n = spec.n;
+    let a = kernels::synthetic(sig, 0x5eed)?;
+    let b = kernels::random_values(sig.cols * n, 0xb);
+    let mut c = vec![0f32; sig.rows * n];
+    let budget = spec.seconds_per_point;
+    let space = kernels::cpu_space(sig, n);
+    let space_size = space.points().len();
+    let mut points = vec![];
+    for (p, predicted_s, predicted_rank) in choose(&space, &spec.strategy, |p| {
+        kernels::predicted_cost(sig, n, p)
+    }) {
+        let timing = time(|| kernels::spmm(&a, &b, n, &mut c, &p), 3, 50, budget)?;
+        points.push(Measured {
+            kernel: space.kernel.to_owned(),
+            params: p,
+            predicted_s,
+            predicted_rank,
+            timing,
+        });
+    }
+    let dense = kernels::dense_space(sig.rows, sig.cols, n);
+    let dense_a = match &a {
+        SparseMatrix::Dense(_) => a.clone(),
+        other => SparseMatrix::from_masked(
+            &kernels::Pattern::Dense,
+            &kernels::random_values(sig.rows * sig.cols, 0xd),
+            &kernels::Mask::full(other.rows(), other.cols()),
+        )?,
+    };
+    let mut dense_points = vec![];
+    let dsig = dense_a.signature();
+    for (p, predicted_s, predicted_rank) in choose(&dense, &Strategy::Exhaustive, |p| {
+        kernels::predicted_cost(&dsig, n, p)
+    }) {
+        let timing = time(|| kernels::spmm(&dense_a, &b, n, &mut c, &p), 3, 50, budget)?;
+        dense_points.push(Measured {
+            kernel: "dense".into(),
+            params: p,
+            predicted_s,
+            predicted_rank,
+            timing,
+        });
+    }
+    let argmin = |v: &[Measured]| {
+        (0..v.len())
+            .min_by(|&i, &j| v[i].timing.median_us.total_cmp(&v[j].timing.median_us))
+            .unwrap_or(0)
+    };
+    if points.is_empty() || dense_points.is_empty() {
+        return Err(StageError::InvalidConfig(format!(
+            "empty kernel space for {sig:?} at n = {n}"
+        )));
+    }
+    let pred: Vec<f64> = points.iter().map(|m| m.predicted_s).collect();
+    let meas: Vec<f64> = points.iter().map(|m| m.timing.median_us).collect();
+    Ok(Tuned {
+        space_size,
+        best: argmin(&points),
+        dense_best: argmin(&dense_points),
+        spearman: spearman(&pred, &meas),
+        points,
+        dense_points,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels::Pattern;
+
+    #[test]
+    fn params_round_trip() {
+        let p = ParamPoint::from_pairs([("rows", 4), ("threads", 2), ("tile_n", 32)]);
+        assert_eq!(parse_params(&format_params(&p)).unwrap(), p);
+    }
+
+    #[test]
+    fn spearman_of_monotone_and_reversed() {
+        assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[10.0, 20.0, 30.0, 40.0]) - 1.0).abs() < 1e-12);
+        assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[4.0, 3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn model_strategy_measures_the_budget_and_ranks_from_zero() {
+        let sig = FormatSignature::for_pattern(&Pattern::Vnm { v: 8, m: 8 }, 16, 32).unwrap();
+        let spec = TuneSpec {
+            sig,
+            n: 8,
+            strategy: Strategy::Model { budget: 3 },
+            seconds_per_point: 0.0,
+        };
+        let t = tune(&spec).unwrap();
+        assert_eq!(t.points.len(), 3.min(t.space_size));
+        assert_eq!(t.points[0].predicted_rank, 0);
+        assert!(t.best().timing.median_us.is_finite());
+        assert!(!t.dense_points.is_empty());
+        let ex = tune(&TuneSpec {
+            strategy: Strategy::Exhaustive,
+            ..spec
+        })
+        .unwrap();
+        assert_eq!(ex.points.len(), ex.space_size);
+    }
+}
