@@ -9,6 +9,8 @@
 #![deny(unsafe_code)]
 
 mod error;
+pub mod evaluate;
+pub mod kernel_tune;
 pub mod model;
 pub mod prune;
 pub mod train;
