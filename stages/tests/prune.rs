@@ -134,6 +134,8 @@ fn reports_say_which_layers_kept_dense_and_why() {
     }
     assert!(p.masks[1].is_none());
     assert_eq!((p.layers[1].sparsity, p.layers[1].retained_l1), (0.0, 1.0));
+    // The dense output layer keeps all its L1, so the model retains more than the pruned layer.
+    assert!(p.retained_l1 > p.layers[0].retained_l1 && p.retained_l1 < 1.0);
     let expected = 0.75 * (32.0 * 16.0) / (32.0 * 16.0 + 4.0 * 32.0);
     assert!((p.sparsity - expected).abs() < 1e-12);
 }

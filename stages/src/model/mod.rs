@@ -5,6 +5,12 @@
 //!
 //! Every layer is a matrix `rows × cols` (`out × in` for a linear layer, `out × in·k·k` for a
 //! convolution, the im2col view) followed by a bias, and ReLU between layers.
+//!
+//! For the evaluate stage: an MLP is entirely [`Weights::linear_layers`] (y = relu(W x + b) per
+//! layer, no ReLU after the last), so it runs end to end through SpMM. A CNN's convolutions are
+//! pruned in their im2col view, so they too are SpMM-shaped (`W[out, in·9] × patches[in·9, h·w]`),
+//! but evaluate would need an im2col and the max-pooling around them; `linear_layers` gives only
+//! the fully connected tail, which reads the flattened (channel, row, column) activations.
 
 mod io;
 pub(crate) mod net;

@@ -144,6 +144,8 @@ pub struct Pruned {
     pub accuracy_after_finetune: f64,
     /// Fraction of all weights removed (dense-kept layers count as unpruned).
     pub sparsity: f64,
+    /// ‖w ⊙ mask‖₁ / ‖w‖₁ over all layers' trained weights together.
+    pub retained_l1: f64,
     /// Mean training loss of each fine-tune epoch, all steps in order.
     pub finetune_loss_curve: Vec<f32>,
 }
@@ -282,6 +284,7 @@ pub fn prune(
     };
 
     let mut removed = 0usize;
+    let (mut kept_l1, mut total_l1) = (0f64, 0f64);
     let layers = weights
         .layers
         .iter()
@@ -299,12 +302,17 @@ pub fn prune(
                         .filter(|(_, &k)| k)
                         .map(|(w, _)| w.abs() as f64)
                         .sum();
-                    (
-                        1.0 - m.density(),
-                        if total > 0.0 { kept / total } else { 1.0 },
-                    )
+                    kept_l1 += kept;
+                    total_l1 += total;
+                    let retained = if total > 0.0 { kept / total } else { 1.0 };
+                    (1.0 - m.density(), retained)
                 }
-                None => (0.0, 1.0),
+                None => {
+                    let total: f64 = l.weight.iter().map(|w| w.abs() as f64).sum();
+                    kept_l1 += total;
+                    total_l1 += total;
+                    (0.0, 1.0)
+                }
             };
             let status = match (m, fit) {
                 (Some(_), _) | (None, Ok(())) => LayerStatus::Pruned,
@@ -323,6 +331,11 @@ pub fn prune(
     Ok(Pruned {
         pattern: spec.pattern.clone(),
         sparsity: removed as f64 / weights.n_weights().max(1) as f64,
+        retained_l1: if total_l1 > 0.0 {
+            kept_l1 / total_l1
+        } else {
+            1.0
+        },
         weights: current,
         masks,
         layers,
