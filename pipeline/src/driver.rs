@@ -175,7 +175,14 @@ fn lead(
                 },
             );
         }
-        let failed_total: u64 = count_failed(&view);
+        // Every process's failures, not only this worker's: the counts are gathered on worker 0.
+        let failed_total: u64 = summary
+            .stages
+            .values()
+            .map(|c| c.failed)
+            .sum::<u64>()
+            .max(count_failed(&view));
+        report.failed = report.failed.max(failed_total);
         let pareto = aggregates.pareto();
         let meta = table_meta(engine, &digest, results::TableSchema::new());
         let exp = &engine.experiment;

@@ -90,6 +90,9 @@ fn label(spec: &Spec) -> String {
     }
 }
 
+/// Per stage: instances cached, and the new ones.
+type StageCounts<'a> = (usize, Vec<(AnyKey, &'a Node)>);
+
 /// Prints the plan; returns the exit code.
 pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &dyn StageSet) -> u8 {
     let plan = match load_plan(file, stages) {
@@ -115,7 +118,7 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &dyn StageSet)
             _ => None,
         })
         .collect();
-    let mut per: BTreeMap<&str, (usize, Vec<(AnyKey, &Node)>)> = BTreeMap::new();
+    let mut per: BTreeMap<&str, StageCounts> = BTreeMap::new();
     for (k, n) in &plan.nodes {
         let e = per.entry(n.spec.stage()).or_default();
         if store.contains(k) {

@@ -173,7 +173,7 @@ pub fn run(args: &RunArgs, stages: Arc<dyn StageSet>, watch: bool) -> u8 {
             if args.process == 0 {
                 println!(
                     "results: {}",
-                    out.out.join(&args.file_experiment_name()).display()
+                    out.out.join(args.file_experiment_name()).display()
                 );
             }
             if report.failed > 0 || !report.errors.is_empty() {

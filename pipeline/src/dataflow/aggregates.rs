@@ -48,10 +48,12 @@ fn ok(row: &Row) -> bool {
     matches!(row.get("status"), Some(Value::Str(s)) if s == "ok")
 }
 
-/// Measured latency of a row; failed or unmeasured rows sort last.
+/// Measured latency of a row; failed, unmeasured and dense-baseline rows (`baseline = true`,
+/// measured beside every tuning) sort last.
 fn latency(row: &Row) -> f64 {
     let l = f(row, "latency_us_median");
-    if ok(row) && l.is_finite() {
+    let baseline = matches!(row.get("baseline"), Some(Value::Bool(true)));
+    if ok(row) && !baseline && l.is_finite() {
         l
     } else {
         f64::INFINITY

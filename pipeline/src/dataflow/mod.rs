@@ -38,7 +38,7 @@ pub struct Inputs {
 impl Inputs {
     /// Feeds the difference between two plans' edges (insertions and retractions).
     pub fn feed(&mut self, old: &Edges, new: &Edges) {
-        fn diff<T: Ord + Clone + std::fmt::Debug + 'static>(
+        fn diff<T>(
             s: &mut InputSession<u64, T, isize>,
             old: &std::collections::BTreeSet<T>,
             new: &std::collections::BTreeSet<T>,

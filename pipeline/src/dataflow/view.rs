@@ -109,7 +109,7 @@ pub fn stats_stream<'s>(
 /// that all Parquet parts of a table share one schema.
 #[derive(Clone, Default)]
 pub struct Schemas {
-    columns: Rc<RefCell<BTreeMap<(String, String, Option<results::ColumnType>), isize>>>,
+    columns: Rc<RefCell<BTreeMap<SchemaRecord, isize>>>,
 }
 
 impl Schemas {
