@@ -3,8 +3,10 @@
 //!
 //! It mirrors the micro-kernels of `cpu::kernels`: per stored entry and row chunk, `U` vector
 //! FMAs against `U` vector loads of B plus a broadcast and index loads; the cost of a step is the
-//! larger of the FMA-port time, the load-port time and the L2 time of the B rows the chunk
-//! cannot reuse; then per-chunk stores, B packing, the L2 fit of a B tile, and the thread split.
+//! larger of the FMA time (slowed when fewer than latency × throughput accumulator chains are
+//! in flight), the load-port time and the L2 time of the B rows that miss L1 (which depends on
+//! whether a K chunk's B rows fit L1); then C traffic per K chunk, B packing, the L2 fit of a B
+//! tile, and the thread split.
 //! Units are seconds at a nominal clock; only the ranking matters to the tuner.
 
 use std::sync::OnceLock;
@@ -57,6 +59,12 @@ fn parallel_factor(t: f64, chunks: f64) -> f64 {
     (per_thread / chunks.max(1.0)) / 0.92
 }
 
+/// FMA latency in cycles: `latency × FMA throughput` independent accumulator chains are needed
+/// to keep the FMA ports busy.
+const FMA_LATENCY: f64 = 4.0;
+/// L1 data cache bytes the model lets a K chunk's B rows use.
+const L1_BUDGET: f64 = 24.0 * 1024.0;
+
 /// Predicted seconds of [`crate::spmm`] for a matrix of signature `sig` times `n` columns with
 /// point `p`; `f64::INFINITY` for a point outside the space's parameters.
 pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
@@ -64,7 +72,9 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
         return dense_predicted_cost(sig.rows, sig.cols, n, p);
     }
     let get = |k: &str| p.0.get(k).map(|&v| v as f64);
-    let (Some(t), Some(w), Some(pack)) = (get("threads"), get("tile_n"), get("pack_b")) else {
+    let (Some(t), Some(w), Some(pack), Some(kc)) =
+        (get("threads"), get("tile_n"), get("pack_b"), get("k_chunk"))
+    else {
         return f64::INFINITY;
     };
     let r = if sig.kind == PatternKind::Unstructured {
@@ -80,9 +90,20 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     }
     let (fma_tp, load_tp) = ports(isa);
     let (rows, k, nf) = (sig.rows as f64, sig.cols as f64, n as f64);
+    let m = sig.m.max(1) as f64;
     let tiles = (nf / w).ceil().max(1.0);
     let row_bytes = w * 4.0;
-    // B tile in L2? Otherwise its rows come from L3 at about half the bandwidth.
+    let kc = if kc <= 0.0 || kc >= k {
+        k.max(1.0)
+    } else {
+        (kc / m).ceil() * m
+    };
+    let chunks = (k / kc).ceil().max(1.0);
+    // Too few independent accumulators leave the FMA ports waiting on latency.
+    let chains = r * u;
+    let fma_rate = fma_tp * (chains / (FMA_LATENCY * fma_tp + 1.0)).min(1.0);
+    // Misses to L2 (or L3 when the whole B tile does not fit L2) cost bandwidth; unpacked B is
+    // strided by n and prefetches worse.
     let l2_factor = if k * row_bytes > 0.75 * l2_bytes() {
         2.0
     } else {
@@ -91,33 +112,41 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     let stride_factor = if pack > 0.5 || nf <= w { 1.0 } else { 1.25 };
     let l2 = |bytes: f64| bytes * l2_factor * stride_factor / L2_BYTES_PER_CYCLE;
     let density = sig.density();
-    let step = |fmas: f64, loads: f64, l2_bytes: f64| {
-        (fmas / fma_tp).max(loads / load_tp).max(l2(l2_bytes))
+    let step = |fmas: f64, loads: f64, miss_bytes: f64| {
+        (fmas / fma_rate).max(loads / load_tp).max(l2(miss_bytes))
     };
-    // Cycles for one tile of all rows.
+    // Per-row cost of a K chunk: reload and store C (the first chunk only stores).
+    let c_traffic = rows * (2.0 * chunks - 1.0) * u / load_tp;
     let cycles_per_tile = match sig.kind {
         PatternKind::Unstructured => {
             let nnz = rows * k * density;
-            nnz * step(u, u + 1.5, row_bytes * 0.7) + rows * (u + 8.0)
+            let fits = kc * row_bytes <= L1_BUDGET;
+            let miss = if fits { 0.05 } else { 0.8 };
+            nnz * step(u, u + 2.0, row_bytes * miss) + c_traffic + rows * chunks * 6.0
         }
         PatternKind::Nm => {
-            let (nn, m) = (sig.n as f64, sig.m.max(1) as f64);
+            let nn = sig.n as f64;
             let slots = rows * (k / m).ceil() * nn;
+            let fits = kc * row_bytes <= L1_BUDGET;
             let unique = m * (1.0 - (1.0 - nn / m).powf(r)) / (r * nn);
-            slots * step(u, u + 1.5, row_bytes * unique.min(1.0)) + rows / r * (r * u + 10.0)
+            let miss = if fits { 0.05 } else { unique.min(1.0) };
+            slots * step(u, u + 2.0, row_bytes * miss) + c_traffic + rows / r * chunks * 8.0
         }
         PatternKind::Vnm => {
-            let m = sig.m.max(1) as f64;
+            let v = sig.v.max(1) as f64;
             let slots = rows * (k / m).ceil() * 2.0;
+            let fits = kc / m * 4.0 * row_bytes <= L1_BUDGET;
             let unique = 4.0 * (1.0 - 0.5f64.powf(r)) / (2.0 * r);
-            let loc_loads = 4.0 / (2.0 * r);
-            slots * step(u, u + 1.5 + loc_loads, row_bytes * unique) + rows / r * (r * u + 10.0)
+            let miss = if fits { unique * r / v } else { unique };
+            slots * step(u, u + 2.5, row_bytes * miss) + c_traffic + rows / r * chunks * 8.0
         }
         PatternKind::Vector => {
             let v = sig.v.max(1) as f64;
             let vectors = rows / v * k * density;
-            let per_chunk = step(r * u, u + 0.5 * r + 1.0, row_bytes);
-            vectors * (v / r) * per_chunk + rows / r * (r * u + 10.0)
+            let fits = kc * row_bytes <= L1_BUDGET;
+            let miss = if fits { 0.1 } else { 1.0 };
+            let per_chunk = step(r * u, u + r + 1.0, row_bytes * miss);
+            vectors * (v / r).ceil() * per_chunk + c_traffic + rows / r * chunks * 8.0
         }
         PatternKind::Dense => unreachable_dense(),
     };
@@ -126,11 +155,11 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     } else {
         0.0
     };
-    let chunks = match sig.kind {
+    let work_units = match sig.kind {
         PatternKind::Vnm | PatternKind::Vector => rows / sig.v.max(1) as f64,
         _ => rows,
     };
-    (tiles * cycles_per_tile * parallel_factor(t, chunks) + pack_cycles) / CLOCK_HZ
+    (tiles * cycles_per_tile * parallel_factor(t, work_units) + pack_cycles) / CLOCK_HZ
 }
 
 /// Dense signatures are answered by [`dense_predicted_cost`] before the match.

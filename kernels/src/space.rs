@@ -6,8 +6,13 @@
 //! - `threads`: worker threads, `1..=cores`.
 //! - `tile_n`: width of the N tile in floats (a multiple of the ISA's lanes); a tile of B is kept
 //!   hot in L2 while every row block streams through it.
-//! - `rows`: rows processed together (register blocking; for V:N:M and vector-wise a divisor of V,
-//!   so a row block never straddles two V-blocks). Not for CSR.
+//! - `rows`: rows processed together (register blocking; `rows × tile_n / lanes` accumulators
+//!   give that many independent FMA chains, which must cover the FMA latency × throughput). For
+//!   V:N:M and vector-wise a row block never straddles two V-blocks: the rest of a block goes
+//!   row by row. Not for CSR.
+//! - `k_chunk`: columns of A (rows of B) per step of the K loop, 0 = all; rounded up to whole
+//!   groups for N:M and V:N:M. A chunk's B rows stay in L1 while the thread's rows stream
+//!   through them; C is re-read once per row and chunk.
 //! - `pack_b`: 1 copies B into contiguous tile-major panels first, 0 reads B in place.
 //! - constraint: `rows · tile_n / lanes ≤` the accumulator registers of the ISA.
 //!
@@ -167,11 +172,11 @@ fn threads_def() -> ParamDef {
     }
 }
 
-/// Tile widths for `n` columns: lanes × {1, 2, 4, 8}, dropping widths that exceed `n` rounded up
-/// to the lanes (the narrowest is always offered).
+/// Tile widths for `n` columns: lanes × {1, 2, 3, 4, 6, 8, 12}, dropping widths that exceed `n`
+/// rounded up to the lanes (the narrowest is always offered).
 fn tile_values(n: usize, lanes: usize) -> Vec<i64> {
     let cap = n.div_ceil(lanes).max(1) * lanes;
-    let all = [1, 2, 4, 8].map(|u| (u * lanes) as i64);
+    let all = [1, 2, 3, 4, 6, 8, 12].map(|u| (u * lanes) as i64);
     all.into_iter()
         .enumerate()
         .filter(|&(i, w)| i == 0 || w as usize <= cap)
@@ -179,11 +184,24 @@ fn tile_values(n: usize, lanes: usize) -> Vec<i64> {
         .collect()
 }
 
-/// Rows processed together: {1, 2, 4, 8}, restricted to divisors of `v` when `v > 0`.
+/// K chunk lengths: 0 (all of K) and the powers of two from 64 to 1024 below `cols`.
+fn k_chunk_values(cols: usize) -> Vec<i64> {
+    let mut v = vec![0];
+    v.extend(
+        [64, 128, 256, 512, 1024]
+            .into_iter()
+            .filter(|&k| k < cols)
+            .map(|k| k as i64),
+    );
+    v
+}
+
+/// Rows processed together: {1, 2, 3, 4, 6, 8}, at most `v` when `v > 0` (a V-block's rows are
+/// taken in chunks of this many, the rest one by one).
 fn rows_values(v: usize) -> Vec<i64> {
-    [1, 2, 4, 8]
+    [1, 2, 3, 4, 6, 8]
         .into_iter()
-        .filter(|&r| v == 0 || v.is_multiple_of(r))
+        .filter(|&r| v == 0 || r <= v)
         .map(|r| r as i64)
         .collect()
 }
@@ -209,6 +227,10 @@ pub fn cpu_space(sig: &FormatSignature, n: usize) -> KernelSpace {
         name: "pack_b",
         values: vec![0, 1],
     };
+    let k_chunk = ParamDef {
+        name: "k_chunk",
+        values: k_chunk_values(sig.cols),
+    };
     let regs = Constraint::ProductAtMost {
         a: "rows",
         b: "tile_n",
@@ -222,21 +244,21 @@ pub fn cpu_space(sig: &FormatSignature, n: usize) -> KernelSpace {
     match sig.kind {
         PatternKind::Dense => dense_space(sig.rows, sig.cols, n),
         PatternKind::Unstructured => {
-            KernelSpace::new("cpu-csr", vec![pack, threads_def(), tile], vec![])
+            KernelSpace::new("cpu-csr", vec![k_chunk, pack, threads_def(), tile], vec![])
         }
         PatternKind::Nm => KernelSpace::new(
             "cpu-nm",
-            vec![pack, rows(0), threads_def(), tile],
+            vec![k_chunk, pack, rows(0), threads_def(), tile],
             vec![regs],
         ),
         PatternKind::Vnm => KernelSpace::new(
             "cpu-vnm",
-            vec![pack, rows(sig.v), threads_def(), tile],
+            vec![k_chunk, pack, rows(sig.v), threads_def(), tile],
             vec![regs],
         ),
         PatternKind::Vector => KernelSpace::new(
             "cpu-vector",
-            vec![pack, rows(sig.v), threads_def(), tile],
+            vec![k_chunk, pack, rows(sig.v), threads_def(), tile],
             vec![regs],
         ),
     }

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::kernels::{self, BTile, CTile};
+use super::kernels::{self, BTile, CTile, Step};
 use super::simd::{Scalar, Simd};
 use crate::{Isa, SparseMatrix};
 
@@ -12,23 +12,24 @@ use crate::{Isa, SparseMatrix};
 /// # Safety
 /// The [`BTile`] / [`CTile`] contracts of `cpu::kernels`, the ISA of the selected function is
 /// available, and for V:N:M and vector-wise `rows` is aligned to V.
-pub(crate) type KernelFn = unsafe fn(&SparseMatrix, Range<usize>, BTile, CTile);
+pub(crate) type KernelFn = unsafe fn(&SparseMatrix, Range<usize>, &mut Step, BTile, CTile);
 
 /// Runs the right format kernel; dense matrices never reach here.
 #[inline(always)]
 unsafe fn body<S: Simd, const R: usize, const U: usize>(
     a: &SparseMatrix,
     rows: Range<usize>,
+    step: &mut Step,
     b: BTile,
     c: CTile,
 ) {
     // SAFETY: forwarded contract of `KernelFn`.
     unsafe {
         match a {
-            SparseMatrix::Csr(x) => kernels::csr::<S, U>(x, rows, b, c),
-            SparseMatrix::Nm(x) => kernels::nm::<S, R, U>(x, rows, b, c),
-            SparseMatrix::Vnm(x) => kernels::vnm::<S, R, U>(x, rows, b, c),
-            SparseMatrix::Vector(x) => kernels::vector::<S, R, U>(x, rows, b, c),
+            SparseMatrix::Csr(x) => kernels::csr::<S, U>(x, rows, step, b, c),
+            SparseMatrix::Nm(x) => kernels::nm::<S, R, U>(x, rows, step, b, c),
+            SparseMatrix::Vnm(x) => kernels::vnm::<S, R, U>(x, rows, step, b, c),
+            SparseMatrix::Vector(x) => kernels::vector::<S, R, U>(x, rows, step, b, c),
             SparseMatrix::Dense(_) => {}
         }
     }
@@ -37,11 +38,12 @@ unsafe fn body<S: Simd, const R: usize, const U: usize>(
 unsafe fn run_scalar<const R: usize, const U: usize>(
     a: &SparseMatrix,
     rows: Range<usize>,
+    step: &mut Step,
     b: BTile,
     c: CTile,
 ) {
     // SAFETY: forwarded contract; scalar code needs no CPU feature.
-    unsafe { body::<Scalar, R, U>(a, rows, b, c) }
+    unsafe { body::<Scalar, R, U>(a, rows, step, b, c) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -49,11 +51,12 @@ unsafe fn run_scalar<const R: usize, const U: usize>(
 unsafe fn run_avx2<const R: usize, const U: usize>(
     a: &SparseMatrix,
     rows: Range<usize>,
+    step: &mut Step,
     b: BTile,
     c: CTile,
 ) {
     // SAFETY: forwarded contract; selected only when AVX2 and FMA were detected.
-    unsafe { body::<super::simd::Avx2, R, U>(a, rows, b, c) }
+    unsafe { body::<super::simd::Avx2, R, U>(a, rows, step, b, c) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -61,29 +64,50 @@ unsafe fn run_avx2<const R: usize, const U: usize>(
 unsafe fn run_avx512<const R: usize, const U: usize>(
     a: &SparseMatrix,
     rows: Range<usize>,
+    step: &mut Step,
     b: BTile,
     c: CTile,
 ) {
     // SAFETY: forwarded contract; selected only when AVX-512F and FMA were detected.
-    unsafe { body::<super::simd::Avx512, R, U>(a, rows, b, c) }
+    unsafe { body::<super::simd::Avx512, R, U>(a, rows, step, b, c) }
 }
 
+/// Every `(rows, vectors)` pair with at most 24 accumulators (the AVX-512 budget).
 macro_rules! table {
     ($f:ident, $r:expr, $u:expr) => {
         match ($r, $u) {
             (1, 1) => Some($f::<1, 1> as KernelFn),
             (1, 2) => Some($f::<1, 2> as KernelFn),
+            (1, 3) => Some($f::<1, 3> as KernelFn),
             (1, 4) => Some($f::<1, 4> as KernelFn),
+            (1, 6) => Some($f::<1, 6> as KernelFn),
             (1, 8) => Some($f::<1, 8> as KernelFn),
+            (1, 12) => Some($f::<1, 12> as KernelFn),
             (2, 1) => Some($f::<2, 1> as KernelFn),
             (2, 2) => Some($f::<2, 2> as KernelFn),
+            (2, 3) => Some($f::<2, 3> as KernelFn),
             (2, 4) => Some($f::<2, 4> as KernelFn),
+            (2, 6) => Some($f::<2, 6> as KernelFn),
             (2, 8) => Some($f::<2, 8> as KernelFn),
+            (2, 12) => Some($f::<2, 12> as KernelFn),
+            (3, 1) => Some($f::<3, 1> as KernelFn),
+            (3, 2) => Some($f::<3, 2> as KernelFn),
+            (3, 3) => Some($f::<3, 3> as KernelFn),
+            (3, 4) => Some($f::<3, 4> as KernelFn),
+            (3, 6) => Some($f::<3, 6> as KernelFn),
+            (3, 8) => Some($f::<3, 8> as KernelFn),
             (4, 1) => Some($f::<4, 1> as KernelFn),
             (4, 2) => Some($f::<4, 2> as KernelFn),
+            (4, 3) => Some($f::<4, 3> as KernelFn),
             (4, 4) => Some($f::<4, 4> as KernelFn),
+            (4, 6) => Some($f::<4, 6> as KernelFn),
+            (6, 1) => Some($f::<6, 1> as KernelFn),
+            (6, 2) => Some($f::<6, 2> as KernelFn),
+            (6, 3) => Some($f::<6, 3> as KernelFn),
+            (6, 4) => Some($f::<6, 4> as KernelFn),
             (8, 1) => Some($f::<8, 1> as KernelFn),
             (8, 2) => Some($f::<8, 2> as KernelFn),
+            (8, 3) => Some($f::<8, 3> as KernelFn),
             _ => None,
         }
     };

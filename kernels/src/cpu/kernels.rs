@@ -1,10 +1,13 @@
 //! The CPU SpMM micro-kernels, written once against [`Simd`] and instantiated per ISA, rows
 //! together (`R`) and vectors per N tile (`U`) by `cpu::dispatch`.
 //!
-//! Each kernel computes `C[rows, tile] = A[rows, :] · B[:, tile]` for one N tile, keeping an
-//! `R × U` block of accumulators in registers across all of A's stored entries of those rows, and
-//! writes C once. B is read through a [`BTile`] whose every row has `U · LANES` readable floats
-//! (the caller pads a partial last tile), so there is no tail loop over N.
+//! Each call computes, for one N tile and one chunk of K (a [`Step`]), `C[rows, tile] (+)=
+//! A[rows, kchunk] · B[kchunk, tile]`, keeping an `R × U` block of accumulators in registers and
+//! touching C once per row and chunk. Chunking K keeps the B rows a chunk touches in L1 while
+//! every row block of the thread streams through them (for V:N:M only the 4 shared columns of
+//! each group are touched, so its chunks can be long). B is read through a [`BTile`] whose every
+//! row has `U · LANES` readable floats (the caller pads a partial last tile), so there is no tail
+//! loop over N.
 
 use std::ops::Range;
 
@@ -24,6 +27,47 @@ pub(crate) struct CTile {
     pub(crate) ptr: *mut f32,
     pub(crate) stride: usize,
     pub(crate) width: usize,
+}
+
+/// One step of the K loop: the columns of A (rows of B) covered, whether it is the first step
+/// (C is overwritten rather than accumulated), and per-row (CSR) or per-block (vector-wise)
+/// cursors into the entry lists, advanced as the chunks go by.
+pub(crate) struct Step<'a> {
+    pub(crate) k: Range<usize>,
+    pub(crate) first: bool,
+    pub(crate) cursors: &'a mut [u32],
+}
+
+/// Loads one row of C into accumulators (zeros on the first step).
+///
+/// # Safety
+/// `src` is valid for `min(width, U · LANES)` reads; `U · LANES ≤ 128`.
+#[inline(always)]
+unsafe fn load_row<S: Simd, const U: usize>(
+    first: bool,
+    src: *const f32,
+    width: usize,
+) -> [S::V; U] {
+    // SAFETY: full tiles read U·LANES floats from `src`; partial ones copy `width` floats into a
+    // 128-float stack buffer first.
+    unsafe {
+        let mut acc = [S::zero(); U];
+        if first {
+            return acc;
+        }
+        if width >= U * S::LANES {
+            for (u, a) in acc.iter_mut().enumerate() {
+                *a = S::load(src.add(u * S::LANES));
+            }
+        } else {
+            let mut tmp = [0.0f32; 128];
+            std::ptr::copy_nonoverlapping(src, tmp.as_mut_ptr(), width);
+            for (u, a) in acc.iter_mut().enumerate() {
+                *a = S::load(tmp.as_ptr().add(u * S::LANES));
+            }
+        }
+        acc
+    }
 }
 
 /// Stores one row of accumulators, only the first `width` floats when the tile is partial.
@@ -49,60 +93,70 @@ unsafe fn store_row<S: Simd, const U: usize>(acc: &[S::V; U], dst: *mut f32, wid
     }
 }
 
-/// `acc[u] += a · B[k, u]` for the `U` vectors of B row `k`.
+/// `acc[u] += a · row[u]` for the `U` vectors of a B row.
 ///
 /// # Safety
-/// Row `k` of `b` is readable for `U · LANES` floats.
+/// `row` is readable for `U · LANES` floats.
 #[inline(always)]
-unsafe fn axpy<S: Simd, const U: usize>(acc: &mut [S::V; U], a: f32, b: BTile, k: usize) {
-    // SAFETY: the caller guarantees row k of the tile is readable for U·LANES floats.
+unsafe fn axpy<S: Simd, const U: usize>(acc: &mut [S::V; U], a: f32, row: *const f32) {
+    // SAFETY: the caller guarantees the row is readable for U·LANES floats.
     unsafe {
         let av = S::splat(a);
-        let bp = b.ptr.add(k * b.stride);
         for (u, x) in acc.iter_mut().enumerate() {
-            *x = S::fma(*x, av, S::load(bp.add(u * S::LANES)));
+            *x = S::fma(*x, av, S::load(row.add(u * S::LANES)));
         }
     }
 }
 
-/// CSR, one row at a time.
+/// CSR, one row at a time; `cursors[i]` is the next entry of local row `i`.
 ///
 /// # Safety
-/// `b` holds `a.cols()` rows of the tile width; `c` holds `rows.len()` rows; `U · LANES ≤ 128`.
+/// `b` holds `a.cols()` rows of the tile width; `c` holds `rows.len()` rows; `U · LANES ≤ 128`;
+/// `cursors` has `rows.len()` entries, each inside its row and at the first entry of column
+/// `≥ step.k.start`.
 #[inline(always)]
 pub(crate) unsafe fn csr<S: Simd, const U: usize>(
     a: &CsrMatrix,
     rows: Range<usize>,
+    step: &mut Step,
     b: BTile,
     c: CTile,
 ) {
-    let (ci, vals) = (a.col_idx(), a.values());
+    let (ci, vals, ptr) = (a.col_idx(), a.values(), a.row_ptr());
+    let kend = step.k.end as u32;
     for (i, r) in rows.enumerate() {
-        // SAFETY: CSR invariants give j < nnz and col_idx[j] < cols, so B row k exists; local
-        // row i < rows.len() is inside C's tile.
+        // SAFETY: CSR invariants give entries j < row_ptr[r+1] ≤ nnz with col_idx[j] < cols, so B
+        // row k exists; local row i < rows.len() is inside C's tile and `cursors`.
         unsafe {
-            let mut acc = [S::zero(); U];
-            for j in a.row_range(r) {
+            let dst = c.ptr.add(i * c.stride);
+            let mut acc = load_row::<S, U>(step.first, dst, c.width);
+            let cur = step.cursors.get_unchecked_mut(i);
+            let end = *ptr.get_unchecked(r + 1);
+            let mut j = *cur;
+            while j < end && *ci.get_unchecked(j as usize) < kend {
+                let k = *ci.get_unchecked(j as usize) as usize;
                 axpy::<S, U>(
                     &mut acc,
-                    *vals.get_unchecked(j),
-                    b,
-                    *ci.get_unchecked(j) as usize,
+                    *vals.get_unchecked(j as usize),
+                    b.ptr.add(k * b.stride),
                 );
+                j += 1;
             }
-            store_row::<S, U>(&acc, c.ptr.add(i * c.stride), c.width);
+            *cur = j;
+            store_row::<S, U>(&acc, dst, c.width);
         }
     }
 }
 
-/// N:M, `R` rows together (then single rows for the remainder).
+/// N:M, `R` rows together (then single rows for the remainder); `step.k` is aligned to M.
 ///
 /// # Safety
-/// As [`csr`].
+/// As [`csr`] (cursors unused).
 #[inline(always)]
 pub(crate) unsafe fn nm<S: Simd, const R: usize, const U: usize>(
     a: &NmMatrix,
     rows: Range<usize>,
+    step: &Step,
     b: BTile,
     c: CTile,
 ) {
@@ -110,11 +164,11 @@ pub(crate) unsafe fn nm<S: Simd, const R: usize, const U: usize>(
     // SAFETY: forwarded contract; every block stays inside `rows`.
     unsafe {
         while r + R <= rows.end {
-            nm_block::<S, R, U>(a, r, r - rows.start, b, c);
+            nm_block::<S, R, U>(a, r, r - rows.start, step, b, c);
             r += R;
         }
         while r < rows.end {
-            nm_block::<S, 1, U>(a, r, r - rows.start, b, c);
+            nm_block::<S, 1, U>(a, r, r - rows.start, step, b, c);
             r += 1;
         }
     }
@@ -125,32 +179,41 @@ unsafe fn nm_block<S: Simd, const R: usize, const U: usize>(
     a: &NmMatrix,
     r0: usize,
     local: usize,
+    step: &Step,
     b: BTile,
     c: CTile,
 ) {
     let (n, m, groups, cols) = (a.n(), a.m(), a.groups(), a.cols());
-    let full = if cols.is_multiple_of(m) { groups } else { groups - 1 };
+    let (g0, g1) = (step.k.start / m, step.k.end.div_ceil(m).min(groups));
+    let full_end = g1.min(cols / m);
     let (vals, pos) = (a.values().as_ptr(), a.positions().as_ptr());
     // SAFETY: rows r0..r0+R exist, so slot indices (r·groups + g)·n + s are inside the value and
     // position buffers; full groups have positions < m, so k < cols; the last partial group is
     // checked against cols (phantom slots are skipped). C rows local..local+R are in the tile.
     unsafe {
-        let mut acc = [[S::zero(); U]; R];
-        for g in 0..full {
+        let mut acc: [[S::V; U]; R] = std::array::from_fn(|i| {
+            load_row::<S, U>(step.first, c.ptr.add((local + i) * c.stride), c.width)
+        });
+        for g in g0..full_end {
+            let gb = b.ptr.add(g * m * b.stride);
             for (i, row_acc) in acc.iter_mut().enumerate() {
                 let base = ((r0 + i) * groups + g) * n;
                 for s in base..base + n {
-                    axpy::<S, U>(row_acc, *vals.add(s), b, g * m + *pos.add(s) as usize);
+                    axpy::<S, U>(
+                        row_acc,
+                        *vals.add(s),
+                        gb.add(*pos.add(s) as usize * b.stride),
+                    );
                 }
             }
         }
-        for g in full..groups {
+        for g in full_end..g1 {
             for (i, row_acc) in acc.iter_mut().enumerate() {
                 let base = ((r0 + i) * groups + g) * n;
                 for s in base..base + n {
                     let k = g * m + *pos.add(s) as usize;
                     if k < cols {
-                        axpy::<S, U>(row_acc, *vals.add(s), b, k);
+                        axpy::<S, U>(row_acc, *vals.add(s), b.ptr.add(k * b.stride));
                     }
                 }
             }
@@ -161,23 +224,36 @@ unsafe fn nm_block<S: Simd, const R: usize, const U: usize>(
     }
 }
 
-/// V:2:M, `R` rows of one V-block together; `R` divides V and `rows` is aligned to V.
+/// V:2:M, `R` rows of one V-block together (then single rows for the rest of the block); `rows`
+/// is aligned to V and `step.k` to M.
 ///
-/// Per group, the block's 4 shared B rows are located once for all its rows; each row then
-/// takes its 2 of them through its pair code (positions `p0 | p1 << 2`).
+/// Per group, the block's 4 shared B rows are located once for all its rows; each row then takes
+/// its 2 of them through its pair code (positions `p0 | p1 << 2`).
 ///
 /// # Safety
-/// As [`csr`], plus `R` divides `a.v()` and `rows` starts and ends on multiples of V.
+/// As [`csr`] (cursors unused), plus `rows` starts and ends on multiples of V.
 #[inline(always)]
 pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
     a: &VnmMatrix,
     rows: Range<usize>,
+    step: &Step,
     b: BTile,
     c: CTile,
 ) {
-    for r0 in rows.clone().step_by(R) {
-        // SAFETY: forwarded contract; R | V keeps the block inside one V-block and `rows`.
-        unsafe { vnm_block::<S, R, U>(a, r0, r0 - rows.start, b, c) };
+    let v = a.v();
+    for blk in rows.start / v..rows.end / v {
+        let (mut r, end) = (blk * v, blk * v + v);
+        // SAFETY: forwarded contract; every row block stays inside one V-block of `rows`.
+        unsafe {
+            while r + R <= end {
+                vnm_block::<S, R, U>(a, r, r - rows.start, step, b, c);
+                r += R;
+            }
+            while r < end {
+                vnm_block::<S, 1, U>(a, r, r - rows.start, step, b, c);
+                r += 1;
+            }
+        }
     }
 }
 
@@ -186,11 +262,13 @@ unsafe fn vnm_block<S: Simd, const R: usize, const U: usize>(
     a: &VnmMatrix,
     r0: usize,
     local: usize,
+    step: &Step,
     b: BTile,
     c: CTile,
 ) {
     let (m, groups, cols, k_sp) = (a.m(), a.groups(), a.cols(), a.k_sp());
-    let full = if cols.is_multiple_of(m) { groups } else { groups - 1 };
+    let (g0, g1) = (step.k.start / m, step.k.end.div_ceil(m).min(groups));
+    let full_end = g1.min(cols / m);
     let blk = r0 / a.v();
     let (vals, loc, codes) = (
         a.values().as_ptr(),
@@ -201,24 +279,31 @@ unsafe fn vnm_block<S: Simd, const R: usize, const U: usize>(
     // have column_loc < m so every B row is < cols; in the last partial group phantom columns
     // (≥ cols) are skipped. Pair codes hold two positions in 0..4.
     unsafe {
-        let mut acc = [[S::zero(); U]; R];
-        for g in 0..groups {
+        let mut acc: [[S::V; U]; R] = std::array::from_fn(|i| {
+            load_row::<S, U>(step.first, c.ptr.add((local + i) * c.stride), c.width)
+        });
+        for g in g0..full_end {
+            let l = loc.add((blk * groups + g) * 4);
+            let gb = b.ptr.add(g * m * b.stride);
+            let rows4 = [0, 1, 2, 3].map(|q| gb.add(*l.add(q) as usize * b.stride));
+            for (i, row_acc) in acc.iter_mut().enumerate() {
+                let r = r0 + i;
+                let code = *codes.add(r * groups + g) as usize;
+                let v = vals.add(r * k_sp + 2 * g);
+                axpy::<S, U>(row_acc, *v, rows4[code & 3]);
+                axpy::<S, U>(row_acc, *v.add(1), rows4[code >> 2]);
+            }
+        }
+        for g in full_end..g1 {
             let l = loc.add((blk * groups + g) * 4);
             let ks = [0, 1, 2, 3].map(|q| g * m + *l.add(q) as usize);
             for (i, row_acc) in acc.iter_mut().enumerate() {
                 let r = r0 + i;
                 let code = *codes.add(r * groups + g) as usize;
-                let (k0, k1) = (ks[code & 3], ks[code >> 2]);
                 let v = vals.add(r * k_sp + 2 * g);
-                if g < full {
-                    axpy::<S, U>(row_acc, *v, b, k0);
-                    axpy::<S, U>(row_acc, *v.add(1), b, k1);
-                } else {
-                    if k0 < cols {
-                        axpy::<S, U>(row_acc, *v, b, k0);
-                    }
-                    if k1 < cols {
-                        axpy::<S, U>(row_acc, *v.add(1), b, k1);
+                for (slot, k) in [(0, ks[code & 3]), (1, ks[code >> 2])] {
+                    if k < cols {
+                        axpy::<S, U>(row_acc, *v.add(slot), b.ptr.add(k * b.stride));
                     }
                 }
             }
@@ -229,44 +314,105 @@ unsafe fn vnm_block<S: Simd, const R: usize, const U: usize>(
     }
 }
 
-/// Vector-wise V×1, `R` rows of a V-block together: each kept column's B row is loaded once
-/// into registers and used by all `R` rows.
+/// Vector-wise V×1, `R` rows of a V-block together (then single rows): each kept column's B row
+/// is loaded once into registers and used by all `R` rows. `cursors[b]` is the next kept vector
+/// of local block `b`.
 ///
 /// # Safety
-/// As [`vnm`].
+/// As [`vnm`], with `cursors` holding one entry per V-block of `rows`.
 #[inline(always)]
 pub(crate) unsafe fn vector<S: Simd, const R: usize, const U: usize>(
     a: &VectorMatrix,
     rows: Range<usize>,
+    step: &mut Step,
+    b: BTile,
+    c: CTile,
+) {
+    let v = a.v();
+    let cols = a.col_idx().as_ptr();
+    let kend = step.k.end as u32;
+    let blk0 = rows.start / v;
+    for blk in blk0..rows.end / v {
+        let range = a.block_range(blk);
+        // SAFETY: the cursor of a block of `rows` exists and lies inside the block's range.
+        let start = unsafe { *step.cursors.get_unchecked(blk - blk0) } as usize;
+        let mut end = start;
+        // SAFETY: vector invariants: `end` indexes kept vectors of the block.
+        while end < range.end && unsafe { *cols.add(end) } < kend {
+            end += 1;
+        }
+        let mut i0 = 0;
+        // SAFETY: forwarded contract; the row chunks stay inside the block.
+        unsafe {
+            while i0 + R <= v {
+                vector_rows::<S, R, U>(
+                    a,
+                    blk,
+                    i0,
+                    start..end,
+                    blk * v + i0 - rows.start,
+                    step.first,
+                    b,
+                    c,
+                );
+                i0 += R;
+            }
+            while i0 < v {
+                vector_rows::<S, 1, U>(
+                    a,
+                    blk,
+                    i0,
+                    start..end,
+                    blk * v + i0 - rows.start,
+                    step.first,
+                    b,
+                    c,
+                );
+                i0 += 1;
+            }
+        }
+        // SAFETY: as above, the block's cursor exists.
+        unsafe { *step.cursors.get_unchecked_mut(blk - blk0) = end as u32 };
+    }
+}
+
+/// Rows `i0..i0 + R` of V-block `blk` over its kept vectors `vecs`.
+#[allow(clippy::too_many_arguments)] // one call site; bundling would only rename the arguments
+#[inline(always)]
+unsafe fn vector_rows<S: Simd, const R: usize, const U: usize>(
+    a: &VectorMatrix,
+    blk: usize,
+    i0: usize,
+    vecs: Range<usize>,
+    local: usize,
+    first: bool,
     b: BTile,
     c: CTile,
 ) {
     let v = a.v();
     let (cols, vals) = (a.col_idx().as_ptr(), a.values().as_ptr());
-    for blk in rows.start / v..rows.end / v {
-        for i0 in (0..v).step_by(R) {
-            // SAFETY: vector invariants: j indexes kept vectors, col_idx[j] < cols, values has v
-            // per vector and i0 + i < v; the C rows are inside `rows`.
-            unsafe {
-                let mut acc = [[S::zero(); U]; R];
-                for j in a.block_range(blk) {
-                    let bp = b.ptr.add(*cols.add(j) as usize * b.stride);
-                    let mut bv = [S::zero(); U];
-                    for (u, x) in bv.iter_mut().enumerate() {
-                        *x = S::load(bp.add(u * S::LANES));
-                    }
-                    for (i, row_acc) in acc.iter_mut().enumerate() {
-                        let av = S::splat(*vals.add(j * v + i0 + i));
-                        for (x, &bu) in row_acc.iter_mut().zip(&bv) {
-                            *x = S::fma(*x, av, bu);
-                        }
-                    }
-                }
-                let local = blk * v + i0 - rows.start;
-                for (i, row_acc) in acc.iter().enumerate() {
-                    store_row::<S, U>(row_acc, c.ptr.add((local + i) * c.stride), c.width);
+    debug_assert!(blk * v + i0 + R <= a.rows());
+    // SAFETY: j < nnz vectors, col_idx[j] < cols, values has v per vector and i0 + i < v; the C
+    // rows are inside the caller's `rows`.
+    unsafe {
+        let mut acc: [[S::V; U]; R] = std::array::from_fn(|i| {
+            load_row::<S, U>(first, c.ptr.add((local + i) * c.stride), c.width)
+        });
+        for j in vecs {
+            let bp = b.ptr.add(*cols.add(j) as usize * b.stride);
+            let mut bv = [S::zero(); U];
+            for (u, x) in bv.iter_mut().enumerate() {
+                *x = S::load(bp.add(u * S::LANES));
+            }
+            for (i, row_acc) in acc.iter_mut().enumerate() {
+                let av = S::splat(*vals.add(j * v + i0 + i));
+                for (x, &bu) in row_acc.iter_mut().zip(&bv) {
+                    *x = S::fma(*x, av, bu);
                 }
             }
+        }
+        for (i, row_acc) in acc.iter().enumerate() {
+            store_row::<S, U>(row_acc, c.ptr.add((local + i) * c.stride), c.width);
         }
     }
 }

@@ -13,7 +13,7 @@ pub(crate) use pool::with_threads;
 
 use crate::reference::check_shapes;
 use crate::{cpu_space, dense_gemm, isa, FormatSignature, KernelError, ParamPoint, SparseMatrix};
-use kernels::{BTile, CTile};
+use kernels::{BTile, CTile, Step};
 
 /// The signature fields the CPU space depends on, without the O(nnz) density count.
 fn space_signature(a: &SparseMatrix) -> FormatSignature {
@@ -94,6 +94,42 @@ impl<'a> Panels<'a> {
     }
 }
 
+/// The K chunks of a product: `k_chunk` columns each (0 = all of K), rounded up to whole groups
+/// of M for N:M and V:N:M. Always at least one chunk, so that C is written even when K = 0.
+fn k_chunks(a: &SparseMatrix, k_chunk: usize) -> Vec<Range<usize>> {
+    let cols = a.cols();
+    let m = match a {
+        SparseMatrix::Nm(x) => x.m(),
+        SparseMatrix::Vnm(x) => x.m(),
+        _ => 1,
+    };
+    let len = if k_chunk == 0 {
+        cols.max(1)
+    } else {
+        k_chunk.div_ceil(m) * m
+    };
+    let mut out: Vec<Range<usize>> = (0..cols)
+        .step_by(len)
+        .map(|k| k..(k + len).min(cols))
+        .collect();
+    if out.is_empty() {
+        out.push(0..0);
+    }
+    out
+}
+
+/// Points each row's (CSR) or V-block's (vector-wise) cursor at its first entry.
+fn reset_cursors(a: &SparseMatrix, range: &Range<usize>, cursors: &mut Vec<u32>) {
+    cursors.clear();
+    match a {
+        SparseMatrix::Csr(x) => cursors.extend(range.clone().map(|r| x.row_ptr()[r])),
+        SparseMatrix::Vector(x) => {
+            cursors.extend((range.start / x.v()..range.end / x.v()).map(|b| x.block_ptr()[b]))
+        }
+        _ => {}
+    }
+}
+
 /// Splits `0..rows` into at most `parts` ranges aligned to `unit` rows, balancing `work(range)`.
 fn partition(
     rows: usize,
@@ -139,6 +175,7 @@ pub fn spmm(
         p.count("tile_n")?,
         p.get("pack_b")? == 1,
     );
+    let chunks = k_chunks(a, p.count("k_chunk")?);
     let r = if matches!(a, SparseMatrix::Csr(_)) {
         1
     } else {
@@ -163,17 +200,28 @@ pub fn spmm(
     let parts = partition(rows, unit, threads, prefix);
     let tiles = n.div_ceil(w);
     let run = |range: Range<usize>, cpart: &mut [f32]| {
+        let mut cursors = Vec::new();
         for t in 0..tiles {
-            let ct = CTile {
-                ptr: cpart.as_mut_ptr().wrapping_add(t * w),
-                stride: n,
-                width: w.min(n - t * w),
-            };
-            // SAFETY: `kernel` was selected for this process's ISA; the point was checked against
-            // the space (rows divides V for V:N:M and vector-wise, whose ranges are aligned to V);
-            // every tile of `panels` has `w` readable floats per row for `cols` rows; `cpart` holds
-            // exactly the rows of `range`, n floats each, and the tile's `width` columns from t·w.
-            unsafe { kernel(a, range.clone(), panels.tile(t), ct) };
+            reset_cursors(a, &range, &mut cursors);
+            for (i, k) in chunks.iter().enumerate() {
+                let ct = CTile {
+                    ptr: cpart.as_mut_ptr().wrapping_add(t * w),
+                    stride: n,
+                    width: w.min(n - t * w),
+                };
+                let mut step = Step {
+                    k: k.clone(),
+                    first: i == 0,
+                    cursors: &mut cursors,
+                };
+                // SAFETY: `kernel` was selected for this process's ISA; the point was checked
+                // against the space (rows divides V for V:N:M and vector-wise, whose ranges are
+                // aligned to V); every tile of `panels` has `w` readable floats per row for
+                // `cols` rows; `cpart` holds exactly the rows of `range`, n floats each, and the
+                // tile's `width` columns from t·w; chunks are aligned to M and visited in order
+                // from the first, with cursors reset at the start of each tile.
+                unsafe { kernel(a, range.clone(), &mut step, panels.tile(t), ct) };
+            }
         }
     };
     if parts.len() <= 1 {
