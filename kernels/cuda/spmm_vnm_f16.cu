@@ -70,6 +70,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) spmm_vnm_f16(
     u16* sA = reinterpret_cast<u16*>(smem);
     u16* sB = sA + STAGES * A_STAGE;
     u32* sM = reinterpret_cast<u32*>(sB + STAGES * B_STAGE);
+    // This row block's column locations (4 * groups bytes), staged once: the gather of every
+    // k-tile reads them, and a global load there would sit on the pipeline's critical path.
+    unsigned char* sLoc = reinterpret_cast<unsigned char*>(sM + STAGES * M_STAGE);
 
     const int tid = threadIdx.x;
     const int lane = tid & 31;
@@ -79,13 +82,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) spmm_vnm_f16(
     const int row0 = blockIdx.y * BM;
     const int col0 = blockIdx.x * BN;
     const int ktiles = 2 * ks / BK;
-    const unsigned char* loc = col_loc + (size_t)blockIdx.y * groups * 4;
+    {
+        const unsigned char* loc = col_loc + (size_t)blockIdx.y * groups * 4;
+        for (int i = tid; i < groups * 4; i += THREADS) sLoc[i] = __ldg(loc + i);
+        __syncthreads();
+    }
 
     // The row of B that gathered column kg reads, or -1 (padding group or phantom column).
     auto gathered_row = [&](int kg) -> int {
         const int g = kg >> 2;
         if (g >= groups) return -1;
-        const int col = g * m + (int)__ldg(loc + g * 4 + (kg & 3));
+        const int col = g * m + (int)sLoc[g * 4 + (kg & 3)];
         return col < k ? col : -1;
     };
 

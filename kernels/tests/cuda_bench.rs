@@ -17,8 +17,10 @@ use kernels::cuda::{
     DeviceMatrixF16, Timing, VnmConfig,
 };
 
-const WARMUP: usize = 3;
-const REPS: usize = 15;
+const WARMUP: usize = 5;
+/// Samples per measurement; each sample times BATCH back-to-back launches.
+const REPS: usize = 7;
+const BATCH: usize = 10;
 /// Operand sets rotated between repetitions, so that B and C do not stay in the 60 MB L2.
 const SETS: usize = 2;
 
@@ -160,7 +162,7 @@ fn bench_vnm_vs_cublas_bert() {
             let mut cs: Vec<DeviceMatrixF16> =
                 (0..SETS).map(|_| dev.zeros_f16(r, n).unwrap()).collect();
             let t = dev
-                .time(WARMUP, REPS, |i| {
+                .time(WARMUP, REPS, BATCH, |i| {
                     let s = i % SETS;
                     dev.launch_gemm_f16(&a_dense, &bs[s], &mut cs[s])
                 })
@@ -198,7 +200,7 @@ fn bench_vnm_vs_cublas_bert() {
                         let mut local: Vec<(f64, VnmConfig)> = Vec::new();
                         for cfg in mine {
                             let t = dev
-                                .time(WARMUP, REPS, |i| {
+                                .time(WARMUP, REPS, BATCH, |i| {
                                     let s = i % SETS;
                                     dev.launch_vnm(&da, &bs[s], &mut cs[s], cfg)
                                 })
@@ -269,7 +271,7 @@ fn bench_vnm_vs_cublas_bert() {
                     let da = dev.upload_csr(&a).unwrap();
                     for cfg in csr_configs() {
                         let t = dev
-                            .time(1, 5, |_| dev.launch_csr(&da, &b32, &mut c32, n, &cfg))
+                            .time(1, 3, 3, |_| dev.launch_csr(&da, &b32, &mut c32, n, &cfg))
                             .unwrap();
                         rows.push(Row {
                             kind: "csr_f32",
@@ -286,6 +288,13 @@ fn bench_vnm_vs_cublas_bert() {
                 }
             }
             eprintln!("done {r}x{k} n={n} at {:.1} s", t0.elapsed().as_secs_f64());
+            // Written after every point, so that a run cut short still brings results back.
+            std::fs::write(
+                out.join("bench.csv"),
+                csv(&rows, |r, k, n| cublas[&(r, k, n)]),
+            )
+            .unwrap();
+            std::fs::write(out.join("summary.csv"), &summary).unwrap();
         }
     }
     std::fs::write(

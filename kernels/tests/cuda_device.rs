@@ -191,3 +191,38 @@ fn mismatched_configuration_is_an_error_not_a_launch() {
     ));
     eprintln!("device: {}", dev.info().fingerprint());
 }
+
+/// Every pattern with a CUDA kernel runs and times through the first point of its space.
+#[test]
+fn spaces_points_run_and_time_through_dispatch() {
+    let Some(dev) = device_or_skip("spaces_points_run_and_time_through_dispatch") else {
+        return;
+    };
+    use kernels::cuda::cuda_space;
+    use kernels::{build_mask, DenseMatrix, Pattern};
+    let (rows, cols, n) = (64, 72, 24);
+    let vals = exact_values(rows * cols, 3);
+    let scores: Vec<f32> = vals.iter().map(|v| v.abs()).collect();
+    let nm_mask = build_mask(&Pattern::Nm { n: 2, m: 4 }, &scores, rows, cols).unwrap();
+    let matrices = [
+        SparseMatrix::Vnm(random_vnm(rows, cols, 32, 8, 4).unwrap()),
+        SparseMatrix::Nm(NmMatrix::from_masked(&vals, &nm_mask, 2, 4).unwrap()),
+        SparseMatrix::Csr(random_csr(rows, cols, 0.2, 5).unwrap()),
+        SparseMatrix::Dense(DenseMatrix::new(rows, cols, vals.clone()).unwrap()),
+    ];
+    let b = exact_values(cols * n, 6);
+    for a in &matrices {
+        let space = cuda_space(&a.signature(), n);
+        let points = space.points();
+        assert!(!points.is_empty(), "{}: empty space", space.kernel);
+        let point = &points[points.len() / 2];
+        let got = dev.spmm(a, &b, n, point).unwrap();
+        assert_fp16_close(&got, &reference(a, &b, n), space.kernel);
+        let t = dev.measure(a, n, point, 3).unwrap();
+        assert!(
+            t.median_us > 0.0 && t.median_us.is_finite(),
+            "{}: {t:?}",
+            space.kernel
+        );
+    }
+}

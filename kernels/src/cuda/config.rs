@@ -127,7 +127,8 @@ impl VnmConfig {
         self.warps() * 32
     }
 
-    /// Dynamic shared memory per block, in bytes (as laid out by the kernel).
+    /// Dynamic shared memory per block for the pipeline, in bytes (as laid out by the kernel);
+    /// a launch adds 4·⌈K/M⌉ bytes (rounded up to 16) for the staged column locations.
     pub fn shared_bytes(&self) -> usize {
         let a = self.bm * (self.bk / 2 + 8) * 2;
         let b = self.bk * (self.bn + 8) * 2;

@@ -87,6 +87,11 @@ impl CudaDevice {
             sm,
             arch,
             driver_version: driver,
+            max_shared_per_block: ctx
+                .attribute(
+                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                )
+                .map_err(driver_err("cuDeviceGetAttribute"))?,
             multiprocessors: ctx
                 .attribute(
                     cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
@@ -136,11 +141,13 @@ impl CudaDevice {
         let function = module
             .load_function(kernel.name())
             .map_err(driver_err("cuModuleGetFunction"))?;
-        if shared_bytes > 48 * 1024 {
+        if shared_bytes > 0 {
+            // Opened up to the device's limit: the V:N:M kernel's need grows with K (its
+            // column locations are staged in shared memory), checked per launch.
             function
                 .set_attribute(
                     CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared_bytes as i32,
+                    self.info.max_shared_per_block,
                 )
                 .map_err(driver_err("cuFuncSetAttribute"))?;
         }
@@ -272,11 +279,18 @@ impl CudaDevice {
         if a.rows == 0 || b.cols == 0 {
             return Ok(());
         }
+        let shared = cfg.shared_bytes() + (4 * a.groups).div_ceil(16) * 16;
+        if shared > self.info.max_shared_per_block as usize {
+            return Err(CudaError::Shape(format!(
+                "{cfg} with {} column groups needs {shared} bytes of shared memory, the device has {}",
+                a.groups, self.info.max_shared_per_block
+            )));
+        }
         let f = self.function(KernelSource::SpmmVnmF16, cfg.defines(), cfg.shared_bytes())?;
         let launch = LaunchConfig {
             grid_dim: (b.cols.div_ceil(cfg.bn) as u32, (a.rows / a.v) as u32, 1),
             block_dim: (cfg.threads() as u32, 1, 1),
-            shared_mem_bytes: cfg.shared_bytes() as u32,
+            shared_mem_bytes: shared as u32,
         };
         let ints = [a.rows, b.cols, a.ks, a.groups, a.m, a.cols, b.ld, c.ld].map(|x| x as i32);
         let mut builder = self.stream.launch_builder(&f);
@@ -365,25 +379,33 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// Times `run(i)` for `reps` repetitions after `warmup` untimed ones, each between its own
-    /// pair of device events; `i` counts from 0 so that callers can rotate operand sets.
+    /// Times `run(i)`: `warmup` untimed calls, then `reps` samples, each one pair of device
+    /// events around `batch` back-to-back calls (so that host launch overhead overlaps the
+    /// device work instead of being timed), reported per call. `i` counts calls from 0, so that
+    /// callers can rotate operand sets.
     pub fn time(
         &self,
         warmup: usize,
         reps: usize,
+        batch: usize,
         mut run: impl FnMut(usize) -> Result<(), CudaError>,
     ) -> Result<Timing, CudaError> {
+        let batch = batch.max(1);
         for i in 0..warmup {
             run(i)?;
         }
         self.synchronize()?;
         let mut samples = Vec::with_capacity(reps);
-        for i in 0..reps {
+        let mut i = warmup;
+        for _ in 0..reps {
             let start = self
                 .stream
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(driver_err("cuEventRecord"))?;
-            run(warmup + i)?;
+            for _ in 0..batch {
+                run(i)?;
+                i += 1;
+            }
             let stop = self
                 .stream
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -393,7 +415,7 @@ impl CudaDevice {
             let ms = start
                 .elapsed_ms(&stop)
                 .map_err(driver_err("cuEventElapsedTime"))?;
-            samples.push(f64::from(ms) * 1e3);
+            samples.push(f64::from(ms) * 1e3 / batch as f64);
         }
         Ok(Timing::from_samples(samples))
     }

@@ -25,6 +25,8 @@ mod device;
 mod nvrtc;
 #[cfg(not(feature = "cuda"))]
 mod stub;
+#[cfg(feature = "cuda")]
+mod tune;
 
 pub use config::{
     csr_configs, vnm_configs, vnm_wm_values, CsrConfig, VnmConfig, CSR_COLS_PER_LANE, CSR_WARPS,
@@ -69,6 +71,8 @@ pub struct DeviceInfo {
     pub driver_version: i32,
     /// Streaming multiprocessors.
     pub multiprocessors: i32,
+    /// Shared memory a block may opt in to, in bytes.
+    pub max_shared_per_block: i32,
 }
 
 impl DeviceInfo {
@@ -81,7 +85,7 @@ impl DeviceInfo {
     }
 }
 
-/// Device-event timings of repeated launches, in microseconds.
+/// Device-event timings of repeated launches, in microseconds per launch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timing {
     /// Every sample, in launch order.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::config::{CsrConfig, VnmConfig};
 use super::source::KernelSource;
 use super::{CudaError, DeviceInfo, Timing};
-use crate::{CsrMatrix, VnmMatrix};
+use crate::{CsrMatrix, KernelError, ParamPoint, SparseMatrix, VnmMatrix};
 
 /// Always false without feature `cuda`.
 pub fn nvrtc_available() -> bool {
@@ -196,6 +196,7 @@ impl CudaDevice {
         &self,
         _warmup: usize,
         _reps: usize,
+        _batch: usize,
         _run: impl FnMut(usize) -> Result<(), CudaError>,
     ) -> Result<Timing, CudaError> {
         Err(CudaError::NotCompiled)
@@ -237,6 +238,39 @@ impl CudaDevice {
         _b: &[f32],
         _n: usize,
     ) -> Result<Vec<f32>, CudaError> {
+        Err(CudaError::NotCompiled)
+    }
+
+    /// Always [`CudaError::NotCompiled`].
+    pub fn spmm(
+        &self,
+        _a: &SparseMatrix,
+        _b: &[f32],
+        _n: usize,
+        _point: &ParamPoint,
+    ) -> Result<Vec<f32>, KernelError> {
+        Err(CudaError::NotCompiled.into())
+    }
+
+    /// Always [`CudaError::NotCompiled`].
+    pub fn measure(
+        &self,
+        _a: &SparseMatrix,
+        _n: usize,
+        _point: &ParamPoint,
+        _reps: usize,
+    ) -> Result<Timing, KernelError> {
+        Err(CudaError::NotCompiled.into())
+    }
+
+    /// Always [`CudaError::NotCompiled`].
+    pub fn measure_dense(
+        &self,
+        _rows: usize,
+        _cols: usize,
+        _n: usize,
+        _reps: usize,
+    ) -> Result<Timing, CudaError> {
         Err(CudaError::NotCompiled)
     }
 }
