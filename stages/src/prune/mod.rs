@@ -36,7 +36,8 @@ pub enum Method {
     /// Score `|w|`; removed weights are simply zeroed.
     Magnitude,
     /// Second-order (OBS / oBERT): saliency `w² / (2 [F⁻¹]ᵢᵢ)` from a block-diagonal empirical
-    /// Fisher, then the OBS update of the kept weights (see `prune/obs.rs`).
+    /// Fisher, then the OBS update of the kept weights (see `prune/obs.rs`). Each pruning step
+    /// recomputes the Fisher in sub-steps that at most halve the density (no training between).
     Obs {
         /// Per-sample gradients G in the empirical Fisher (default 256).
         #[serde(default = "default_grads")]
@@ -174,8 +175,42 @@ impl Pruned {
 }
 
 /// Prunes every layer that can take `pattern`: scores, masks, updates (OBS) and zeroes the
-/// weights in place; returns the masks (`None` where `prunable` is false).
+/// weights in place; returns the masks (`None` where `prunable` is false). OBS goes there in
+/// recomputation steps that each at most halve the density ([`schedule::obs_substeps`]).
 fn prune_step(
+    data: &Dataset,
+    weights: &mut Weights,
+    pattern: &Pattern,
+    prunable: &[bool],
+    method: &Method,
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<Option<Mask>>, StageError> {
+    let substeps = match method {
+        Method::Magnitude => vec![pattern.clone()],
+        Method::Obs { .. } => {
+            let (nonzero, total) = weights
+                .layers
+                .iter()
+                .zip(prunable)
+                .filter(|(_, &p)| p)
+                .fold((0usize, 0usize), |(nz, t), (l, _)| {
+                    (
+                        nz + l.weight.iter().filter(|&&w| w != 0.0).count(),
+                        t + l.weight.len(),
+                    )
+                });
+            schedule::obs_substeps(pattern, nonzero as f64 / total.max(1) as f64)
+        }
+    };
+    let mut masks = Vec::new();
+    for step in &substeps {
+        masks = prune_substep(data, weights, step, prunable, method, rng)?;
+    }
+    Ok(masks)
+}
+
+/// One scoring + masking pass (one OBS recomputation) to `pattern`.
+fn prune_substep(
     data: &Dataset,
     weights: &mut Weights,
     pattern: &Pattern,
@@ -199,12 +234,9 @@ fn prune_step(
         let mask = match (method, fishers.as_ref().and_then(|f| f[i].as_ref())) {
             (Method::Obs { block, damp, .. }, Some(fisher)) => {
                 let inverses = fisher.inverses(*damp)?;
-                let mask = build_mask(
-                    pattern,
-                    &obs::saliencies(&layer.weight, *block, &inverses),
-                    rows,
-                    cols,
-                )?;
+                let scores = obs::saliencies(&layer.weight, *block, &inverses);
+                // A weight removed by an earlier step has saliency 0: it stays removed.
+                let mask = build_mask(pattern, &scores, rows, cols)?;
                 obs::obs_update(&mut layer.weight, mask.as_slice(), *block, &inverses);
                 mask
             }

@@ -70,9 +70,66 @@ pub(crate) fn plan(pattern: &Pattern, schedule: &Schedule, epochs: usize) -> Vec
         .collect()
 }
 
+/// The patterns of OBS's recomputation steps towards `pattern` from weights of density
+/// `current` (fraction non-zero): each step halves the density until the target, so that no step
+/// removes more than half of the remaining weights, where the quadratic model behind the OBS
+/// update still holds (WoodFisher and oBERT likewise recompute the inverse Fisher several times
+/// within one-shot pruning). N:M steps keep M and set `N = round(M · density)`; V:2:M steps keep
+/// V and set `M = round(2 / density)`. The last step is `pattern` itself.
+pub(crate) fn obs_substeps(pattern: &Pattern, current: f64) -> Vec<Pattern> {
+    let target = pattern.density();
+    let mut steps = Vec::new();
+    let mut d = current / 2.0;
+    while d > target * 1.0001 && steps.len() < 16 {
+        steps.push(match *pattern {
+            Pattern::Unstructured { .. } => Pattern::Unstructured { sparsity: 1.0 - d },
+            Pattern::Vector { v, .. } => Pattern::Vector {
+                v,
+                sparsity: 1.0 - d,
+            },
+            Pattern::Nm { n, m } => Pattern::Nm {
+                n: ((m as f64 * d).round() as usize).clamp(n, m - 1),
+                m,
+            },
+            Pattern::Vnm { v, m } => Pattern::Vnm {
+                v,
+                m: ((2.0 / d).round() as usize).clamp(4, m),
+            },
+            Pattern::Dense => Pattern::Dense,
+        });
+        d /= 2.0;
+    }
+    steps.dedup();
+    if steps.last() == Some(pattern) {
+        steps.pop();
+    }
+    steps.push(pattern.clone());
+    steps
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn obs_substeps_halve_the_density() {
+        let u = obs_substeps(&Pattern::Unstructured { sparsity: 0.875 }, 1.0);
+        let d: Vec<f64> = u.iter().map(Pattern::density).collect();
+        assert_eq!(d, [0.5, 0.25, 0.125]);
+        let nm = obs_substeps(&Pattern::Nm { n: 2, m: 16 }, 1.0);
+        assert_eq!(nm, [8, 4, 2].map(|n| Pattern::Nm { n, m: 16 }));
+        let vnm = obs_substeps(&Pattern::Vnm { v: 64, m: 8 }, 1.0);
+        assert_eq!(vnm, [4, 8].map(|m| Pattern::Vnm { v: 64, m }));
+        // From weights already at the target density (a gradual step), a single step.
+        assert_eq!(
+            obs_substeps(&Pattern::Nm { n: 2, m: 8 }, 0.25),
+            [Pattern::Nm { n: 2, m: 8 }]
+        );
+        assert_eq!(
+            obs_substeps(&Pattern::Unstructured { sparsity: 0.5 }, 1.0).len(),
+            1
+        );
+    }
 
     #[test]
     fn gradual_nm_decays_n_and_ends_on_the_target() {
