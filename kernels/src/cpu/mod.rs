@@ -49,6 +49,8 @@ struct Panels<'a> {
     cols: usize,
     w: usize,
     packed: Vec<f32>,
+    /// Offset of the first panel in `packed`.
+    align: usize,
     pack_all: bool,
 }
 
@@ -56,10 +58,15 @@ impl<'a> Panels<'a> {
     fn new(b: &'a [f32], cols: usize, n: usize, w: usize, pack_all: bool) -> Self {
         let tiles = n.div_ceil(w);
         let first = if pack_all { 0 } else { n / w };
-        let mut packed = vec![0.0f32; (tiles - first) * cols * w];
+        // 16 spare floats so that the panels can start on a 64-byte line (vector loads that
+        // straddle cache lines cost two accesses).
+        let len = (tiles - first) * cols * w;
+        let mut packed = vec![0.0f32; len + 16];
+        let align = packed.as_ptr().align_offset(64).min(16);
         for t in first..tiles {
             let (c0, width) = (t * w, w.min(n - t * w));
-            let panel = &mut packed[(t - first) * cols * w..(t - first + 1) * cols * w];
+            let at = align + (t - first) * cols * w;
+            let panel = &mut packed[at..at + cols * w];
             for k in 0..cols {
                 panel[k * w..k * w + width].copy_from_slice(&b[k * n + c0..k * n + c0 + width]);
             }
@@ -70,6 +77,7 @@ impl<'a> Panels<'a> {
             cols,
             w,
             packed,
+            align,
             pack_all,
         }
     }
@@ -82,7 +90,7 @@ impl<'a> Panels<'a> {
                 ptr: self
                     .packed
                     .as_ptr()
-                    .wrapping_add((t - first_packed) * self.cols * self.w),
+                    .wrapping_add(self.align + (t - first_packed) * self.cols * self.w),
                 stride: self.w,
             }
         } else {
