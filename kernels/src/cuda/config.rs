@@ -14,9 +14,9 @@ pub const VNM_BN: [usize; 2] = [64, 128];
 pub const VNM_BK: [usize; 2] = [32, 64];
 /// Allowed WM (rows per warp tile) for row blocks of `v` rows: at most 2 warps along M for
 /// V ≥ 64 (and WM | V), so that every combination with the other lists has ≤ 8 warps and the
-/// whole space is a product of value lists plus one product constraint (WM·WN/32 ≤ 64).
+/// whole space is a product of value lists plus one product constraint (WM·WN/32 ≤ 128).
 pub fn vnm_wm_values(v: usize) -> Vec<usize> {
-    [16, 32, 64]
+    [16, 32, 64, 128]
         .into_iter()
         .filter(|&wm| wm <= v && v.is_multiple_of(wm) && v / wm <= 2)
         .collect()
@@ -30,7 +30,7 @@ pub const VNM_STAGES: [usize; 3] = [2, 3, 4];
 /// Most warps per block the space allows.
 pub const MAX_WARPS: usize = 8;
 /// Most accumulator floats per thread the space allows (keeps registers under 255).
-pub const MAX_ACC_PER_THREAD: usize = 64;
+pub const MAX_ACC_PER_THREAD: usize = 128;
 /// Shared memory a configuration may use: the sm_80 opt-in limit, so every configuration
 /// runs on both targets the CI compiles for (sm_80, sm_90).
 pub const MAX_SHARED_BYTES: usize = 163 * 1024;
@@ -267,10 +267,10 @@ mod tests {
         assert_eq!(vnm_wm_values(16), vec![16]);
         assert_eq!(vnm_wm_values(32), vec![16, 32]);
         assert_eq!(vnm_wm_values(64), vec![32, 64]);
-        assert_eq!(vnm_wm_values(128), vec![64]);
+        assert_eq!(vnm_wm_values(128), vec![64, 128]);
         assert_eq!(
             VNM_BLOCK_ROWS.map(|v| vnm_configs(v).len()),
-            [48, 96, 72, 24]
+            [48, 96, 96, 72]
         );
     }
 

@@ -4,7 +4,7 @@
 //!
 //! - V:N:M (`cuda-vnm`) and 2:4 (`cuda-nm24`, the same kernel with M = 4): `bm` (fixed: V, or
 //!   for 2:4 the largest of 64, 32, 16 dividing the rows), `bn`, `bk`, `wm`, `wn`, `mma_k`,
-//!   `stages`; the lists are chosen so that only `wm · wn / 32 ≤ 64` (accumulators per thread)
+//!   `stages`; the lists are chosen so that only `wm · wn / 32 ≤ 128` (accumulators per thread)
 //!   needs a constraint (see [`super::config`]).
 //! - CSR (`cuda-csr`): `warps_per_block`, `cols_per_lane`.
 //! - Dense (`cuda-dense`): cuBLAS, one point (`algo` = 0, its default heuristic).
