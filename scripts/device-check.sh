@@ -46,7 +46,7 @@ for p in $(python3 -c 'import sys; print(" ".join(sys.path))' 2>/dev/null); do
 done
 find_lib() {  # $1 = library stem; prints the newest real file, skipping builtins/Lt/alt
   find $roots -maxdepth 4 -name "$1.so.*" 2>/dev/null | grep -v -e builtins -e '\.alt\.' \
-    | sort -V | tail -1
+    | awk -F/ '{print $NF "\t" $0}' | sort -V | tail -1 | cut -f2
 }
 NVRTC=$(find_lib libnvrtc); CUBLAS=$(find_lib libcublas)
 log "nvrtc: ${NVRTC:-not found}"; log "cublas: ${CUBLAS:-not found}"
