@@ -170,3 +170,70 @@ pub fn all_configs() -> (Vec<VnmConfig>, Vec<CsrConfig>) {
         .collect();
     (vnm, super::csr_configs())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FormatSignature, Pattern};
+
+    fn sig(p: Pattern, rows: usize, cols: usize) -> FormatSignature {
+        FormatSignature::for_pattern(&p, rows, cols).unwrap()
+    }
+
+    #[test]
+    fn vnm_space_points_are_exactly_the_valid_configurations() {
+        for v in super::super::VNM_BLOCK_ROWS {
+            let space = cuda_space(&sig(Pattern::Vnm { v, m: 8 }, 2 * v, 64), 128);
+            let from_points: Vec<VnmConfig> = space
+                .points()
+                .iter()
+                .map(|p| VnmConfig::from_point(p).unwrap())
+                .collect();
+            let mut want = vnm_configs(v);
+            let mut got = from_points.clone();
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "V={v}");
+            for c in from_points {
+                assert_eq!(VnmConfig::from_point(&c.to_point()).unwrap(), c);
+            }
+        }
+    }
+
+    #[test]
+    fn each_pattern_gets_its_kernel_or_an_empty_space() {
+        let nm = cuda_space(&sig(Pattern::Nm { n: 2, m: 4 }, 96, 64), 64);
+        assert_eq!(nm.kernel, "cuda-nm24");
+        assert!(nm.points().iter().all(|p| p.get("bm") == Ok(32)));
+        let csr = cuda_space(&sig(Pattern::Unstructured { sparsity: 0.9 }, 8, 8), 64);
+        assert_eq!(csr.points().len(), 12);
+        for p in csr.points() {
+            assert_eq!(CsrConfig::from_point(&p).unwrap().to_point(), p);
+        }
+        assert_eq!(cuda_space(&sig(Pattern::Dense, 8, 8), 8).points().len(), 1);
+        let vector = Pattern::Vector {
+            v: 4,
+            sparsity: 0.5,
+        };
+        assert!(cuda_space(&sig(vector, 8, 8), 8).points().is_empty());
+        // V = 8 has no 16-row mma tile; 2:8 N:M is not a sparse tensor-core pattern.
+        assert!(cuda_space(&sig(Pattern::Vnm { v: 8, m: 8 }, 16, 16), 8)
+            .points()
+            .is_empty());
+        assert!(cuda_space(&sig(Pattern::Nm { n: 2, m: 8 }, 16, 16), 8)
+            .points()
+            .is_empty());
+    }
+
+    #[test]
+    fn bad_points_are_rejected_with_the_parameter() {
+        let mut p = vnm_configs(64)[0].to_point();
+        p.0.insert("wm".into(), 48);
+        assert!(VnmConfig::from_point(&p).is_err());
+        p.0.remove("wm");
+        assert!(matches!(
+            VnmConfig::from_point(&p),
+            Err(KernelError::MissingParam { .. })
+        ));
+    }
+}

@@ -274,3 +274,23 @@ impl CudaDevice {
         Err(CudaError::NotCompiled)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_says_built_without_cuda() {
+        assert_eq!(CudaDevice::new(0).err(), Some(CudaError::NotCompiled));
+        assert!(!nvrtc_available());
+        assert_eq!(nvrtc_version(), Err(CudaError::NotCompiled));
+        let cache = PtxCache::new("/nonexistent");
+        assert_eq!(
+            cache.get_or_compile(KernelSource::SpmmCsrF32, &[], "sm_90"),
+            Err(CudaError::NotCompiled)
+        );
+        assert!(CudaError::NotCompiled
+            .to_string()
+            .contains("enable feature `cuda`"));
+    }
+}
