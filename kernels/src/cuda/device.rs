@@ -25,7 +25,7 @@ pub(crate) fn driver_err(op: &'static str) -> impl Fn(DriverError) -> CudaError 
     }
 }
 
-/// A loaded kernel and the dynamic shared memory it was opened up to.
+/// A loaded kernel (its module stays alive with it).
 #[derive(Clone)]
 struct Loaded {
     function: CudaFunction,
