@@ -118,6 +118,14 @@ pub fn run(args: &RunArgs, stages: Arc<dyn StageSet>, watch: bool) -> u8 {
             return EXIT_USAGE;
         }
     };
+    // Each worker trains with candle's thread pool: keep workers × threads within the cores.
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::env::set_var(
+            "RAYON_NUM_THREADS",
+            (cores / args.workers as usize).max(1).to_string(),
+        );
+    }
     let plan = match load_plan(&args.file, stages.as_ref()) {
         Ok(p) => p,
         Err(e) => {

@@ -180,11 +180,11 @@ pub struct RawPrune {
     pub finetune_epochs: Option<Spanned<u64>>,
     /// Fine-tuning learning rate (default: the training learning rate).
     pub finetune_lr: Option<Spanned<f64>>,
-    /// OBS: gradients G for the empirical Fisher (default 64).
+    /// OBS: gradients G for the empirical Fisher (default 256).
     pub obs_gradients: Option<Spanned<u64>>,
-    /// OBS: Fisher block size B (default 16).
+    /// OBS: Fisher block size B (default 64).
     pub obs_block: Option<Spanned<u64>>,
-    /// OBS: dampening λ (default 1e-4).
+    /// OBS: dampening λ relative to the mean Fisher diagonal of each layer (default 0.01).
     pub obs_damp: Option<Spanned<f64>>,
     /// Gradual: pruning steps (default 4).
     pub gradual_steps: Option<Spanned<u64>>,

@@ -526,8 +526,8 @@ fn prune_points(
     };
     let finetune_epochs = raw.finetune_epochs.as_ref().map_or(0, |x| *x.get_ref());
     let obs = ObsParams {
-        gradients: pos(&raw.obs_gradients, 64, map, "obs_gradients")?,
-        block: pos(&raw.obs_block, 16, map, "obs_block")?,
+        gradients: pos(&raw.obs_gradients, 256, map, "obs_gradients")?,
+        block: pos(&raw.obs_block, 64, map, "obs_block")?,
         damp: match &raw.obs_damp {
             Some(d) => {
                 check(
@@ -538,7 +538,7 @@ fn prune_points(
                 )?;
                 *d.get_ref()
             }
-            None => 1e-4,
+            None => 0.01,
         },
     };
     let steps = pos(&raw.gradual_steps, 4, map, "gradual_steps")?;

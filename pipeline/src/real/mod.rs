@@ -324,6 +324,16 @@ impl StageSet for RealStages {
                 "masks.bin does not match the pruned weights",
             ));
         }
+        if let Some(l) = weights
+            .layers
+            .iter()
+            .find(|l| l.kind != stages::LayerKind::Linear)
+        {
+            return Err(StageError::new(format!(
+                "evaluate runs fully connected layers through the sparse kernels; layer {} is a convolution (im2col is not built yet)",
+                l.name
+            )));
+        }
         let kp = pattern(&p.pattern);
         let mut layers = vec![];
         for (l, m) in weights.layers.iter().zip(masks) {
