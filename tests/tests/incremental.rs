@@ -60,7 +60,32 @@ fn run(ws: &Workspace, file: &str, store: &str, out: &str, log: &std::path::Path
     );
 }
 
+/// The front holds exactly the evaluations no other evaluation dominates.
+fn assert_front_is_pareto(ws: &Workspace) {
+    let t = tables(&ws.path("out"), "inc");
+    let obj = |r: &results::Row| {
+        let f = |c: &str| r.get(c).and_then(results::Value::as_f64).unwrap();
+        (f("accuracy"), f("latency_us_median"), f("weight_bytes"))
+    };
+    let dominated = |a: (f64, f64, f64), b: (f64, f64, f64)| {
+        b.0 >= a.0 && b.1 <= a.1 && b.2 <= a.2 && (b.0 > a.0 || b.1 < a.1 || b.2 < a.2)
+    };
+    let evals: Vec<_> = t["evaluate"].iter().map(obj).collect();
+    let want: Vec<_> = t["evaluate"]
+        .iter()
+        .filter(|r| !evals.iter().any(|&e| dominated(obj(r), e)))
+        .cloned()
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(
+        keys(&t["pareto"]),
+        keys(&want),
+        "pareto.parquet is not the non-dominated set"
+    );
+}
+
 fn fresh_equals(ws: &Workspace, text: &str, tag: &str) {
+    assert_front_is_pareto(ws);
     let f = format!("fresh-{tag}.toml");
     ws.write(&f, text);
     let log = ws.path(&format!("fresh-{tag}.log"));

@@ -78,9 +78,26 @@ fn workers_and_processes_agree() {
             .spawn()
             .unwrap()
     };
-    let (mut c0, mut c1) = (spawn("0"), spawn("1"));
-    assert!(c0.wait().unwrap().success());
-    assert!(c1.wait().unwrap().success());
+    let mut cluster = [spawn("0"), spawn("1")];
+    // A cluster whose peer died waits for it forever: bound the wait so a failure cannot hang CI.
+    let t0 = Instant::now();
+    let mut codes = [None, None];
+    while codes.iter().any(Option::is_none) {
+        for (c, code) in cluster.iter_mut().zip(codes.iter_mut()) {
+            if code.is_none() {
+                *code = c.try_wait().unwrap();
+            }
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            cluster.iter_mut().for_each(|c| drop(c.kill()));
+            panic!("the two-process cluster did not finish in 120 s: {codes:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        codes.iter().all(|c| c.is_some_and(|s| s.success())),
+        "{codes:?}"
+    );
     let t1 = tables(&ws.path("o1"), "rob");
     let t2 = tables(&ws.path("o2"), "rob");
     let t3 = tables(&ws.path("o3"), "rob");

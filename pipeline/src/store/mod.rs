@@ -86,13 +86,16 @@ impl Store {
         if non_empty && !root.join("CACHEDIR.TAG").exists() {
             return Err(StoreError::NotAStore(root.to_owned()));
         }
-        for sub in ["objects", "tmp", "locks", "quarantine"] {
-            let p = root.join(sub);
-            io(&p, fs::create_dir_all(&p))?;
-        }
+        // The tag goes in first: another process opening the store at the same moment must
+        // never see its folders without it.
+        io(root, fs::create_dir_all(root))?;
         let tag = root.join("CACHEDIR.TAG");
         if !tag.exists() {
             io(&tag, fs::write(&tag, CACHEDIR_TAG))?;
+        }
+        for sub in ["objects", "tmp", "locks", "quarantine"] {
+            let p = root.join(sub);
+            io(&p, fs::create_dir_all(&p))?;
         }
         Ok(Store {
             root: root.to_owned(),
