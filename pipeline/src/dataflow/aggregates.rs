@@ -20,12 +20,7 @@ pub struct Aggregates {
 }
 
 fn acc(map: &RefCell<BTreeMap<Row, isize>>, row: &Row, diff: isize) {
-    let mut m = map.borrow_mut();
-    let c = m.entry(row.clone()).or_insert(0);
-    *c += diff;
-    if *c == 0 {
-        m.remove(row);
-    }
+    super::view::accumulate(&mut map.borrow_mut(), row, diff);
 }
 
 impl Aggregates {

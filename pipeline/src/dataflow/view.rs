@@ -9,6 +9,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use timely::dataflow::operators::Exchange;
 
+/// Adds `diff` to the count of `record`, dropping it at zero (a differential update applied to
+/// a materialised view).
+pub(crate) fn accumulate<K: Ord + Clone>(map: &mut BTreeMap<K, isize>, record: &K, diff: isize) {
+    let count = map.entry(record.clone()).or_insert(0);
+    *count += diff;
+    if *count == 0 {
+        map.remove(record);
+    }
+}
+
 /// The rows of each stage that this worker holds, as accumulated updates.
 #[derive(Clone, Default)]
 pub struct View {
@@ -17,13 +27,7 @@ pub struct View {
 
 impl View {
     pub(crate) fn update(&self, stage: &'static str, row: &Row, diff: isize) {
-        let mut rows = self.rows.borrow_mut();
-        let table = rows.entry(stage).or_default();
-        let count = table.entry(row.clone()).or_insert(0);
-        *count += diff;
-        if *count == 0 {
-            table.remove(row);
-        }
+        accumulate(self.rows.borrow_mut().entry(stage).or_default(), row, diff);
     }
 
     /// The current rows of a stage on this worker.
@@ -144,12 +148,5 @@ pub fn schema_stream<'s>(
     .inner
     .broadcast()
     .as_collection()
-    .inspect(move |(rec, _, diff)| {
-        let mut cols = schemas.columns.borrow_mut();
-        let c = cols.entry(rec.clone()).or_insert(0);
-        *c += diff;
-        if *c == 0 {
-            cols.remove(rec);
-        }
-    })
+    .inspect(move |(rec, _, diff)| accumulate(&mut schemas.columns.borrow_mut(), rec, *diff))
 }
