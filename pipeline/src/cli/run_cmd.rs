@@ -173,16 +173,14 @@ pub fn run(args: &RunArgs, stages: Arc<dyn StageSet>, watch: bool) -> u8 {
     let out = Output {
         out: args.out.clone(),
     };
+    let results_dir = out.out.join(&engine.experiment);
     match driver::execute(engine, &cluster, out.clone(), source) {
         Ok(report) => {
             for e in &report.errors {
                 eprintln!("error writing results: {e}");
             }
             if args.process == 0 {
-                println!(
-                    "results: {}",
-                    out.out.join(args.file_experiment_name()).display()
-                );
+                println!("results: {}", results_dir.display());
             }
             if report.failed > 0 || !report.errors.is_empty() {
                 EXIT_FAILED
@@ -194,14 +192,6 @@ pub fn run(args: &RunArgs, stages: Arc<dyn StageSet>, watch: bool) -> u8 {
             eprintln!("error: {e}");
             EXIT_FAILED
         }
-    }
-}
-
-impl RunArgs {
-    fn file_experiment_name(&self) -> String {
-        crate::experiment::parse_file(&self.file)
-            .map(|(r, _)| r.name.get_ref().clone())
-            .unwrap_or_default()
     }
 }
 

@@ -13,7 +13,7 @@ pub struct Axis<T> {
 }
 
 impl<T> Axis<T> {
-    /// An axis of one value with no span (defaults).
+    /// The values with their spans, in file order.
     pub fn iter(&self) -> impl Iterator<Item = &Spanned<T>> {
         self.values.iter()
     }
