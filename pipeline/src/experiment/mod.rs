@@ -6,6 +6,7 @@
 mod axis;
 pub mod error;
 mod expand;
+mod prune_space;
 pub mod schema;
 mod validate;
 
