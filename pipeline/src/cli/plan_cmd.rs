@@ -11,11 +11,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Why an instance is new, in words.
-pub fn why_new(node: &Node, plan: &Plan, store: &Store, stored: &[Meta]) -> String {
+/// `stored` holds every verified entry of the store (read once per `plan`).
+pub fn why_new(node: &Node, plan: &Plan, stored: &BTreeMap<AnyKey, Meta>) -> String {
     let new_inputs: Vec<String> = node
         .parents
         .iter()
-        .filter(|k| !store.contains(k))
+        .filter(|k| !stored.contains_key(k))
         .map(|k| {
             format!(
                 "{} {}",
@@ -26,7 +27,7 @@ pub fn why_new(node: &Node, plan: &Plan, store: &Store, stored: &[Meta]) -> Stri
         .collect();
     let fields = node.canon.fields();
     let closest = stored
-        .iter()
+        .values()
         .filter(|m| m.stage == node.spec.stage())
         .max_by_key(|m| {
             m.config
@@ -109,19 +110,20 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &dyn StageSet)
             return EXIT_USAGE;
         }
     };
-    let stored: Vec<Meta> = store
+    // Each entry is read and verified once; every check below uses this map.
+    let stored: BTreeMap<AnyKey, Meta> = store
         .entries()
         .unwrap_or_default()
         .iter()
         .filter_map(|(k, dir)| match read_entry(dir, Some(k)) {
-            EntryState::Valid(m) => Some(*m),
+            EntryState::Valid(m) => Some((*k, *m)),
             _ => None,
         })
         .collect();
     let mut per: BTreeMap<&str, StageCounts> = BTreeMap::new();
     for (k, n) in &plan.nodes {
         let e = per.entry(n.spec.stage()).or_default();
-        if store.contains(k) {
+        if stored.contains_key(k) {
             e.0 += 1;
         } else {
             e.1.push((*k, n));
@@ -154,7 +156,7 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &dyn StageSet)
                 "  new {stage} {} [{}]: {}",
                 k.short(),
                 label(&n.spec),
-                why_new(n, &plan, &store, &stored)
+                why_new(n, &plan, &stored)
             );
         }
         if shown < new.len() {
