@@ -77,11 +77,7 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     else {
         return f64::INFINITY;
     };
-    let r = if sig.kind == PatternKind::Unstructured {
-        1.0
-    } else {
-        get("rows").unwrap_or(1.0)
-    };
+    let r = get("rows").unwrap_or(1.0);
     let isa = isa();
     let lanes = isa.lanes() as f64;
     let u = (w / lanes).max(1.0);
@@ -122,7 +118,9 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let nnz = rows * k * density;
             let fits = kc * row_bytes <= L1_BUDGET;
             let miss = if fits { 0.05 } else { 0.8 };
-            nnz * step(u, u + 2.0, row_bytes * miss) + c_traffic + rows * chunks * 6.0
+            // Lock-step rows pay a binary search per (row, chunk) and leave tails alone.
+            let tail = (r - 1.0) * (nnz / rows).sqrt() * rows / r;
+            (nnz + tail) * step(u, u + 2.0, row_bytes * miss) + c_traffic + rows * chunks * 12.0
         }
         PatternKind::Nm => {
             let nn = sig.n as f64;
@@ -133,12 +131,18 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             slots * step(u, u + 2.0, row_bytes * miss) + c_traffic + rows / r * chunks * 8.0
         }
         PatternKind::Vnm => {
+            // Per (V-block, chunk) the block's 4 columns per group are gathered into a panel
+            // (loads and stores from L2), then every row's 2 slots per group read it.
             let v = sig.v.max(1) as f64;
-            let slots = rows * (k / m).ceil() * 2.0;
+            let groups = (k / m).ceil();
+            let slots = rows * groups * 2.0;
             let fits = kc / m * 4.0 * row_bytes <= L1_BUDGET;
-            let unique = 4.0 * (1.0 - 0.5f64.powf(r)) / (2.0 * r);
-            let miss = if fits { unique * r / v } else { unique };
-            slots * step(u, u + 2.5, row_bytes * miss) + c_traffic + rows / r * chunks * 8.0
+            let miss = if fits { 0.02 } else { 0.5 };
+            let gather = rows / v * groups * 4.0 * (2.0 * u / load_tp + l2(row_bytes) * 0.5);
+            slots * step(u, u + 0.5, row_bytes * miss)
+                + gather
+                + c_traffic
+                + rows / r * chunks * 8.0
         }
         PatternKind::Vector => {
             let v = sig.v.max(1) as f64;

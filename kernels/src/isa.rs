@@ -57,10 +57,30 @@ fn detect() -> Isa {
     Isa::Scalar
 }
 
-/// The ISA the kernels use in this process (detected once).
+/// The ISA the kernels use in this process: the detected one, or a narrower one named by
+/// `COTUNE_ISA` (`scalar`, `avx2`; to test and time the fallback paths). Read once. A name that
+/// is unknown or wider than the CPU supports is ignored with a warning on stderr.
 pub fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
-    *ISA.get_or_init(detect)
+    *ISA.get_or_init(|| {
+        let best = detect();
+        let Ok(name) = std::env::var("COTUNE_ISA") else {
+            return best;
+        };
+        let wanted = match name.as_str() {
+            "scalar" => Some(Isa::Scalar),
+            "avx2" => Some(Isa::Avx2),
+            "avx512" => Some(Isa::Avx512),
+            _ => None,
+        };
+        match wanted {
+            Some(w) if w.lanes() <= best.lanes() => w,
+            _ => {
+                eprintln!("warning: COTUNE_ISA={name} ignored: this CPU runs {best}");
+                best
+            }
+        }
+    })
 }
 
 /// CPU model name (from `/proc/cpuinfo`, or "unknown cpu") and the chosen ISA, e.g.

@@ -9,7 +9,7 @@
 //! - `rows`: rows processed together (register blocking; `rows × tile_n / lanes` accumulators
 //!   give that many independent FMA chains, which must cover the FMA latency × throughput). For
 //!   V:N:M and vector-wise a row block never straddles two V-blocks: the rest of a block goes
-//!   row by row. Not for CSR.
+//!   row by row. CSR rows advance in lock step over their common length, then alone.
 //! - `k_chunk`: columns of A (rows of B) per step of the K loop, 0 = all; rounded up to whole
 //!   groups for N:M and V:N:M. A chunk's B rows stay in L1 while the thread's rows stream
 //!   through them; C is re-read once per row and chunk.
@@ -243,9 +243,11 @@ pub fn cpu_space(sig: &FormatSignature, n: usize) -> KernelSpace {
     };
     match sig.kind {
         PatternKind::Dense => dense_space(sig.rows, sig.cols, n),
-        PatternKind::Unstructured => {
-            KernelSpace::new("cpu-csr", vec![k_chunk, pack, threads_def(), tile], vec![])
-        }
+        PatternKind::Unstructured => KernelSpace::new(
+            "cpu-csr",
+            vec![k_chunk, pack, rows(0), threads_def(), tile],
+            vec![regs],
+        ),
         PatternKind::Nm => KernelSpace::new(
             "cpu-nm",
             vec![k_chunk, pack, rows(0), threads_def(), tile],

@@ -245,3 +245,34 @@ fn spaces_enumerate_valid_points_and_costs_are_finite() {
     }
     assert!(cpu_fingerprint().ends_with(&isa().to_string()));
 }
+
+/// The narrower ISAs' kernels (scalar always; AVX2 where AVX-512 is detected) against the
+/// reference: the test binary runs its own reference tests again with `COTUNE_ISA` set (the ISA
+/// is chosen once per process).
+#[test]
+fn narrower_isas_match_the_reference() {
+    if std::env::var_os("COTUNE_ISA").is_some() {
+        return; // the child itself
+    }
+    let mut narrower = vec!["scalar"];
+    if isa() == Isa::Avx512 {
+        narrower.push("avx2");
+    }
+    for name in narrower {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "--test-threads=1"])
+            .args([
+                "every_kernel_and_point_matches_the_reference",
+                "nan_and_inf_propagate_like_the_reference",
+            ])
+            .env("COTUNE_ISA", name)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("2 passed"),
+            "COTUNE_ISA={name}:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -26,7 +26,7 @@ unsafe fn body<S: Simd, const R: usize, const U: usize>(
     // SAFETY: forwarded contract of `KernelFn`.
     unsafe {
         match a {
-            SparseMatrix::Csr(x) => kernels::csr::<S, U>(x, rows, step, b, c),
+            SparseMatrix::Csr(x) => kernels::csr::<S, R, U>(x, rows, step, b, c),
             SparseMatrix::Nm(x) => kernels::nm::<S, R, U>(x, rows, step, b, c),
             SparseMatrix::Vnm(x) => kernels::vnm::<S, R, U>(x, rows, step, b, c),
             SparseMatrix::Vector(x) => kernels::vector::<S, R, U>(x, rows, step, b, c),

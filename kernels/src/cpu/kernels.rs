@@ -4,8 +4,9 @@
 //! Each call computes, for one N tile and one chunk of K (a [`Step`]), `C[rows, tile] (+)=
 //! A[rows, kchunk] · B[kchunk, tile]`, keeping an `R × U` block of accumulators in registers and
 //! touching C once per row and chunk. Chunking K keeps the B rows a chunk touches in L1 while
-//! every row block of the thread streams through them (for V:N:M only the 4 shared columns of
-//! each group are touched, so its chunks can be long). B is read through a [`BTile`] whose every
+//! every row block of the thread streams through them. V:N:M instead chunks inside its kernel,
+//! per V-block, over a panel of the block's gathered columns (see [`vnm`]). B is read through a
+//! [`BTile`] whose every
 //! row has `U · LANES` readable floats (the caller pads a partial last tile), so there is no tail
 //! loop over N.
 
@@ -30,12 +31,16 @@ pub(crate) struct CTile {
 }
 
 /// One step of the K loop: the columns of A (rows of B) covered, whether it is the first step
-/// (C is overwritten rather than accumulated), and per-row (CSR) or per-block (vector-wise)
-/// cursors into the entry lists, advanced as the chunks go by.
+/// (C is overwritten rather than accumulated), per-row (CSR) or per-block (vector-wise)
+/// cursors into the entry lists, advanced as the chunks go by, and V:N:M's chunking and scratch.
 pub(crate) struct Step<'a> {
     pub(crate) k: Range<usize>,
     pub(crate) first: bool,
     pub(crate) cursors: &'a mut [u32],
+    /// K columns per internal chunk (V:N:M, which chunks inside the kernel; 0 = all).
+    pub(crate) k_chunk: usize,
+    /// Per-thread scratch (V:N:M's gathered panel).
+    pub(crate) scratch: &'a mut [f32],
 }
 
 /// Loads one row of C into accumulators (zeros on the first step).
@@ -99,51 +104,96 @@ unsafe fn store_row<S: Simd, const U: usize>(acc: &[S::V; U], dst: *mut f32, wid
 /// `row` is readable for `U · LANES` floats.
 #[inline(always)]
 unsafe fn axpy<S: Simd, const U: usize>(acc: &mut [S::V; U], a: f32, row: *const f32) {
+    // SAFETY: forwarded contract.
+    unsafe { fma_row::<S, U>(acc, S::splat(a), row) }
+}
+
+/// `acc[u] += av · row[u]` with `av` already splat.
+///
+/// # Safety
+/// `row` is readable for `U · LANES` floats.
+#[inline(always)]
+unsafe fn fma_row<S: Simd, const U: usize>(acc: &mut [S::V; U], av: S::V, row: *const f32) {
     // SAFETY: the caller guarantees the row is readable for U·LANES floats.
     unsafe {
-        let av = S::splat(a);
         for (u, x) in acc.iter_mut().enumerate() {
             *x = S::fma(*x, av, S::load(row.add(u * S::LANES)));
         }
     }
 }
 
-/// CSR, one row at a time; `cursors[i]` is the next entry of local row `i`.
+/// CSR, `R` rows together: per chunk, each row's entries below `step.k.end` are found first
+/// (binary search from its cursor), the rows then advance in lock step over their common length
+/// with no bounds test in the loop (`R × U` independent FMA chains), and each row finishes its
+/// own tail alone. `cursors[i]` is the next entry of local row `i`.
 ///
 /// # Safety
 /// `b` holds `a.cols()` rows of the tile width; `c` holds `rows.len()` rows; `U · LANES ≤ 128`;
 /// `cursors` has `rows.len()` entries, each inside its row and at the first entry of column
 /// `≥ step.k.start`.
 #[inline(always)]
-pub(crate) unsafe fn csr<S: Simd, const U: usize>(
+pub(crate) unsafe fn csr<S: Simd, const R: usize, const U: usize>(
     a: &CsrMatrix,
     rows: Range<usize>,
     step: &mut Step,
     b: BTile,
     c: CTile,
 ) {
-    let (ci, vals, ptr) = (a.col_idx(), a.values(), a.row_ptr());
+    let mut r = rows.start;
+    // SAFETY: forwarded contract; every block stays inside `rows`.
+    unsafe {
+        while r + R <= rows.end {
+            csr_block::<S, R, U>(a, r, r - rows.start, step, b, c);
+            r += R;
+        }
+        while r < rows.end {
+            csr_block::<S, 1, U>(a, r, r - rows.start, step, b, c);
+            r += 1;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn csr_block<S: Simd, const R: usize, const U: usize>(
+    a: &CsrMatrix,
+    r0: usize,
+    local: usize,
+    step: &mut Step,
+    b: BTile,
+    c: CTile,
+) {
+    let (ci, vals, ptr) = (a.col_idx(), a.values().as_ptr(), a.row_ptr());
     let kend = step.k.end as u32;
-    for (i, r) in rows.enumerate() {
-        // SAFETY: CSR invariants give entries j < row_ptr[r+1] ≤ nnz with col_idx[j] < cols, so B
-        // row k exists; local row i < rows.len() is inside C's tile and `cursors`.
-        unsafe {
-            let dst = c.ptr.add(i * c.stride);
-            let mut acc = load_row::<S, U>(step.first, dst, c.width);
-            let cur = step.cursors.get_unchecked_mut(i);
-            let end = *ptr.get_unchecked(r + 1);
-            let mut j = *cur;
-            while j < end && *ci.get_unchecked(j as usize) < kend {
-                let k = *ci.get_unchecked(j as usize) as usize;
-                axpy::<S, U>(
-                    &mut acc,
-                    *vals.get_unchecked(j as usize),
-                    b.ptr.add(k * b.stride),
-                );
-                j += 1;
+    // SAFETY: CSR invariants give entries j < row_ptr[r+1] ≤ nnz with col_idx[j] < cols, so B
+    // row k exists; local rows local..local+R are inside C's tile and `cursors`.
+    unsafe {
+        let mut at = [0usize; R];
+        let mut end = [0usize; R];
+        for i in 0..R {
+            let j = *step.cursors.get_unchecked(local + i) as usize;
+            let row_end = *ptr.get_unchecked(r0 + i + 1) as usize;
+            at[i] = j;
+            end[i] = j + ci.get_unchecked(j..row_end).partition_point(|&k| k < kend);
+            *step.cursors.get_unchecked_mut(local + i) = end[i] as u32;
+        }
+        let common = (0..R).map(|i| end[i] - at[i]).min().unwrap_or(0);
+        let mut acc: [[S::V; U]; R] = std::array::from_fn(|i| {
+            load_row::<S, U>(step.first, c.ptr.add((local + i) * c.stride), c.width)
+        });
+        let cip = ci.as_ptr();
+        for t in 0..common {
+            for (i, row_acc) in acc.iter_mut().enumerate() {
+                let j = at[i] + t;
+                let k = *cip.add(j) as usize;
+                axpy::<S, U>(row_acc, *vals.add(j), b.ptr.add(k * b.stride));
             }
-            *cur = j;
-            store_row::<S, U>(&acc, dst, c.width);
+        }
+        for (i, row_acc) in acc.iter_mut().enumerate() {
+            for j in at[i] + common..end[i] {
+                let k = *cip.add(j) as usize;
+                axpy::<S, U>(row_acc, *vals.add(j), b.ptr.add(k * b.stride));
+            }
+            store_row::<S, U>(row_acc, c.ptr.add((local + i) * c.stride), c.width);
         }
     }
 }
@@ -224,88 +274,130 @@ unsafe fn nm_block<S: Simd, const R: usize, const U: usize>(
     }
 }
 
-/// V:2:M, `R` rows of one V-block together (then single rows for the rest of the block); `rows`
-/// is aligned to V and `step.k` to M.
+/// V:2:M with the block's shared columns gathered: for each V-block and chunk of groups, the B rows
+/// of the block's 4 kept columns per group are copied once into `step.scratch` (`[group][4][w]`,
+/// contiguous, so a chunk is one L1-sized panel), then the block's rows run `R` at a time (the
+/// rest one by one) against it, each taking its 2 of the 4 through its pair code. The copy costs
+/// `4/V` of the row work, and every B load of the row loop hits the panel.
 ///
-/// Per group, the block's 4 shared B rows are located once for all its rows; each row then takes
-/// its 2 of them through its pair code (positions `p0 | p1 << 2`).
+/// `step.k` must be all of K (the chunking is internal, `step.k_chunk` columns per chunk, a
+/// rounded up to whole groups, 0 = all).
 ///
 /// # Safety
-/// As [`csr`] (cursors unused), plus `rows` starts and ends on multiples of V.
+/// As [`csr`] (cursors unused), plus `rows` starts and ends on multiples of V and
+/// `step.scratch` holds at least `4 · w · groups-per-chunk` floats (`w = U · LANES`).
 #[inline(always)]
 pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
     a: &VnmMatrix,
     rows: Range<usize>,
-    step: &Step,
+    step: &mut Step,
     b: BTile,
     c: CTile,
 ) {
-    let v = a.v();
+    let (v, m, groups) = (a.v(), a.m(), a.groups());
+    let w = U * S::LANES;
+    let per_chunk = if step.k_chunk == 0 {
+        groups
+    } else {
+        step.k_chunk.div_ceil(m)
+    };
+    debug_assert!(step.scratch.len() >= 4 * w * per_chunk.min(groups));
+    let panel = step.scratch.as_mut_ptr();
     for blk in rows.start / v..rows.end / v {
-        let (mut r, end) = (blk * v, blk * v + v);
-        // SAFETY: forwarded contract; every row block stays inside one V-block of `rows`.
-        unsafe {
-            while r + R <= end {
-                vnm_block::<S, R, U>(a, r, r - rows.start, step, b, c);
-                r += R;
+        // At least one (possibly empty) chunk, so that C is written even when K = 0.
+        let mut g0 = 0;
+        loop {
+            let g1 = (g0 + per_chunk).min(groups);
+            // SAFETY: forwarded contract; the panel holds 4·w floats per group of the chunk and
+            // every row block stays inside one V-block of `rows`.
+            unsafe {
+                gather_block::<S, U>(a, blk, g0..g1, b, panel);
+                let (mut r, end) = (blk * v, blk * v + v);
+                while r + R <= end {
+                    vnm_rows::<S, R, U>(a, r, r - rows.start, g0..g1, panel, c);
+                    r += R;
+                }
+                while r < end {
+                    vnm_rows::<S, 1, U>(a, r, r - rows.start, g0..g1, panel, c);
+                    r += 1;
+                }
             }
-            while r < end {
-                vnm_block::<S, 1, U>(a, r, r - rows.start, step, b, c);
-                r += 1;
+            g0 = g1;
+            if g0 >= groups {
+                break;
             }
         }
     }
 }
 
+/// Copies the B rows of V-block `blk`'s 4 kept columns of each group of `gs` into `panel`
+/// (`[g − gs.start][q][w]`); phantom columns (past the last real one) get zeros.
+///
+/// # Safety
+/// `panel` is writable for `4 · w · gs.len()` floats; `b` as in [`csr`].
 #[inline(always)]
-unsafe fn vnm_block<S: Simd, const R: usize, const U: usize>(
+unsafe fn gather_block<S: Simd, const U: usize>(
+    a: &VnmMatrix,
+    blk: usize,
+    gs: Range<usize>,
+    b: BTile,
+    panel: *mut f32,
+) {
+    let (m, groups, cols) = (a.m(), a.groups(), a.cols());
+    let w = U * S::LANES;
+    let loc = a.column_loc().as_ptr();
+    for g in gs.clone() {
+        for q in 0..4 {
+            // SAFETY: column_loc has 4 entries per (block, group); a column < cols has a B row
+            // with w readable floats; the destination row is inside the panel.
+            unsafe {
+                let k = g * m + *loc.add((blk * groups + g) * 4 + q) as usize;
+                let dst = panel.add(((g - gs.start) * 4 + q) * w);
+                for u in 0..U {
+                    let x = if k < cols {
+                        S::load(b.ptr.add(k * b.stride + u * S::LANES))
+                    } else {
+                        S::zero()
+                    };
+                    S::store(dst.add(u * S::LANES), x);
+                }
+            }
+        }
+    }
+}
+
+/// Rows `r0..r0 + R` (all in one V-block) over the groups `gs` of a gathered panel; C is
+/// overwritten on the first chunk and accumulated after.
+///
+/// # Safety
+/// The panel holds the block's gathered rows for `gs`; C rows `local..local + R` are in the
+/// tile.
+#[inline(always)]
+unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
     a: &VnmMatrix,
     r0: usize,
     local: usize,
-    step: &Step,
-    b: BTile,
+    gs: Range<usize>,
+    panel: *const f32,
     c: CTile,
 ) {
-    let (m, groups, cols, k_sp) = (a.m(), a.groups(), a.cols(), a.k_sp());
-    let (g0, g1) = (step.k.start / m, step.k.end.div_ceil(m).min(groups));
-    let full_end = g1.min(cols / m);
-    let blk = r0 / a.v();
-    let (vals, loc, codes) = (
-        a.values().as_ptr(),
-        a.column_loc().as_ptr(),
-        a.pair_codes().as_ptr(),
-    );
-    // SAFETY: the block's rows exist; column_loc has 4 entries per (block, group); full groups
-    // have column_loc < m so every B row is < cols; in the last partial group phantom columns
-    // (≥ cols) are skipped. Pair codes hold two positions in 0..4.
+    let (groups, k_sp) = (a.groups(), a.k_sp());
+    let w = U * S::LANES;
+    let (vals, codes) = (a.values().as_ptr(), a.pair_codes().as_ptr());
+    // SAFETY: rows r0..r0+R exist, so (row, group) codes and slots 2g, 2g+1 < K_sp are inside
+    // their buffers; pair codes hold two positions in 0..4, so both panel rows exist.
     unsafe {
         let mut acc: [[S::V; U]; R] = std::array::from_fn(|i| {
-            load_row::<S, U>(step.first, c.ptr.add((local + i) * c.stride), c.width)
+            load_row::<S, U>(gs.start == 0, c.ptr.add((local + i) * c.stride), c.width)
         });
-        for g in g0..full_end {
-            let l = loc.add((blk * groups + g) * 4);
-            let gb = b.ptr.add(g * m * b.stride);
-            let rows4 = [0, 1, 2, 3].map(|q| gb.add(*l.add(q) as usize * b.stride));
+        for g in gs.clone() {
+            let gp = panel.add((g - gs.start) * 4 * w);
             for (i, row_acc) in acc.iter_mut().enumerate() {
                 let r = r0 + i;
                 let code = *codes.add(r * groups + g) as usize;
-                let v = vals.add(r * k_sp + 2 * g);
-                axpy::<S, U>(row_acc, *v, rows4[code & 3]);
-                axpy::<S, U>(row_acc, *v.add(1), rows4[code >> 2]);
-            }
-        }
-        for g in full_end..g1 {
-            let l = loc.add((blk * groups + g) * 4);
-            let ks = [0, 1, 2, 3].map(|q| g * m + *l.add(q) as usize);
-            for (i, row_acc) in acc.iter_mut().enumerate() {
-                let r = r0 + i;
-                let code = *codes.add(r * groups + g) as usize;
-                let v = vals.add(r * k_sp + 2 * g);
-                for (slot, k) in [(0, ks[code & 3]), (1, ks[code >> 2])] {
-                    if k < cols {
-                        axpy::<S, U>(row_acc, *v.add(slot), b.ptr.add(k * b.stride));
-                    }
-                }
+                let (v0, v1) = S::splat_pair(vals.add(r * k_sp + 2 * g));
+                fma_row::<S, U>(row_acc, v0, gp.add((code & 3) * w));
+                fma_row::<S, U>(row_acc, v1, gp.add((code >> 2) * w));
             }
         }
         for (i, row_acc) in acc.iter().enumerate() {

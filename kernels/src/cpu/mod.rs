@@ -183,12 +183,20 @@ pub fn spmm(
         p.count("tile_n")?,
         p.get("pack_b")? == 1,
     );
-    let chunks = k_chunks(a, p.count("k_chunk")?);
-    let r = if matches!(a, SparseMatrix::Csr(_)) {
-        1
-    } else {
-        p.count("rows")?
+    let k_chunk = p.count("k_chunk")?;
+    // V:N:M chunks inside its kernel, per V-block (see `kernels::vnm`).
+    let (chunks, scratch_len) = match a {
+        SparseMatrix::Vnm(x) => {
+            let per = if k_chunk == 0 {
+                x.groups()
+            } else {
+                k_chunk.div_ceil(x.m())
+            };
+            (std::iter::once(0..a.cols()).collect(), 4 * w * per.min(x.groups()) + 16)
+        }
+        _ => (k_chunks(a, k_chunk), 0),
     };
+    let r = p.count("rows")?;
     let (rows, cols, lanes) = (a.rows(), a.cols(), isa().lanes());
     if rows == 0 || n == 0 {
         return Ok(());
@@ -209,6 +217,10 @@ pub fn spmm(
     let tiles = n.div_ceil(w);
     let run = |range: Range<usize>, cpart: &mut [f32]| {
         let mut cursors = Vec::new();
+        let mut scratch = vec![0.0f32; scratch_len];
+        // Start the gathered panel on a 64-byte line.
+        let at = scratch.as_ptr().align_offset(64).min(scratch.len().min(16));
+        let scratch = &mut scratch[at..];
         for t in 0..tiles {
             reset_cursors(a, &range, &mut cursors);
             for (i, k) in chunks.iter().enumerate() {
@@ -221,6 +233,8 @@ pub fn spmm(
                     k: k.clone(),
                     first: i == 0,
                     cursors: &mut cursors,
+                    k_chunk,
+                    scratch: &mut *scratch,
                 };
                 // SAFETY: `kernel` was selected for this process's ISA; the point was checked
                 // against the space (rows divides V for V:N:M and vector-wise, whose ranges are

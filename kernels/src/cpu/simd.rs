@@ -20,6 +20,9 @@ pub(crate) unsafe trait Simd {
     unsafe fn zero() -> Self::V;
     /// `x` in every lane.
     unsafe fn splat(x: f32) -> Self::V;
+    /// `(p[0] in every lane, p[1] in every lane)`: one 8-byte load and two in-register
+    /// shuffles instead of two broadcast loads (the kernels are bound by loads).
+    unsafe fn splat_pair(p: *const f32) -> (Self::V, Self::V);
     /// Unaligned load of `LANES` floats.
     unsafe fn load(p: *const f32) -> Self::V;
     /// Unaligned store of `LANES` floats.
@@ -42,6 +45,11 @@ unsafe impl Simd for Scalar {
     #[inline(always)]
     unsafe fn splat(x: f32) -> f32 {
         x
+    }
+    #[inline(always)]
+    unsafe fn splat_pair(p: *const f32) -> (f32, f32) {
+        // SAFETY: the caller guarantees `p` is valid for two reads.
+        unsafe { (p.read_unaligned(), p.add(1).read_unaligned()) }
     }
     #[inline(always)]
     unsafe fn load(p: *const f32) -> f32 {
@@ -80,6 +88,17 @@ unsafe impl Simd for Avx2 {
         unsafe { _mm256_set1_ps(x) }
     }
     #[inline(always)]
+    unsafe fn splat_pair(p: *const f32) -> (__m256, __m256) {
+        // SAFETY: AVX is available and `p` is valid for two reads (8 bytes, any alignment).
+        unsafe {
+            let d = _mm256_castpd_ps(_mm256_broadcast_sd(&p.cast::<f64>().read_unaligned()));
+            (
+                _mm256_permute_ps::<0b0000_0000>(d),
+                _mm256_permute_ps::<0b0101_0101>(d),
+            )
+        }
+    }
+    #[inline(always)]
     unsafe fn load(p: *const f32) -> __m256 {
         // SAFETY: AVX is available and `p` is valid for 8 reads.
         unsafe { _mm256_loadu_ps(p) }
@@ -115,6 +134,17 @@ unsafe impl Simd for Avx512 {
     unsafe fn splat(x: f32) -> __m512 {
         // SAFETY: AVX-512F is available.
         unsafe { _mm512_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn splat_pair(p: *const f32) -> (__m512, __m512) {
+        // SAFETY: AVX-512F is available and `p` is valid for two reads (8 bytes, any alignment).
+        unsafe {
+            let d = _mm512_castpd_ps(_mm512_set1_pd(p.cast::<f64>().read_unaligned()));
+            (
+                _mm512_permute_ps::<0b0000_0000>(d),
+                _mm512_permute_ps::<0b0101_0101>(d),
+            )
+        }
     }
     #[inline(always)]
     unsafe fn load(p: *const f32) -> __m512 {
