@@ -244,16 +244,26 @@ unsafe fn nm_block<S: Simd, const R: usize, const U: usize>(
         let mut acc: [[S::V; U]; R] = std::array::from_fn(|i| {
             load_row::<S, U>(step.first, c.ptr.add((local + i) * c.stride), c.width)
         });
-        for g in g0..full_end {
-            let gb = b.ptr.add(g * m * b.stride);
-            for (i, row_acc) in acc.iter_mut().enumerate() {
-                let base = ((r0 + i) * groups + g) * n;
-                for s in base..base + n {
-                    axpy::<S, U>(
-                        row_acc,
-                        *vals.add(s),
-                        gb.add(*pos.add(s) as usize * b.stride),
-                    );
+        if n == 2 {
+            // The common case: both values of a slot pair from one 8-byte load.
+            for g in g0..full_end {
+                let gb = b.ptr.add(g * m * b.stride);
+                for (i, row_acc) in acc.iter_mut().enumerate() {
+                    let s = ((r0 + i) * groups + g) * 2;
+                    let (v0, v1) = S::splat_pair(vals.add(s));
+                    fma_row::<S, U>(row_acc, v0, gb.add(*pos.add(s) as usize * b.stride));
+                    fma_row::<S, U>(row_acc, v1, gb.add(*pos.add(s + 1) as usize * b.stride));
+                }
+            }
+        } else {
+            for g in g0..full_end {
+                let gb = b.ptr.add(g * m * b.stride);
+                for (i, row_acc) in acc.iter_mut().enumerate() {
+                    let base = ((r0 + i) * groups + g) * n;
+                    for s in base..base + n {
+                        let k = *pos.add(s) as usize;
+                        axpy::<S, U>(row_acc, *vals.add(s), gb.add(k * b.stride));
+                    }
                 }
             }
         }

@@ -192,7 +192,10 @@ pub fn spmm(
             } else {
                 k_chunk.div_ceil(x.m())
             };
-            (std::iter::once(0..a.cols()).collect(), 4 * w * per.min(x.groups()) + 16)
+            (
+                std::iter::once(0..a.cols()).collect(),
+                4 * w * per.min(x.groups()) + 16,
+            )
         }
         _ => (k_chunks(a, k_chunk), 0),
     };
