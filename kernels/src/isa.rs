@@ -98,7 +98,9 @@ pub fn cpu_fingerprint() -> String {
     format!("{model} / {}", isa())
 }
 
-/// Cores available to this process.
+/// Cores available to this process (asked once: on Linux the answer reads cgroup files, which
+/// costs tens of microseconds, more than a small product).
 pub fn available_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

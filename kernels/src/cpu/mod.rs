@@ -12,7 +12,9 @@ use std::ops::Range;
 pub(crate) use pool::with_threads;
 
 use crate::reference::check_shapes;
-use crate::{cpu_space, dense_gemm, isa, FormatSignature, KernelError, ParamPoint, SparseMatrix};
+use crate::{
+    cpu_space, dense_gemm, isa, FormatSignature, Isa, KernelError, ParamPoint, SparseMatrix,
+};
 use kernels::{BTile, CTile, Step};
 
 /// The signature fields the CPU space depends on, without the O(nnz) density count.
@@ -178,11 +180,29 @@ pub fn spmm(
     }
     let sig = space_signature(a);
     cpu_space(&sig, n).contains(p)?;
-    let (threads, w, pack) = (
+    let (threads, mut w, pack) = (
         p.count("threads")?,
         p.count("tile_n")?,
         p.get("pack_b")? == 1,
     );
+    let (r, kernel_isa) = (p.count("rows")?, isa());
+    // Fewer columns than a vector's lanes (batch 1 and other GEMV-like products): the space
+    // offers one tile of one vector, which would waste most lanes; the scalar kernels run
+    // instead, with a tile of the next instantiated width ≥ n and the largest instantiated row
+    // block ≤ `rows`.
+    let (r, kernel_isa) = if n < kernel_isa.lanes() {
+        w = [1, 2, 3, 4, 6, 8]
+            .into_iter()
+            .find(|&u| u >= n)
+            .unwrap_or(8);
+        let r = [8, 6, 4, 3, 2, 1]
+            .into_iter()
+            .find(|&q| q <= r && dispatch::select(Isa::Scalar, q, w).is_some())
+            .unwrap_or(1);
+        (r, Isa::Scalar)
+    } else {
+        (r, kernel_isa)
+    };
     let k_chunk = p.count("k_chunk")?;
     // V:N:M chunks inside its kernel, per V-block (see `kernels::vnm`).
     let (chunks, scratch_len) = match a {
@@ -199,16 +219,16 @@ pub fn spmm(
         }
         _ => (k_chunks(a, k_chunk), 0),
     };
-    let r = p.count("rows")?;
-    let (rows, cols, lanes) = (a.rows(), a.cols(), isa().lanes());
+    let (rows, cols, lanes) = (a.rows(), a.cols(), kernel_isa.lanes());
     if rows == 0 || n == 0 {
         return Ok(());
     }
-    let kernel = dispatch::select(isa(), r, w / lanes).ok_or(KernelError::ParamConstraint {
-        name: "tile_n".to_string(),
-        value: w as i64,
-        reason: format!("no kernel instantiated for rows = {r}"),
-    })?;
+    let kernel =
+        dispatch::select(kernel_isa, r, w / lanes).ok_or(KernelError::ParamConstraint {
+            name: "tile_n".to_string(),
+            value: w as i64,
+            reason: format!("no kernel instantiated for rows = {r}"),
+        })?;
     let panels = Panels::new(b, cols, n, w, pack);
     let (unit, prefix): (usize, Box<dyn Fn(usize) -> usize + Sync>) = match a {
         SparseMatrix::Csr(x) => (1, Box::new(|u| x.row_ptr()[u] as usize)),

@@ -8,11 +8,16 @@ use rayon::ThreadPool;
 
 use crate::KernelError;
 
-/// Runs `f` inside a pool of exactly `threads` threads (created once per count).
+/// Runs `f` inside a pool of exactly `threads` threads (created once per count); one thread runs
+/// `f` on the caller's thread (handing a small product to a pool thread and back costs more than
+/// the product).
 pub(crate) fn with_threads<T: Send>(
     threads: usize,
     f: impl FnOnce() -> T + Send,
 ) -> Result<T, KernelError> {
+    if threads == 1 {
+        return Ok(f());
+    }
     static POOLS: Mutex<BTreeMap<usize, Arc<ThreadPool>>> = Mutex::new(BTreeMap::new());
     let pool = {
         let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
