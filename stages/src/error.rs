@@ -15,6 +15,9 @@ pub enum StageError {
     /// A mask or sparse format could not be built.
     #[error("kernels: {0}")]
     Kernel(#[from] kernels::KernelError),
+    /// The CUDA backend could not run (no device, or no kernel point could be measured).
+    #[error("cuda: {0}")]
+    Cuda(String),
     /// candle failed (shape mismatch between weights and data, …).
     #[error("candle: {0}")]
     Candle(#[from] candle_core::Error),

@@ -59,6 +59,7 @@ fn layers(data: &Dataset, pattern: &Pattern) -> Vec<LayerRun> {
                 n: 8,
                 strategy: Strategy::Model { budget: 2 },
                 seconds_per_point: 0.0,
+                backend: stages::kernel_tune::Backend::Cpu,
             })
             .unwrap();
             LayerRun {

@@ -36,6 +36,7 @@ fn main() {
                 n,
                 strategy: Strategy::Exhaustive,
                 seconds_per_point: 0.02,
+                backend: stages::kernel_tune::Backend::Cpu,
             };
             let t = tune(&spec).expect("tune");
             let budget = t.space_size.div_ceil(10);

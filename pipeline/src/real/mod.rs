@@ -5,6 +5,10 @@
 //! with exact zeros) and `masks.bin` (from which evaluate re-packs each layer exactly);
 //! kernel_tune → `tuned.txt` (best sparse and dense points). Timed stages hold the per-host
 //! measurement lock exclusively.
+//!
+//! Backend `cuda` runs kernel_tune and evaluate on the process's one CUDA device
+//! ([`stages::kernel_tune::cuda::shared_device`]); its trials carry the device's fingerprint,
+//! or `unavailable: <why>` when there is none, and then fail with "cuda backend unavailable".
 
 mod convert;
 mod masks;
@@ -85,6 +89,26 @@ fn strategy(t: &TuneTrial) -> stages::kernel_tune::Strategy {
     }
 }
 
+/// The error of a trial whose backend could not be opened at planning time, if so.
+fn unavailable(backend: Backend, device: &str) -> Result<(), StageError> {
+    match (backend, device.strip_prefix("unavailable: ")) {
+        (Backend::Cuda, Some(why)) => {
+            Err(StageError::new(format!("cuda backend unavailable: {why}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The `isa` column of a backend's rows: the CPU's SIMD level, or the CUDA target (`sm_90`).
+fn isa(backend: Backend) -> Result<String, StageError> {
+    match backend {
+        Backend::Cpu => Ok(kernels::isa().to_string()),
+        Backend::Cuda => stages::kernel_tune::cuda::shared_device()
+            .map(|d| d.info().arch.to_owned())
+            .map_err(err),
+    }
+}
+
 /// The tunings among `tunings` that match a layer's packed format.
 fn layer_tunings(
     want: &kernels::FormatSignature,
@@ -136,7 +160,7 @@ impl StageSet for RealStages {
     fn device(&self, backend: Backend) -> Result<String, StageError> {
         match backend {
             Backend::Cpu => Ok(kernels::cpu_fingerprint()),
-            Backend::Cuda => kernels::cuda::CudaDevice::new(0)
+            Backend::Cuda => stages::kernel_tune::cuda::shared_device()
                 .map(|d| d.info().fingerprint())
                 .map_err(err),
         }
@@ -267,12 +291,7 @@ impl StageSet for RealStages {
     }
 
     fn run_kernel_tune(&self, ctx: &Ctx, t: &TuneTrial) -> Result<Outcome, StageError> {
-        if t.backend == Backend::Cuda {
-            return Err(StageError::new(match t.device.strip_prefix("unavailable: ") {
-                Some(why) => format!("cuda backend unavailable: {why}"),
-                None => "cuda kernel tuning is not wired into the engine yet (scripts/device-check.sh runs the CUDA kernels)".into(),
-            }));
-        }
+        unavailable(t.backend, &t.device)?;
         let kp = pattern(&t.pattern);
         let sig = kernels::FormatSignature::for_pattern(&kp, t.rows as usize, t.cols as usize)
             .map_err(err)?;
@@ -282,12 +301,16 @@ impl StageSet for RealStages {
             n,
             strategy: strategy(t),
             seconds_per_point: SECONDS_PER_POINT,
+            backend: match t.backend {
+                Backend::Cpu => stages::kernel_tune::Backend::Cpu,
+                Backend::Cuda => stages::kernel_tune::Backend::Cuda,
+            },
         };
         let tuned = {
             let _lock = measure_lock(ctx)?;
             stages::kernel_tune::tune(&spec).map_err(err)?
         };
-        let (metrics, points) = rows::tune(&tuned, &sig, n);
+        let (metrics, points) = rows::tune(&tuned, &sig, n, &isa(t.backend)?);
         let text = format!(
             "{}\n{}\n",
             stages::kernel_tune::format_params(&tuned.best().params),
@@ -310,11 +333,7 @@ impl StageSet for RealStages {
         d: &DatasetTrial,
         tunings: &[TunedLayer],
     ) -> Result<Outcome, StageError> {
-        if e.backend == Backend::Cuda {
-            return Err(StageError::new(
-                "evaluation on the cuda backend is not wired into the engine yet",
-            ));
-        }
+        unavailable(e.backend, &e.device)?;
         let ds = self.load(d)?;
         let weights =
             stages::Weights::load(&pruned.dir.join("weights.safetensors")).map_err(err)?;
@@ -363,12 +382,25 @@ impl StageSet for RealStages {
         let batch_sizes: Vec<usize> = e.batch_sizes.iter().map(|&b| b as usize).collect();
         let ev = {
             let _lock = measure_lock(ctx)?;
-            stages::evaluate::evaluate(&ds, &layers, &batch_sizes, SECONDS_PER_BATCH)
-                .map_err(err)?
+            match e.backend {
+                Backend::Cpu => {
+                    stages::evaluate::evaluate(&ds, &layers, &batch_sizes, SECONDS_PER_BATCH)
+                }
+                Backend::Cuda => stages::kernel_tune::cuda::shared_device()
+                    .map_err(|e| stages::StageError::Cuda(e.to_string()))
+                    .and_then(|dev| {
+                        stages::evaluate::cuda::evaluate_cuda(&ds, &layers, &batch_sizes, dev)
+                    }),
+            }
+            .map_err(err)?
         };
         std::fs::write(ctx.out_dir.join("evaluation.txt"), format!("{ev:?}\n")).map_err(err)?;
+        let mut metrics = rows::evaluate(&ev, &isa(e.backend)?);
+        if e.backend == Backend::Cuda {
+            rows::cuda_evaluate_notes(&mut metrics);
+        }
         Ok(Outcome {
-            metrics: rows::evaluate(&ev),
+            metrics,
             rows: vec![],
         })
     }

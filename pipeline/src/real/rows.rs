@@ -59,7 +59,7 @@ pub fn prune(p: &stages::Pruned) -> Row {
     ])
 }
 
-fn point(m: &Measured, flops: f64, dense_us: f64, baseline: bool, best: bool) -> Row {
+fn point(m: &Measured, flops: f64, dense_us: f64, baseline: bool, best: bool, isa: &str) -> Row {
     let mut r = row([
         ("kernel", Value::Str(m.kernel.clone())),
         ("params", Value::Str(format_params(&m.params))),
@@ -73,17 +73,32 @@ fn point(m: &Measured, flops: f64, dense_us: f64, baseline: bool, best: bool) ->
         ("repeats", Value::I64(m.timing.repeats as i64)),
         ("gflops", f(flops / (m.timing.median_us * 1e3))),
         ("speedup_vs_dense", f(dense_us / m.timing.median_us)),
-        ("isa", Value::Str(kernels::isa().to_string())),
+        ("isa", Value::Str(isa.to_owned())),
     ]);
+    if let Some(e) = &m.error {
+        r.insert("point_error".into(), Value::Str(e.clone()));
+    }
     for (k, v) in &m.params.0 {
         r.insert(format!("param.{k}"), Value::I64(*v));
     }
     r
 }
 
+/// The notes a tuning without a cost model or with a kernel fallback carries on every row.
+fn tune_notes(t: &Tuned, r: &mut Row) {
+    if let Some(how) = &t.ranking {
+        r.insert("ranking".into(), Value::Str(how.clone()));
+    }
+    if let Some(why) = &t.fallback {
+        r.insert("kernel_fallback".into(), Value::Str(why.clone()));
+    }
+}
+
 /// A tuning's summary (the best point) and one row per measured point, dense baseline included
-/// (`baseline = true`). GFLOP/s count the kept weights only (2 · nnz · n).
-pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize) -> (Row, Vec<Row>) {
+/// (`baseline = true`). GFLOP/s count the kept weights only (2 · nnz · n). A point that failed
+/// has NaN timings and its error in `point_error`; `isa` is the CPU's SIMD level or the CUDA
+/// target.
+pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (Row, Vec<Row>) {
     let flops = 2.0 * sig.rows as f64 * sig.cols as f64 * sig.density() * n as f64;
     let dense_flops = 2.0 * (sig.rows * sig.cols * n) as f64;
     let dense_us = t.dense_best().timing.median_us;
@@ -91,21 +106,24 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize) -> (Row, Vec<Ro
         .points
         .iter()
         .enumerate()
-        .map(|(i, m)| point(m, flops, dense_us, false, i == t.best))
+        .map(|(i, m)| point(m, flops, dense_us, false, i == t.best, isa))
         .collect();
     rows.extend(
         t.dense_points
             .iter()
             .enumerate()
-            .map(|(i, m)| point(m, dense_flops, dense_us, true, i == t.dense_best)),
+            .map(|(i, m)| point(m, dense_flops, dense_us, true, i == t.dense_best, isa)),
     );
+    for r in &mut rows {
+        tune_notes(t, r);
+    }
     let best = t.best();
     let regret_rank = t
         .points
         .iter()
         .filter(|m| m.timing.median_us < best.timing.median_us)
         .count();
-    let metrics = row([
+    let mut metrics = row([
         ("best_params", Value::Str(format_params(&best.params))),
         (
             "dense_params",
@@ -124,19 +142,25 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize) -> (Row, Vec<Ro
             Value::I64(best.predicted_rank as i64),
         ),
         ("faster_points", Value::I64(regret_rank as i64)),
-        ("isa", Value::Str(kernels::isa().to_string())),
+        (
+            "failed_points",
+            Value::I64(t.points.iter().filter(|m| m.error.is_some()).count() as i64),
+        ),
+        ("isa", Value::Str(isa.to_owned())),
     ]);
+    tune_notes(t, &mut metrics);
     (metrics, rows)
 }
 
-/// Evaluation metrics: `latency_us_median` is end to end at the largest batch size.
-pub fn evaluate(ev: &Evaluation) -> Row {
+/// Evaluation metrics: `latency_us_median` is end to end at the largest batch size; `isa` is the
+/// CPU's SIMD level or the CUDA target.
+pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
     let mut r = row([
         ("accuracy", f(ev.accuracy)),
         ("max_rel_error", f(ev.max_rel_error)),
         ("weight_bytes", f(ev.weight_bytes as f64)),
         ("dense_weight_bytes", f(ev.dense_weight_bytes as f64)),
-        ("isa", Value::Str(kernels::isa().to_string())),
+        ("isa", Value::Str(isa.to_owned())),
     ]);
     if let Some(big) = ev.latencies.iter().max_by_key(|l| l.batch) {
         r.insert("latency_us_median".into(), f(big.sparse.median_us));
@@ -167,4 +191,17 @@ pub fn evaluate(ev: &Evaluation) -> Row {
         );
     }
     r
+}
+
+/// What a CUDA evaluation's numbers mean: its tolerance (relative to the largest |logit|; fp16)
+/// and what its latencies cover.
+pub fn cuda_evaluate_notes(r: &mut Row) {
+    r.insert(
+        "tolerance".into(),
+        f(stages::evaluate::cuda::CUDA_TOLERANCE),
+    );
+    r.insert(
+        "latency_scope".into(),
+        Value::Str(stages::evaluate::cuda::LATENCY_SCOPE.to_owned()),
+    );
 }

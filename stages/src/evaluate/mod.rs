@@ -4,6 +4,11 @@
 //!
 //! Layout: activations travel transposed (features × batch), so each layer is exactly the
 //! kernels' `C = A · B` with A the layer's weights (out × in) and no transposes between layers.
+//!
+//! [`evaluate`] runs the CPU kernels; [`cuda::evaluate_cuda`] the CUDA kernels (fp16, its own
+//! tolerance and latency definition, see there).
+
+pub mod cuda;
 
 use crate::kernel_tune::{time, Timing};
 use crate::StageError;
@@ -163,14 +168,8 @@ fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     t
 }
 
-/// Evaluates `layers` (forward order, ReLU between) on `data`, measuring latency at each batch
-/// size for about `seconds_per_batch` each. The caller holds the measurement lock.
-pub fn evaluate(
-    data: &Dataset,
-    layers: &[LayerRun],
-    batch_sizes: &[usize],
-    seconds_per_batch: f64,
-) -> Result<Evaluation, StageError> {
+/// Checks that `layers` map the data's features to its classes.
+fn check_shapes(data: &Dataset, layers: &[LayerRun]) -> Result<(), StageError> {
     let (Some(first), Some(last)) = (layers.first(), layers.last()) else {
         return Err(StageError::InvalidConfig("the model has no layers".into()));
     };
@@ -183,18 +182,33 @@ pub fn evaluate(
             data.n_classes
         )));
     }
-    // Accuracy and agreement with the reference, over the test set in batches of 256.
+    Ok(())
+}
+
+/// What a pass over the test set found.
+struct Agreement {
+    /// Correct predictions.
+    correct: usize,
+    /// Largest |output − reference| over the logits.
+    max_err: f64,
+    /// Largest |reference| over the logits.
+    max_ref: f64,
+}
+
+/// Runs `forward(xt, batch)` (features × batch in, classes × batch logits out) over the test
+/// set in batches of 256 and compares it with the masked dense reference.
+fn agreement(
+    data: &Dataset,
+    layers: &[LayerRun],
+    mut forward: impl FnMut(&[f32], usize) -> Result<Vec<f32>, StageError>,
+) -> Result<Agreement, StageError> {
     let n_test = data.test_y.len();
     let f = data.n_features;
     let (mut correct, mut max_err, mut max_ref) = (0usize, 0f64, 0f64);
     for start in (0..n_test).step_by(256) {
         let b = (n_test - start).min(256);
         let xt = transpose(&data.test_x[start * f..(start + b) * f], b, f);
-        let run: Vec<_> = layers
-            .iter()
-            .map(|l| (&l.matrix, l.bias.as_slice(), params_for(l, b, false).0))
-            .collect();
-        let logits = forward(&run, &xt, b)?;
+        let logits = forward(&xt, b)?;
         let want = reference(layers, &xt, b);
         for (x, y) in logits.iter().zip(&want) {
             max_err = max_err.max((*x as f64 - y).abs());
@@ -207,7 +221,33 @@ pub fn evaluate(
             correct += usize::from(pred as u32 == data.test_y[start + j]);
         }
     }
-    let max_rel_error = max_err / max_ref.max(1.0);
+    Ok(Agreement {
+        correct,
+        max_err,
+        max_ref,
+    })
+}
+
+/// Evaluates `layers` (forward order, ReLU between) on `data`, measuring latency at each batch
+/// size for about `seconds_per_batch` each. The caller holds the measurement lock.
+pub fn evaluate(
+    data: &Dataset,
+    layers: &[LayerRun],
+    batch_sizes: &[usize],
+    seconds_per_batch: f64,
+) -> Result<Evaluation, StageError> {
+    check_shapes(data, layers)?;
+    let (n_test, f) = (data.test_y.len(), data.n_features);
+    // Accuracy and agreement with the reference, over the test set in batches of 256.
+    let agree = agreement(data, layers, |xt, b| {
+        let run: Vec<_> = layers
+            .iter()
+            .map(|l| (&l.matrix, l.bias.as_slice(), params_for(l, b, false).0))
+            .collect();
+        forward(&run, xt, b)
+    })?;
+    let correct = agree.correct;
+    let max_rel_error = agree.max_err / agree.max_ref.max(1.0);
     if max_rel_error.is_nan() || max_rel_error > TOLERANCE {
         return Err(StageError::InvalidConfig(format!(
             "sparse inference disagrees with the masked dense reference: max relative error {max_rel_error:e} > {TOLERANCE:e}"

@@ -7,7 +7,11 @@
 //! with a seed; `model` ranks the whole space with the analytical cost model
 //! ([`kernels::predicted_cost`]) and measures the top `budget`. Predicted and measured costs are
 //! both kept, so the model's rank correlation and regret can be queried.
+//!
+//! Backends: the CPU kernels (the default), or the CUDA kernels of [`kernels::cuda`] through
+//! [`cuda::tune_cuda`] (see there for what differs: no cost model, fp16, failed points).
 
+pub mod cuda;
 mod measure;
 
 pub use measure::{summarise, time, Timing};
@@ -37,6 +41,16 @@ pub enum Strategy {
     },
 }
 
+/// Which kernels a tuning measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// The CPU kernels of [`kernels`] (f32).
+    #[default]
+    Cpu,
+    /// The CUDA kernels of [`kernels::cuda`] on the process's device ([`cuda::shared_device`]).
+    Cuda,
+}
+
 /// One tuning problem.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TuneSpec {
@@ -46,8 +60,11 @@ pub struct TuneSpec {
     pub n: usize,
     /// Search strategy.
     pub strategy: Strategy,
-    /// Time budget per measured point, seconds (repeats continue until it is spent).
+    /// Time budget per measured point, seconds (repeats continue until it is spent; CPU only:
+    /// CUDA takes a fixed number of device-timed samples, [`cuda::REPS`]).
     pub seconds_per_point: f64,
+    /// The kernels measured.
+    pub backend: Backend,
 }
 
 /// One measured point.
@@ -61,8 +78,10 @@ pub struct Measured {
     pub predicted_s: f64,
     /// Rank of the prediction in the whole space (0 = predicted fastest).
     pub predicted_rank: usize,
-    /// The timing.
+    /// The timing (NaN statistics when the point failed).
     pub timing: Timing,
+    /// Why the point could not be measured (it failed to compile or launch), if it failed.
+    pub error: Option<String>,
 }
 
 /// The result of a tuning.
@@ -78,8 +97,14 @@ pub struct Tuned {
     pub best: usize,
     /// Index of the fastest dense point.
     pub dense_best: usize,
-    /// Spearman correlation of predicted vs measured cost over the measured points (NaN with < 3).
+    /// Spearman correlation of predicted vs measured cost over the measured points (NaN with < 3,
+    /// or without a cost model).
     pub spearman: f64,
+    /// How `predicted_rank` was assigned when the backend has no cost model (`None`: the cost
+    /// model ranked the space).
+    pub ranking: Option<String>,
+    /// Set when no kernel of the backend implements the format: what ran instead, and why.
+    pub fallback: Option<String>,
 }
 
 impl Tuned {
@@ -116,12 +141,8 @@ pub fn parse_params(s: &str) -> Result<ParamPoint, StageError> {
     Ok(p)
 }
 
-/// The points a strategy measures, with their predicted cost and rank.
-fn choose(
-    space: &KernelSpace,
-    strategy: &Strategy,
-    cost: impl Fn(&ParamPoint) -> f64,
-) -> Vec<(ParamPoint, f64, usize)> {
+/// The space ranked by a cost (cheapest first, ties in point order), with each point's cost.
+fn rank_by_cost(space: &KernelSpace, cost: impl Fn(&ParamPoint) -> f64) -> Vec<(ParamPoint, f64)> {
     let mut ranked: Vec<(ParamPoint, f64)> = space
         .points()
         .into_iter()
@@ -131,6 +152,12 @@ fn choose(
         })
         .collect();
     ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    ranked
+}
+
+/// The points a strategy measures from a ranked space (best first), with their predicted cost
+/// and rank.
+fn choose(ranked: Vec<(ParamPoint, f64)>, strategy: &Strategy) -> Vec<(ParamPoint, f64, usize)> {
     let mut all: Vec<(ParamPoint, f64, usize)> = ranked
         .into_iter()
         .enumerate()
@@ -184,8 +211,26 @@ fn spearman(pred: &[f64], meas: &[f64]) -> f64 {
     cov / (va * vb).sqrt()
 }
 
-/// Tunes one signature. The caller holds the per-host measurement lock around this call.
+/// Index of the fastest point that was measured, if any was.
+fn argmin(v: &[Measured]) -> Option<usize> {
+    (0..v.len())
+        .filter(|&i| v[i].error.is_none() && !v[i].timing.median_us.is_nan())
+        .min_by(|&i, &j| v[i].timing.median_us.total_cmp(&v[j].timing.median_us))
+}
+
+/// Tunes one signature on the spec's backend. The caller holds the per-host measurement lock
+/// around this call.
 pub fn tune(spec: &TuneSpec) -> Result<Tuned, StageError> {
+    match spec.backend {
+        Backend::Cpu => tune_cpu(spec),
+        Backend::Cuda => {
+            let dev = cuda::shared_device().map_err(|e| StageError::Cuda(e.to_string()))?;
+            cuda::tune_cuda(spec, dev)
+        }
+    }
+}
+
+fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let sig = &spec.sig;
     let n = spec.n;
     let a = kernels::synthetic(sig, 0x5eed)?;
@@ -195,9 +240,8 @@ pub fn tune(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let space = kernels::cpu_space(sig, n);
     let space_size = space.points().len();
     let mut points = vec![];
-    for (p, predicted_s, predicted_rank) in choose(&space, &spec.strategy, |p| {
-        kernels::predicted_cost(sig, n, p)
-    }) {
+    let ranked = rank_by_cost(&space, |p| kernels::predicted_cost(sig, n, p));
+    for (p, predicted_s, predicted_rank) in choose(ranked, &spec.strategy) {
         let timing = time(|| kernels::spmm(&a, &b, n, &mut c, &p), 3, 50, budget)?;
         points.push(Measured {
             kernel: space.kernel.to_owned(),
@@ -205,6 +249,7 @@ pub fn tune(spec: &TuneSpec) -> Result<Tuned, StageError> {
             predicted_s,
             predicted_rank,
             timing,
+            error: None,
         });
     }
     let dense = kernels::dense_space(sig.rows, sig.cols, n);
@@ -218,9 +263,8 @@ pub fn tune(spec: &TuneSpec) -> Result<Tuned, StageError> {
     };
     let mut dense_points = vec![];
     let dsig = dense_a.signature();
-    for (p, predicted_s, predicted_rank) in choose(&dense, &Strategy::Exhaustive, |p| {
-        kernels::predicted_cost(&dsig, n, p)
-    }) {
+    let ranked = rank_by_cost(&dense, |p| kernels::predicted_cost(&dsig, n, p));
+    for (p, predicted_s, predicted_rank) in choose(ranked, &Strategy::Exhaustive) {
         let timing = time(|| kernels::spmm(&dense_a, &b, n, &mut c, &p), 3, 50, budget)?;
         dense_points.push(Measured {
             kernel: "dense".into(),
@@ -228,27 +272,25 @@ pub fn tune(spec: &TuneSpec) -> Result<Tuned, StageError> {
             predicted_s,
             predicted_rank,
             timing,
+            error: None,
         });
     }
-    let argmin = |v: &[Measured]| {
-        (0..v.len())
-            .min_by(|&i, &j| v[i].timing.median_us.total_cmp(&v[j].timing.median_us))
-            .unwrap_or(0)
-    };
-    if points.is_empty() || dense_points.is_empty() {
+    let (Some(best), Some(dense_best)) = (argmin(&points), argmin(&dense_points)) else {
         return Err(StageError::InvalidConfig(format!(
             "empty kernel space for {sig:?} at n = {n}"
         )));
-    }
+    };
     let pred: Vec<f64> = points.iter().map(|m| m.predicted_s).collect();
     let meas: Vec<f64> = points.iter().map(|m| m.timing.median_us).collect();
     Ok(Tuned {
         space_size,
-        best: argmin(&points),
-        dense_best: argmin(&dense_points),
+        best,
+        dense_best,
         spearman: spearman(&pred, &meas),
         points,
         dense_points,
+        ranking: None,
+        fallback: None,
     })
 }
 
@@ -277,6 +319,7 @@ mod tests {
             n: 8,
             strategy: Strategy::Model { budget: 3 },
             seconds_per_point: 0.0,
+            backend: Backend::Cpu,
         };
         let t = tune(&spec).unwrap();
         assert_eq!(t.points.len(), 3.min(t.space_size));

@@ -1,0 +1,246 @@
+//! Kernel tuning on the CUDA backend ([`kernels::cuda`]): the same strategies over each CUDA
+//! kernel's [`kernels::cuda::cuda_space`], measured with device events on synthetic weights of
+//! the exact structure, against cuBLAS fp16 as the dense baseline.
+//!
+//! What differs from the CPU tuning:
+//! - No analytical cost model exists for the CUDA kernels, so `model` ranks the space by a
+//!   stated order ([`RANKING`]): distance to the configuration that won most often on the H200
+//!   (`kernels/cuda/NOTES.md`, run 3), ties in the space's order. Predicted costs are NaN and
+//!   the rank correlation is NaN; `predicted_rank` is the position in that order.
+//! - A point that fails to compile or launch is kept as a failed point with its error, and the
+//!   tuning goes on; the tuning fails only when no point could be measured or the dense
+//!   baseline failed (both usually mean the machine, not the point, is at fault, so nothing is
+//!   cached).
+//! - A format no CUDA kernel implements (vector-wise; N:M other than 2:4 / 1:4; 2:4 with rows
+//!   not a multiple of 16; V:N:M with V outside 16/32/64/128) runs as CSR on the row-split
+//!   kernel ([`cuda_runnable`]); the tuning says so in [`Tuned::fallback`].
+//! - The V:N:M, 2:4 and dense kernels are fp16 (fp32 accumulation); CSR is fp32.
+//!
+//! One [`CudaDevice`] serves the whole process ([`shared_device`]): contexts are expensive and
+//! its kernel cache is per device.
+
+use super::{argmin, choose, summarise, Measured, TuneSpec, Tuned};
+use crate::StageError;
+use kernels::cuda::{cuda_space, CudaDevice, CudaError, PtxCache};
+use kernels::{KernelSpace, Mask, ParamPoint, Pattern, SparseMatrix};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// Device-timed samples per measured point (each sample times 10 back-to-back launches after 3
+/// warm-ups, see [`CudaDevice::measure`]).
+pub const REPS: usize = 7;
+
+/// The kernel name of the dense baseline's rows.
+pub const DENSE_KERNEL: &str = "cublas-f16";
+
+/// The configuration that won most often on the H200 (`kernels/cuda/NOTES.md`, run 3): the
+/// order `model` ranks the CUDA spaces by, in place of a cost model.
+const PRIOR: [(&str, i64); 6] = [
+    ("bn", 64),
+    ("bk", 64),
+    ("wm", 64),
+    ("wn", 32),
+    ("mma_k", 32),
+    ("stages", 3),
+];
+
+/// What a CUDA tuning records as its ranking (the `ranking` column).
+pub const RANKING: &str = "no CUDA cost model: ranked by the number of parameters differing from \
+the H200 winner bn=64,bk=64,wm=64,wn=32,mma_k=32,stages=3 (kernels/cuda/NOTES.md), ties in space order";
+
+static DEVICE: OnceLock<Result<CudaDevice, CudaError>> = OnceLock::new();
+
+/// Where compiled PTX is cached: `$COTUNE_PTX_CACHE`, else `cotune-ptx-<user>` in the system's
+/// temporary folder. (The stage context does not carry the store's path, and the device is
+/// opened at planning time, before any stage runs.)
+pub fn ptx_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("COTUNE_PTX_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
+    std::env::temp_dir().join(format!("cotune-ptx-{user}"))
+}
+
+/// The process's CUDA device (ordinal 0, PTX cached in [`ptx_cache_dir`]), opened on first
+/// use; the error says why there is none ("built without CUDA support", "no NVIDIA driver
+/// found", …) and is the same for every caller.
+pub fn shared_device() -> Result<&'static CudaDevice, CudaError> {
+    DEVICE
+        .get_or_init(|| {
+            CudaDevice::new(0).map(|d| d.with_ptx_cache(PtxCache::new(ptx_cache_dir())))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The matrix the CUDA backend runs for `a`: `a` itself when a CUDA kernel implements its
+/// format, else its CSR form with the reason (the row-split kernel runs any structure).
+pub fn cuda_runnable(a: &SparseMatrix) -> Result<(SparseMatrix, Option<String>), StageError> {
+    let sig = a.signature();
+    if !cuda_space(&sig, 1).points().is_empty() {
+        return Ok((a.clone(), None));
+    }
+    let (rows, cols) = (a.rows(), a.cols());
+    let dense = a.to_dense();
+    let keep = dense.iter().map(|&x| x != 0.0).collect();
+    let mask = Mask::new(rows, cols, keep)?;
+    // The CSR packing follows the mask; the pattern's nominal sparsity is not used by it.
+    let csr = SparseMatrix::from_masked(&Pattern::Unstructured { sparsity: 0.0 }, &dense, &mask)?;
+    let why = format!(
+        "no CUDA kernel for {} at {rows}x{cols} (mma.sp runs V:N:M with V in 16/32/64/128 and \
+         2:4 or 1:4 with rows a multiple of 16): ran as CSR on cuda-csr",
+        sig.pattern()
+    );
+    Ok((csr, Some(why)))
+}
+
+/// The CUDA space in [`RANKING`] order, each point with a NaN predicted cost.
+pub fn ranked_space(space: &KernelSpace) -> Vec<(ParamPoint, f64)> {
+    let differing = |p: &ParamPoint| {
+        PRIOR
+            .iter()
+            .filter(|(k, v)| p.0.get(*k).is_some_and(|x| x != v))
+            .count()
+    };
+    let mut ranked: Vec<(ParamPoint, f64)> =
+        space.points().into_iter().map(|p| (p, f64::NAN)).collect();
+    // A stable sort keeps the space's own order among equals.
+    ranked.sort_by_key(|(p, _)| differing(p));
+    ranked
+}
+
+/// A kernels error as a message: `CudaDevice`'s errors arrive as `KernelError::Backend`, whose
+/// display prefixes "dense backend error", which would mislead here.
+pub fn message(e: &kernels::KernelError) -> String {
+    match e {
+        kernels::KernelError::Backend(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Tunes one signature on `dev` (see the module's notes). The caller holds the per-host
+/// measurement lock around this call.
+pub fn tune_cuda(spec: &TuneSpec, dev: &CudaDevice) -> Result<Tuned, StageError> {
+    let (sig, n) = (&spec.sig, spec.n);
+    let (a, fallback) = cuda_runnable(&kernels::synthetic(sig, 0x5eed)?)?;
+    let space = cuda_space(&a.signature(), n);
+    let ranked = ranked_space(&space);
+    let space_size = ranked.len();
+    if space_size == 0 {
+        return Err(StageError::InvalidConfig(format!(
+            "empty CUDA kernel space for {sig:?} at n = {n}"
+        )));
+    }
+    let mut points = vec![];
+    for (p, predicted_s, predicted_rank) in choose(ranked, &spec.strategy) {
+        let (timing, error) = match dev.measure(&a, n, &p, REPS) {
+            Ok(t) => (summarise(t.samples_us), None),
+            Err(e) => (summarise(vec![]), Some(message(&e))),
+        };
+        points.push(Measured {
+            kernel: space.kernel.to_owned(),
+            params: p,
+            predicted_s,
+            predicted_rank,
+            timing,
+            error,
+        });
+    }
+    let Some(best) = argmin(&points) else {
+        let first = points
+            .iter()
+            .find_map(|m| m.error.clone())
+            .unwrap_or_else(|| "no point was measured".into());
+        return Err(StageError::Cuda(format!(
+            "every measured {} point failed; the first: {first}",
+            space.kernel
+        )));
+    };
+    let dense = dev
+        .measure_dense(sig.rows, sig.cols, n, REPS)
+        .map_err(|e| StageError::Cuda(format!("dense baseline ({DENSE_KERNEL}) failed: {e}")))?;
+    let dense_params = cuda_space(
+        &kernels::FormatSignature::for_pattern(&Pattern::Dense, sig.rows, sig.cols)?,
+        n,
+    )
+    .points()
+    .into_iter()
+    .next()
+    .unwrap_or_default();
+    let dense_points = vec![Measured {
+        kernel: DENSE_KERNEL.into(),
+        params: dense_params,
+        predicted_s: f64::NAN,
+        predicted_rank: 0,
+        timing: summarise(dense.samples_us),
+        error: None,
+    }];
+    Ok(Tuned {
+        space_size,
+        points,
+        dense_points,
+        best,
+        dense_best: 0,
+        spearman: f64::NAN,
+        ranking: Some(RANKING.into()),
+        fallback,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel_tune::Strategy;
+    use kernels::FormatSignature;
+
+    fn sig(p: Pattern, rows: usize, cols: usize) -> FormatSignature {
+        FormatSignature::for_pattern(&p, rows, cols).unwrap()
+    }
+
+    #[test]
+    fn the_ranking_puts_the_h200_winner_first_and_keeps_every_point() {
+        let space = cuda_space(&sig(Pattern::Vnm { v: 64, m: 8 }, 128, 64), 64);
+        let ranked = ranked_space(&space);
+        assert_eq!(ranked.len(), space.points().len());
+        let first = &ranked[0].0;
+        for (k, v) in PRIOR {
+            assert_eq!(first.get(k), Ok(v), "{k}");
+        }
+        assert!(ranked.iter().all(|(_, c)| c.is_nan()));
+        // CSR has none of the prior's parameters: the space's own order.
+        let csr = cuda_space(&sig(Pattern::Unstructured { sparsity: 0.9 }, 8, 8), 8);
+        let order: Vec<ParamPoint> = ranked_space(&csr).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(order, csr.points());
+    }
+
+    #[test]
+    fn formats_without_a_cuda_kernel_run_as_csr_with_the_same_product() {
+        // 2:4 with 10 rows: the mma.sp kernel needs rows in multiples of 16.
+        let nm = kernels::synthetic(&sig(Pattern::Nm { n: 2, m: 4 }, 10, 32), 3).unwrap();
+        let (csr, why) = cuda_runnable(&nm).unwrap();
+        assert!(matches!(csr, SparseMatrix::Csr(_)));
+        assert_eq!(csr.to_dense(), nm.to_dense());
+        assert!(why.unwrap().contains("ran as CSR"));
+        let vnm = kernels::synthetic(&sig(Pattern::Vnm { v: 16, m: 8 }, 32, 32), 3).unwrap();
+        let (same, why) = cuda_runnable(&vnm).unwrap();
+        assert_eq!(same, vnm);
+        assert!(why.is_none());
+    }
+
+    #[test]
+    fn without_a_device_the_tuning_fails_with_the_reason() {
+        let Err(reason) = shared_device() else {
+            eprintln!("skipped: a CUDA device is present");
+            return;
+        };
+        let spec = TuneSpec {
+            sig: sig(Pattern::Vnm { v: 16, m: 8 }, 32, 32),
+            n: 8,
+            strategy: Strategy::Random { budget: 3, seed: 1 },
+            seconds_per_point: 0.0,
+            backend: super::super::Backend::Cuda,
+        };
+        let err = super::super::tune(&spec).unwrap_err().to_string();
+        assert!(err.contains(&reason.to_string()), "{err}");
+    }
+}
