@@ -2,39 +2,63 @@
 # The one prepared check of the CUDA backend on a GPU machine (kernels/cuda/NOTES.md): find the
 # CUDA libraries, run the CUDA correctness tests (every kernel against the CPU reference), then
 # benchmark V:N:M (mma.sp) against cuBLAS fp16 on the BERT shapes, writing CSV (and Parquet
-# where pandas+pyarrow exist) and printing a compact table last. Budget: under 8 minutes.
+# where pandas+pyarrow exist) and printing a compact table; last, run
+# experiments/cuda-smoke.toml through `cotune` on the cuda backend (train, prune, tune, evaluate
+# on the GPU). Budget: under 8 minutes in all (each step's timeout is cut to what is left).
 #
-#   scripts/device-check.sh prepare   # here, with Rust: build the release test binaries into .devbin/
-#   scripts/device-check.sh smoke     # there: libraries, correctness tests, one benchmark point
-#   scripts/device-check.sh full      # there: libraries, correctness tests, the whole benchmark
+#   scripts/device-check.sh prepare   # here, with Rust: build the release test binaries and a
+#                                     # `cotune` with --features cuda into .devbin/
+#   scripts/device-check.sh smoke     # there: libraries, correctness tests, one benchmark point,
+#                                     # the cuda-smoke experiment
+#   scripts/device-check.sh full      # there: the same with the whole benchmark
 #   scripts/device-check.sh dry-run   # anywhere: the same steps; without a GPU every test skips
+#                                     # and the cuda-smoke run reports why its trials failed
 #
-# Where cargo exists and .devbin/ does not, smoke/full build the binaries first. Results go to
-# $OUT (the device tool's folder) or target/device-check/.
+# Where cargo exists and a binary is missing from .devbin/, smoke/full build them first (in
+# $CARGO_TARGET_DIR or target/). Results go to $OUT (the device tool's folder) or
+# target/device-check/.
 set -uo pipefail
 MODE=${1:-full}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${DEVBIN:-$ROOT/.devbin}
 OUT=${OUT:-$ROOT/target/device-check}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 mkdir -p "$OUT"
 log() { echo "[device-check $(date -u +%H:%M:%S)] $*"; }
+
+# The whole script stays inside BUDGET seconds: each step's timeout is its cap, cut to what is
+# left after the time the later steps reserve.
+START=$(date +%s)
+BUDGET=${DEVICE_CHECK_BUDGET_S:-470}
+limit() {  # $1 = the step's cap, $2 = seconds reserved for later steps; prints the timeout
+  local left=$(( BUDGET - ($(date +%s) - START) - $2 )) want=$1
+  [ "$left" -lt "$want" ] && want=$left
+  [ "$want" -lt 1 ] && want=1
+  echo "$want"
+}
 
 prepare() {
   log "building release test binaries with --features cuda"
   (cd "$ROOT" && cargo test -p kernels --features cuda --release --no-run 2>&1 | tail -3) || return 1
+  log "building cotune with --features cuda"
+  (cd "$ROOT" && cargo build -p pipeline --features cuda --release --bin cotune 2>&1 | tail -3) \
+    || return 1
   mkdir -p "$BIN"
   for t in cuda_device cuda_bench cuda_compile; do
-    f=$(ls -t "$ROOT"/target/release/deps/$t-* 2>/dev/null | grep -v '\.d$' | head -1)
+    f=$(ls -t "$TARGET"/release/deps/$t-* 2>/dev/null | grep -v '\.d$' | head -1)
     [ -n "$f" ] || { log "no binary for $t"; return 1; }
     cp "$f" "$BIN/$t" && strip "$BIN/$t" 2>/dev/null
   done
+  cp "$TARGET/release/cotune" "$BIN/cotune" && strip "$BIN/cotune" 2>/dev/null
   ls -la "$BIN"
 }
 
 if [ "$MODE" = prepare ]; then prepare; exit $?; fi
-if [ ! -x "$BIN/cuda_device" ]; then
-  command -v cargo >/dev/null && prepare || { log "no binaries in $BIN and no cargo"; exit 2; }
-fi
+for b in cuda_device cuda_bench cotune; do
+  [ -x "$BIN/$b" ] && continue
+  command -v cargo >/dev/null && { prepare || exit 2; break; }
+  log "no $b in $BIN and no cargo"; exit 2
+done
 
 # cudarc (built with cuda-12080) dlopens libnvrtc.so / libnvrtc.so.12 and libcublas.so /
 # libcublas.so.12; a CUDA 13 machine has .so.13 (same C API for the calls used), so link them
@@ -57,12 +81,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 status=0
 log "correctness tests (cuda_device)"
-timeout 240 "$BIN/cuda_device" --test-threads=1 2>&1 | tee "$OUT/tests.log" | tail -25
+timeout "$(limit 240 210)" "$BIN/cuda_device" --test-threads=1 2>&1 | tee "$OUT/tests.log" | tail -25
 [ "${PIPESTATUS[0]}" = 0 ] || { status=1; log "CORRECTNESS TESTS FAILED"; }
 
 if [ "$MODE" = smoke ] || [ "$MODE" = dry-run ]; then export COTUNE_BENCH_QUICK=1; fi
 log "benchmark ($MODE)"
-COTUNE_BENCH_OUT="$OUT" timeout 330 "$BIN/cuda_bench" --ignored --nocapture --test-threads=1 \
+COTUNE_BENCH_OUT="$OUT" timeout "$(limit 330 120)" "$BIN/cuda_bench" --ignored --nocapture --test-threads=1 \
   bench_ > "$OUT/bench.log" 2>&1
 [ $? = 0 ] || { status=1; log "BENCHMARK FAILED"; tail -20 "$OUT/bench.log"; }
 
@@ -72,4 +96,42 @@ for name in ("bench", "summary"):
     pd.read_csv(f"{sys.argv[1]}/{name}.csv").to_parquet(f"{sys.argv[1]}/{name}.parquet")
 PY
 grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench.log" | tail -60
+
+# The engine on the cuda backend: train, prune, tune (random, budget 4) and evaluate on the GPU.
+# Without a GPU (dry-run) its cuda trials fail with the reason and the step only reports it.
+log "cuda-smoke experiment through cotune"
+SMOKE="$OUT/cuda-smoke"
+rm -rf "$SMOKE" && mkdir -p "$SMOKE"
+COTUNE_PTX_CACHE="$SMOKE/ptx" timeout "$(limit 150 0)" "$BIN/cotune" run \
+  "$ROOT/experiments/cuda-smoke.toml" --store "$SMOKE/store" --out "$SMOKE/out" -q \
+  > "$SMOKE/run.log" 2>&1
+code=$?
+tail -20 "$SMOKE/run.log"
+python3 - "$SMOKE" <<'PY' 2>/dev/null
+import sys, pandas as pd
+smoke = sys.argv[1]
+out = f"{smoke}/out/cuda-smoke"
+kt, ev = pd.read_parquet(f"{out}/kernel_tune"), pd.read_parquet(f"{out}/evaluate")
+kt.to_csv(f"{smoke}/kernel_tune.csv", index=False)
+ev.to_csv(f"{smoke}/evaluate.csv", index=False)
+pd.set_option("display.max_colwidth", 90)
+sparse = kt[kt.status == "ok"]
+if "baseline" in sparse:
+    sparse = sparse[~sparse.baseline.fillna(False).astype(bool)]
+    sparse = sparse.dropna(subset=["latency_us_median"])
+if len(sparse) and "kernel" in sparse:
+    best = sparse.loc[sparse.groupby("key").latency_us_median.idxmin()]
+    print(best[["format.pattern", "format.rows", "format.cols", "kernel", "params",
+                "latency_us_median", "speedup_vs_dense"]].to_string(index=False))
+cols = [c for c in ["prune.pattern", "prune.n", "prune.m", "prune.v", "status", "accuracy",
+                    "max_rel_error", "latency_us_median", "speedup_vs_dense", "error"] if c in ev]
+print(ev[cols].to_string(index=False))
+PY
+if [ "$code" = 0 ]; then
+  log "cuda-smoke: all trials ok"
+elif [ "$MODE" = dry-run ] && ! nvidia-smi >/dev/null 2>&1; then
+  log "cuda-smoke: no GPU here; its cuda trials failed with the reason above (exit $code), as expected"
+else
+  status=1; log "CUDA-SMOKE FAILED (exit $code)"
+fi
 exit $status
