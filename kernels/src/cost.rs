@@ -62,6 +62,14 @@ fn parallel_factor(t: f64, chunks: f64) -> f64 {
 /// FMA latency in cycles: `latency × FMA throughput` independent accumulator chains are needed
 /// to keep the FMA ports busy.
 const FMA_LATENCY: f64 = 4.0;
+/// Extra cost per vector of an N tile beyond 4 (measured, see `predicted_cost`).
+const WIDE_PENALTY: f64 = 0.12;
+/// Slowdown of kernels that read B rows in place instead of from packed panels (measured).
+const UNPACKED_PENALTY: f64 = 1.8;
+/// Cycles per row and K chunk: C reload, loop and cursor set-up (N:M, V:N:M, vector-wise).
+const CHUNK_CYCLES: f64 = 20.0;
+/// The same for CSR, which also binary-searches each row's chunk end.
+const CSR_CHUNK_CYCLES: f64 = 60.0;
 /// L1 data cache bytes the model lets a K chunk's B rows use.
 const L1_BUDGET: f64 = 24.0 * 1024.0;
 
@@ -105,11 +113,17 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     } else {
         1.0
     };
-    let stride_factor = if pack > 0.5 || nf <= w { 1.0 } else { 1.25 };
+    let unpacked = pack < 0.5 && nf > w;
+    let stride_factor = if unpacked { 1.25 } else { 1.0 };
     let l2 = |bytes: f64| bytes * l2_factor * stride_factor / L2_BYTES_PER_CYCLE;
     let density = sig.density();
+    // Measured on Zen 3 (spmm-bench --dump): tiles wider than 4 vectors lose 10–15 % per extra
+    // vector although their loads per FMA are no worse; reading B rows in place (unpacked)
+    // halves the speed of the kernels that read B directly (N:M, CSR, vector-wise).
+    let wide = 1.0 + WIDE_PENALTY * (u - 4.0).max(0.0);
+    let direct = if unpacked { UNPACKED_PENALTY } else { 1.0 };
     let step = |fmas: f64, loads: f64, miss_bytes: f64| {
-        (fmas / fma_rate).max(loads / load_tp).max(l2(miss_bytes))
+        wide * (fmas / fma_rate).max(loads / load_tp).max(l2(miss_bytes))
     };
     // Per-row cost of a K chunk: reload and store C (the first chunk only stores).
     let c_traffic = rows * (2.0 * chunks - 1.0) * u / load_tp;
@@ -120,7 +134,9 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let miss = if fits { 0.05 } else { 0.8 };
             // Lock-step rows pay a binary search per (row, chunk) and leave tails alone.
             let tail = (r - 1.0) * (nnz / rows).sqrt() * rows / r;
-            (nnz + tail) * step(u, u + 2.0, row_bytes * miss) + c_traffic + rows * chunks * 12.0
+            (nnz + tail) * step(u, u + 2.0, row_bytes * miss) * direct
+                + c_traffic
+                + rows * chunks * CSR_CHUNK_CYCLES
         }
         PatternKind::Nm => {
             let nn = sig.n as f64;
@@ -128,7 +144,9 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let fits = kc * row_bytes <= L1_BUDGET;
             let unique = m * (1.0 - (1.0 - nn / m).powf(r)) / (r * nn);
             let miss = if fits { 0.05 } else { unique.min(1.0) };
-            slots * step(u, u + 2.0, row_bytes * miss) + c_traffic + rows / r * chunks * 8.0
+            slots * step(u, u + 2.0, row_bytes * miss) * direct
+                + c_traffic
+                + rows * chunks * CHUNK_CYCLES
         }
         PatternKind::Vnm => {
             // Per (V-block, chunk) the block's 4 columns per group are gathered into a panel
@@ -140,9 +158,9 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let miss = if fits { 0.02 } else { 0.5 };
             let gather = rows / v * groups * 4.0 * (2.0 * u / load_tp + l2(row_bytes) * 0.5);
             slots * step(u, u + 0.5, row_bytes * miss)
-                + gather
+                + gather * direct.sqrt()
                 + c_traffic
-                + rows / r * chunks * 8.0
+                + rows * chunks * CHUNK_CYCLES
         }
         PatternKind::Vector => {
             let v = sig.v.max(1) as f64;
@@ -150,7 +168,9 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let fits = kc * row_bytes <= L1_BUDGET;
             let miss = if fits { 0.1 } else { 1.0 };
             let per_chunk = step(r * u, u + r + 1.0, row_bytes * miss);
-            vectors * (v / r).ceil() * per_chunk + c_traffic + rows / r * chunks * 8.0
+            vectors * (v / r).ceil() * per_chunk * direct.sqrt()
+                + c_traffic
+                + rows * chunks * CHUNK_CYCLES
         }
         PatternKind::Dense => unreachable_dense(),
     };

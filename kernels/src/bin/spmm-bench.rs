@@ -1,18 +1,25 @@
 //! Benchmark of the CPU SpMM kernels against the dense baseline measured in the same run.
 //!
 //! `cargo run --release -p kernels --bin spmm-bench -- [--targets | --full] [--threads 1,2]
-//! [--reps 5] [--budget 0.1]`
+//! [--reps 5] [--budget 0.1] [--dump points.csv]`
 //!
-//! - `--targets` (default): 3072×768×512, the target patterns, every point of each space
-//!   measured (exhaustive), plus the regret of the cost model at a budget of 10 % of the space.
+//! - `--targets` (default): 3072×768×512 (or `--shapes 768x768x128,...`), the target
+//!   patterns, every point of each space measured (exhaustive), plus the regret of the cost
+//!   model at a budget of 10 % of the space.
 //! - `--full`: BERT-like shapes 768×768, 3072×768, 768×3072, 4096×4096 with N = 128 and 512;
 //!   N:M 2:4..2:32, V:N:M with V ∈ {16, 32, 64, 128}, CSR at equal sparsity; each tuned by the
 //!   cost model's top `budget` fraction of the space (at least 4 points).
+//!
+//! `--dump FILE` writes every measured point as CSV (shape, pattern, threads, parameters,
+//! predicted and measured seconds), to study the cost model; `--rescore FILE` reads such a dump
+//! and prints, per pattern, the regret of the *current* cost model at 10 % and its Spearman
+//! correlation with the measurements, without measuring anything.
 //!
 //! Times are the fastest of `reps` runs after one warm-up (the machine is shared); GFLOP/s counts
 //! useful FLOPs (2·nnz·N); speedups are against the faster dense backend for the same threads,
 //! re-measured before every pattern and taken as the best seen in the run.
 
+use std::io::Write;
 use std::time::Instant;
 
 use kernels::*;
@@ -22,6 +29,10 @@ struct Opts {
     threads: Vec<usize>,
     reps: usize,
     budget: f64,
+    dump: Option<std::fs::File>,
+    rescore: Option<String>,
+    /// Shapes of the targets mode (rows, cols, n).
+    shapes: Vec<(usize, usize, usize)>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -30,6 +41,9 @@ fn parse() -> Result<Opts, String> {
         threads: vec![1, 2.min(available_cores())],
         reps: 5,
         budget: 0.1,
+        dump: None,
+        rescore: None,
+        shapes: vec![(3072, 768, 512)],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -45,6 +59,32 @@ fn parse() -> Result<Opts, String> {
             }
             "--reps" => o.reps = val()?.parse().map_err(|e| format!("--reps: {e}"))?,
             "--budget" => o.budget = val()?.parse().map_err(|e| format!("--budget: {e}"))?,
+            "--rescore" => o.rescore = Some(val()?),
+            "--shapes" => {
+                o.shapes = val()?
+                    .split(',')
+                    .map(|t| {
+                        let d: Vec<usize> = t
+                            .split('x')
+                            .map(|x| x.parse().map_err(|e| format!("--shapes {t}: {e}")))
+                            .collect::<Result<_, _>>()?;
+                        match d.as_slice() {
+                            [r, k, n] => Ok((*r, *k, *n)),
+                            _ => Err(format!("--shapes {t}: expected ROWSxCOLSxN")),
+                        }
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "--dump" => {
+                let path = val()?;
+                let mut f = std::fs::File::create(&path).map_err(|e| format!("{path}: {e}"))?;
+                writeln!(
+                    f,
+                    "rows,cols,n,pattern,threads,point,predicted_s,measured_s"
+                )
+                .map_err(|e| format!("{path}: {e}"))?;
+                o.dump = Some(f);
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -85,6 +125,8 @@ fn dense_best(
 }
 
 struct Tuned {
+    /// Every measured point with its predicted and measured seconds.
+    points: Vec<(ParamPoint, f64, f64)>,
     best: f64,
     best_point: ParamPoint,
     /// Best among the model's top `budget` fraction (only when every point was measured).
@@ -130,6 +172,11 @@ fn tune(
         .ok_or_else(|| KernelError::Backend("empty space".into()))?;
     let model_best = exhaustive.then(|| times[..top].iter().copied().fold(f64::INFINITY, f64::min));
     Ok(Tuned {
+        points: points
+            .iter()
+            .zip(&times)
+            .map(|(p, &t)| (p.clone(), predicted_cost(&sig, n, p), t))
+            .collect(),
         best,
         best_point: points[i].clone(),
         model_best,
@@ -163,7 +210,7 @@ fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64) {
     );
 }
 
-fn run(o: &Opts) -> Result<(), KernelError> {
+fn run(o: &mut Opts) -> Result<(), KernelError> {
     println!("cpu: {}", cpu_fingerprint());
     let shapes: Vec<(usize, usize, usize)> = if o.full {
         [(768, 768), (3072, 768), (768, 3072), (4096, 4096)]
@@ -171,7 +218,7 @@ fn run(o: &Opts) -> Result<(), KernelError> {
             .flat_map(|(r, k)| [128, 512].map(|n| (r, k, n)))
             .collect()
     } else {
-        vec![(3072, 768, 512)]
+        o.shapes.clone()
     };
     for &(rows, cols, n) in &shapes {
         let mut patterns: Vec<(String, Pattern)> = Vec::new();
@@ -217,6 +264,15 @@ fn run(o: &Opts) -> Result<(), KernelError> {
                 let t = tune(&a, n, threads, o.reps, o.budget, !o.full)?;
                 dense = dense.min(dense_best(rows, cols, n, threads, o.reps)?.0);
                 row(label, &a, n, &t, dense);
+                if let Some(f) = &mut o.dump {
+                    for (p, pred, meas) in &t.points {
+                        let line = format!(
+                            "{rows},{cols},{n},{label},{threads},{},{pred:e},{meas:e}",
+                            point_str(p).replace(',', ";")
+                        );
+                        writeln!(f, "{line}").map_err(|e| KernelError::Backend(e.to_string()))?;
+                    }
+                }
             }
             println!("  (dense best over the run: {:.1} us)", dense * 1e6);
         }
@@ -224,15 +280,112 @@ fn run(o: &Opts) -> Result<(), KernelError> {
     Ok(())
 }
 
+/// The signature a dump's pattern label names.
+fn label_pattern(label: &str) -> Option<Pattern> {
+    let (kind, rest) = label.split_once(' ')?;
+    let nums = |s: &str| -> Option<Vec<usize>> { s.split(':').map(|x| x.parse().ok()).collect() };
+    match kind {
+        "N:M" => match nums(rest)?.as_slice() {
+            [n, m] => Some(Pattern::Nm { n: *n, m: *m }),
+            _ => None,
+        },
+        "V:N:M" => match nums(rest)?.as_slice() {
+            [v, _, m] => Some(Pattern::Vnm { v: *v, m: *m }),
+            _ => None,
+        },
+        "CSR" => Some(Pattern::Unstructured {
+            sparsity: rest.trim_end_matches('%').parse::<f64>().ok()? / 100.0,
+        }),
+        "vector" => {
+            let (v, s) = rest.split_once("x1 ")?;
+            Some(Pattern::Vector {
+                v: v.parse().ok()?,
+                sparsity: s.trim_end_matches('%').parse::<f64>().ok()? / 100.0,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Spearman's rank correlation of two equally long samples (ties take the lower rank).
+fn spearman(x: &[f64], y: &[f64]) -> f64 {
+    let rank = |v: &[f64]| {
+        let mut idx: Vec<usize> = (0..v.len()).collect();
+        idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+        let mut r = vec![0.0; v.len()];
+        for (k, &i) in idx.iter().enumerate() {
+            r[i] = k as f64;
+        }
+        r
+    };
+    let (rx, ry) = (rank(x), rank(y));
+    let n = x.len() as f64;
+    let d2: f64 = rx.iter().zip(&ry).map(|(a, b)| (a - b) * (a - b)).sum();
+    1.0 - 6.0 * d2 / (n * (n * n - 1.0))
+}
+
+/// `--rescore`: the current model's regret at 10 % and Spearman on a dump's measurements.
+fn rescore(path: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let bad = || format!("{path}:{}: malformed row", i + 1);
+        if f.len() != 8 {
+            return Err(bad());
+        }
+        let dims: Vec<usize> = f[..3]
+            .iter()
+            .map(|x| x.parse().map_err(|_| bad()))
+            .collect::<Result<_, _>>()?;
+        let pattern = label_pattern(f[3]).ok_or_else(bad)?;
+        let sig =
+            FormatSignature::for_pattern(&pattern, dims[0], dims[1]).map_err(|e| e.to_string())?;
+        let mut p: Vec<(&str, i64)> = vec![("threads", f[4].parse().map_err(|_| bad())?)];
+        for kv in f[5].split(';') {
+            let (k, v) = kv.split_once('=').ok_or_else(bad)?;
+            p.push((k, v.parse().map_err(|_| bad())?));
+        }
+        let point = ParamPoint::from_pairs(p);
+        let measured: f64 = f[7].parse().map_err(|_| bad())?;
+        let key = format!("{}x{}x{} {} t{}", dims[0], dims[1], dims[2], f[3], f[4]);
+        let pred = predicted_cost(&sig, dims[2], &point);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push((pred, measured)),
+            None => groups.push((key, vec![(pred, measured)])),
+        }
+    }
+    for (key, mut v) in groups {
+        let best = v.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let (pred, meas): (Vec<f64>, Vec<f64>) = v.iter().copied().unzip();
+        let rho = spearman(&pred, &meas);
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let top = (v.len() as f64 * 0.1).ceil() as usize;
+        let model_best = v[..top].iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        println!(
+            "  {key:<32} regret@10% {:>6.1}%  spearman {rho:>5.2}",
+            (model_best / best - 1.0) * 100.0
+        );
+    }
+    Ok(())
+}
+
 fn main() {
-    let opts = match parse() {
+    let mut opts = match parse() {
         Ok(o) => o,
         Err(e) => {
             eprintln!("spmm-bench: {e}");
             std::process::exit(2);
         }
     };
-    if let Err(e) = run(&opts) {
+    if let Some(path) = opts.rescore.clone() {
+        if let Err(e) = rescore(&path) {
+            eprintln!("spmm-bench: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if let Err(e) = run(&mut opts) {
         eprintln!("spmm-bench: {e}");
         std::process::exit(1);
     }
