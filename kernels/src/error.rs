@@ -77,8 +77,8 @@ pub enum KernelError {
         /// The constraint that failed.
         reason: String,
     },
-    /// A dense backend failed or is unknown.
-    #[error("dense backend error: {0}")]
+    /// A backend failed: the thread pool, a dense library, the CUDA device.
+    #[error("kernel backend error: {0}")]
     Backend(String),
 }
 

@@ -110,7 +110,7 @@ pub fn ranked_space(space: &KernelSpace) -> Vec<(ParamPoint, f64)> {
 }
 
 /// A kernels error as a message: `CudaDevice`'s errors arrive as `KernelError::Backend`, whose
-/// display prefixes "dense backend error", which would mislead here.
+/// message is shown without the generic "kernel backend error" prefix.
 pub fn message(e: &kernels::KernelError) -> String {
     match e {
         kernels::KernelError::Backend(m) => m.clone(),
