@@ -13,7 +13,7 @@
 //! - Layers whose format no CUDA kernel implements run as CSR, as their tuning did
 //!   ([`cuda_runnable`]).
 
-use super::{agreement, check_shapes, BatchLatency, Evaluation, LayerRun};
+use super::{add_bias_relu, agreement, check_shapes, BatchLatency, Evaluation, LayerRun};
 use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, REPS};
 use crate::kernel_tune::{summarise, Timing};
 use crate::StageError;
@@ -62,15 +62,7 @@ fn forward(
         let mut out = dev
             .spmm(m, &cur, batch, p)
             .map_err(|e| StageError::Cuda(message(&e)))?;
-        let last = i + 1 == layers.len();
-        for (r, row) in out.chunks_mut(batch.max(1)).enumerate().take(m.rows()) {
-            for v in row.iter_mut() {
-                *v += bias[r];
-                if !last && *v < 0.0 {
-                    *v = 0.0;
-                }
-            }
-        }
+        add_bias_relu(&mut out, bias, batch, i + 1 < layers.len());
         cur = out;
     }
     Ok(cur)

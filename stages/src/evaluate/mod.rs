@@ -116,18 +116,23 @@ fn forward(
     for (i, (m, bias, p)) in layers.iter().enumerate() {
         let mut out = vec![0f32; m.rows() * batch];
         kernels::spmm(m, &cur, batch, &mut out, p)?;
-        let last = i + 1 == layers.len();
-        for (r, row) in out.chunks_mut(batch.max(1)).enumerate().take(m.rows()) {
-            for v in row.iter_mut() {
-                *v += bias[r];
-                if !last && *v < 0.0 {
-                    *v = 0.0;
-                }
-            }
-        }
+        add_bias_relu(&mut out, bias, batch, i + 1 < layers.len());
         cur = out;
     }
     Ok(cur)
+}
+
+/// Adds each row's bias to a layer's output (`rows × batch`, row-major) and applies ReLU unless
+/// it is the last layer.
+fn add_bias_relu(out: &mut [f32], bias: &[f32], batch: usize, relu: bool) {
+    for (row, b) in out.chunks_mut(batch.max(1)).zip(bias) {
+        for v in row.iter_mut() {
+            *v += b;
+            if relu && *v < 0.0 {
+                *v = 0.0;
+            }
+        }
+    }
 }
 
 /// Masked dense reference in f64: plain loops over `to_dense()`.
