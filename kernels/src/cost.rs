@@ -184,6 +184,17 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
         _ => rows,
     };
     (tiles * cycles_per_tile * parallel_factor(t, work_units) + pack_cycles) / CLOCK_HZ
+        + pool_call_s(t)
+}
+
+/// Handing a product to the thread pool and waiting for it: ~17–40 µs per call measured on this
+/// VM (one thread runs on the caller and pays nothing), so small products stay on one thread.
+fn pool_call_s(threads: f64) -> f64 {
+    if threads > 1.0 {
+        30e-6
+    } else {
+        0.0
+    }
 }
 
 /// Dense signatures are answered by [`dense_predicted_cost`] before the match.
@@ -200,6 +211,7 @@ pub fn dense_predicted_cost(rows: usize, cols: usize, n: usize, p: &ParamPoint) 
     let flops_per_cycle = 2.0 * fma_tp * isa().lanes() as f64;
     let flops = 2.0 * rows as f64 * cols as f64 * n as f64;
     let eff = if t > 1 { 0.85 * t as f64 } else { 0.92 };
-    // Small products pay a fixed start-up (packing, dispatch) of a few microseconds.
-    flops / (flops_per_cycle * eff * CLOCK_HZ) + 3e-6 * t as f64
+    // Small products pay a fixed start-up (packing, dispatch) of a few microseconds, and the
+    // pool hand-off with more than one thread.
+    flops / (flops_per_cycle * eff * CLOCK_HZ) + 3e-6 + pool_call_s(t as f64)
 }

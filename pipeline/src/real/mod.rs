@@ -28,7 +28,7 @@ const VERSIONS: [(&str, u32); 5] = [
     ("train", 1),
     ("prune", 1),
     ("kernel_tune", 1),
-    ("evaluate", 1),
+    ("evaluate", 2),
 ];
 
 /// Digest of the CPU kernel sources this binary was built from (see build.rs).

@@ -73,6 +73,9 @@ pub struct Evaluation {
 /// Tolerance of the agreement with the masked dense reference.
 pub const TOLERANCE: f64 = 1e-4;
 
+/// The point a layer (or, with `dense`, its dense baseline) runs at batch size `n`: the tuning
+/// nearest in batch tokens when it is within 4× of `n` and valid there, else the cost model's
+/// best point (the `bool` says a fallback was taken).
 fn params_for(layer: &LayerRun, n: usize, dense: bool) -> (ParamPoint, bool) {
     let sig = if dense {
         dense_sig(&layer.matrix)
@@ -80,12 +83,16 @@ fn params_for(layer: &LayerRun, n: usize, dense: bool) -> (ParamPoint, bool) {
         layer.matrix.signature()
     };
     let space = kernels::cpu_space(&sig, n);
-    let nearest = layer.tunings.iter().min_by(|a, b| {
-        let d =
-            |t: &LayerTuning| ((t.batch_tokens.max(1) as f64).ln() - (n.max(1) as f64).ln()).abs();
-        d(a).total_cmp(&d(b))
-    });
-    if let Some(t) = nearest {
+    let distance =
+        |t: &LayerTuning| ((t.batch_tokens.max(1) as f64).ln() - (n.max(1) as f64).ln()).abs();
+    let nearest = layer
+        .tunings
+        .iter()
+        .min_by(|a, b| distance(a).total_cmp(&distance(b)));
+    // A point tuned for a batch more than 4× larger or smaller is no guide (e.g. two threads
+    // tuned at 64 columns cost more in pool hand-off than a batch of 1 computes): the cost
+    // model's best point for this batch is used instead, counted as a fallback.
+    if let Some(t) = nearest.filter(|t| distance(t) <= 4f64.ln()) {
         let p = if dense { &t.dense_params } else { &t.params };
         if space.contains(p).is_ok() {
             return (p.clone(), false);
