@@ -92,7 +92,7 @@ fn params_for(layer: &LayerRun, n: usize, dense: bool) -> (ParamPoint, bool) {
     // A point tuned for a batch more than 4× larger or smaller is no guide (e.g. two threads
     // tuned at 64 columns cost more in pool hand-off than a batch of 1 computes): the cost
     // model's best point for this batch is used instead, counted as a fallback.
-    if let Some(t) = nearest.filter(|t| distance(t) <= 4f64.ln()) {
+    if let Some(t) = nearest.filter(|t| distance(t) <= 4f64.ln() + 1e-9) {
         let p = if dense { &t.dense_params } else { &t.params };
         if space.contains(p).is_ok() {
             return (p.clone(), false);
