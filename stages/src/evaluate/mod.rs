@@ -335,3 +335,56 @@ pub fn evaluate(
             .sum(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels::{cpu_space, dense_space, synthetic, Pattern};
+
+    #[test]
+    fn a_tuning_far_from_the_batch_is_not_used() {
+        let sig = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 4 }, 32, 16).unwrap();
+        // A point valid at every batch below (so only the distance rule can reject it).
+        let tuned = cpu_space(&sig, 64)
+            .points()
+            .into_iter()
+            .filter(|p| {
+                [1, 15, 257]
+                    .iter()
+                    .all(|&n| cpu_space(&sig, n).contains(p).is_ok())
+            })
+            .last()
+            .unwrap();
+        let dense = dense_space(32, 16, 64).points().pop().unwrap();
+        let layer = LayerRun {
+            name: "l".into(),
+            matrix: synthetic(&sig, 1).unwrap(),
+            bias: vec![0.0; 32],
+            tunings: vec![LayerTuning {
+                batch_tokens: 64,
+                params: tuned.clone(),
+                dense_params: dense.clone(),
+            }],
+        };
+        // Within 4x (16 and 256 are exactly 4x away): the tuned points.
+        for n in [16, 64, 256] {
+            assert_eq!(
+                params_for(&layer, n, false),
+                (tuned.clone(), false),
+                "n = {n}"
+            );
+            assert_eq!(
+                params_for(&layer, n, true),
+                (dense.clone(), false),
+                "n = {n}"
+            );
+        }
+        // Further: the cost model's best point for that batch, counted as a fallback.
+        for n in [1, 15, 257] {
+            let (p, fallback) = params_for(&layer, n, false);
+            assert!(fallback, "n = {n}");
+            assert!(cpu_space(&sig, n).contains(&p).is_ok());
+            assert!(params_for(&layer, n, true).1, "n = {n}");
+        }
+    }
+}
