@@ -353,7 +353,7 @@ mod tests {
                     .iter()
                     .all(|&n| cpu_space(&sig, n).contains(p).is_ok())
             })
-            .last()
+            .next_back()
             .unwrap();
         let dense = dense_space(32, 16, 64).points().pop().unwrap();
         let layer = LayerRun {
