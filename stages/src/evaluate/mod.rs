@@ -348,12 +348,11 @@ mod tests {
         let tuned = cpu_space(&sig, 64)
             .points()
             .into_iter()
-            .filter(|p| {
+            .rfind(|p| {
                 [1, 15, 257]
                     .iter()
                     .all(|&n| cpu_space(&sig, n).contains(p).is_ok())
             })
-            .next_back()
             .unwrap();
         let dense = dense_space(32, 16, 64).points().pop().unwrap();
         let layer = LayerRun {
