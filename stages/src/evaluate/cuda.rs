@@ -13,7 +13,10 @@
 //! - Layers whose format no CUDA kernel implements run as CSR, as their tuning did
 //!   ([`cuda_runnable`]).
 
-use super::{add_bias_relu, agreement, check_shapes, BatchLatency, Evaluation, LayerRun};
+use super::{
+    add_bias_relu, agreement, check_shapes, nearest_tuning, weight_bytes, BatchLatency, Evaluation,
+    LayerRun,
+};
 use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, REPS};
 use crate::kernel_tune::{summarise, Timing};
 use crate::StageError;
@@ -32,13 +35,7 @@ bias and ReLU excluded";
 /// not a point of the layer's CUDA space) the first point of the ranked space, flagged `true`.
 fn params_for(layer: &LayerRun, runnable: &SparseMatrix, n: usize) -> (ParamPoint, bool) {
     let space = cuda_space(&runnable.signature(), n);
-    let nearest = layer.tunings.iter().min_by(|a, b| {
-        let d = |t: &super::LayerTuning| {
-            ((t.batch_tokens.max(1) as f64).ln() - (n.max(1) as f64).ln()).abs()
-        };
-        d(a).total_cmp(&d(b))
-    });
-    if let Some(t) = nearest {
+    if let Some((t, _)) = nearest_tuning(&layer.tunings, n) {
         if space.contains(&t.params).is_ok() {
             return (t.params.clone(), false);
         }
@@ -139,15 +136,13 @@ pub fn evaluate_cuda(
             fallbacks,
         });
     }
+    let (weight_bytes, dense_weight_bytes) = weight_bytes(layers);
     Ok(Evaluation {
         accuracy: agree.correct as f64 / data.test_y.len().max(1) as f64,
         max_rel_error,
         latencies,
-        weight_bytes: layers.iter().map(|l| l.matrix.bytes()).sum(),
-        dense_weight_bytes: layers
-            .iter()
-            .map(|l| l.matrix.rows() * l.matrix.cols() * 4)
-            .sum(),
+        weight_bytes,
+        dense_weight_bytes,
     })
 }
 

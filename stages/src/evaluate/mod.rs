@@ -83,16 +83,11 @@ fn params_for(layer: &LayerRun, n: usize, dense: bool) -> (ParamPoint, bool) {
         layer.matrix.signature()
     };
     let space = kernels::cpu_space(&sig, n);
-    let distance =
-        |t: &LayerTuning| ((t.batch_tokens.max(1) as f64).ln() - (n.max(1) as f64).ln()).abs();
-    let nearest = layer
-        .tunings
-        .iter()
-        .min_by(|a, b| distance(a).total_cmp(&distance(b)));
     // A point tuned for a batch more than 4× larger or smaller is no guide (e.g. two threads
     // tuned at 64 columns cost more in pool hand-off than a batch of 1 computes): the cost
     // model's best point for this batch is used instead, counted as a fallback.
-    if let Some(t) = nearest.filter(|t| distance(t) <= 4f64.ln() + 1e-9) {
+    let nearest = nearest_tuning(&layer.tunings, n).filter(|&(_, d)| d <= 4f64.ln() + 1e-9);
+    if let Some((t, _)) = nearest {
         let p = if dense { &t.dense_params } else { &t.params };
         if space.contains(p).is_ok() {
             return (p.clone(), false);
@@ -106,6 +101,27 @@ fn params_for(layer: &LayerRun, n: usize, dense: bool) -> (ParamPoint, bool) {
         })
         .unwrap_or_default();
     (best, true)
+}
+
+/// The tuning nearest to batch size `n` in log batch tokens, with that distance.
+fn nearest_tuning(tunings: &[LayerTuning], n: usize) -> Option<(&LayerTuning, f64)> {
+    tunings
+        .iter()
+        .map(|t| {
+            let d = ((t.batch_tokens.max(1) as f64).ln() - (n.max(1) as f64).ln()).abs();
+            (t, d)
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Packed bytes of the layers, and the bytes of the same layers stored dense (f32).
+fn weight_bytes(layers: &[LayerRun]) -> (usize, usize) {
+    let packed = layers.iter().map(|l| l.matrix.bytes()).sum();
+    let dense = layers
+        .iter()
+        .map(|l| l.matrix.rows() * l.matrix.cols() * 4)
+        .sum();
+    (packed, dense)
 }
 
 fn dense_sig(m: &SparseMatrix) -> FormatSignature {
@@ -324,15 +340,13 @@ pub fn evaluate(
             fallbacks,
         });
     }
+    let (weight_bytes, dense_weight_bytes) = weight_bytes(layers);
     Ok(Evaluation {
         accuracy: correct as f64 / n_test.max(1) as f64,
         max_rel_error,
         latencies,
-        weight_bytes: layers.iter().map(|l| l.matrix.bytes()).sum(),
-        dense_weight_bytes: layers
-            .iter()
-            .map(|l| l.matrix.rows() * l.matrix.cols() * 4)
-            .sum(),
+        weight_bytes,
+        dense_weight_bytes,
     })
 }
 
