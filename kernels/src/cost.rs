@@ -215,3 +215,50 @@ pub fn dense_predicted_cost(rows: usize, cols: usize, n: usize, p: &ParamPoint) 
     // pool hand-off with more than one thread.
     flops / (flops_per_cycle * eff * CLOCK_HZ) + 3e-6 + pool_call_s(t as f64)
 }
+
+/// Spearman's rank correlation of predicted and measured costs (ties take their mean rank); NaN
+/// with fewer than 3 points or when either side is constant.
+pub fn spearman(pred: &[f64], meas: &[f64]) -> f64 {
+    fn ranks(x: &[f64]) -> Vec<f64> {
+        let mut idx: Vec<usize> = (0..x.len()).collect();
+        idx.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
+        let mut r = vec![0.0; x.len()];
+        let mut i = 0;
+        while i < idx.len() {
+            let mut j = i;
+            while j + 1 < idx.len() && x[idx[j + 1]] == x[idx[i]] {
+                j += 1;
+            }
+            for &k in &idx[i..=j] {
+                r[k] = (i + j) as f64 / 2.0;
+            }
+            i = j + 1;
+        }
+        r
+    }
+    if pred.len() < 3 {
+        return f64::NAN;
+    }
+    let (a, b) = (ranks(pred), ranks(meas));
+    let n = a.len() as f64;
+    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    let cov: f64 = a.iter().zip(&b).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
+    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
+    if va == 0.0 || vb == 0.0 {
+        return f64::NAN;
+    }
+    cov / (va * vb).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spearman;
+
+    #[test]
+    fn spearman_of_monotone_reversed_and_tied() {
+        assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[10.0, 20.0, 30.0, 40.0]) - 1.0).abs() < 1e-12);
+        assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[4.0, 3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
+        assert!(spearman(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0]).is_nan());
+    }
+}

@@ -307,23 +307,6 @@ fn label_pattern(label: &str) -> Option<Pattern> {
     }
 }
 
-/// Spearman's rank correlation of two equally long samples (ties take the lower rank).
-fn spearman(x: &[f64], y: &[f64]) -> f64 {
-    let rank = |v: &[f64]| {
-        let mut idx: Vec<usize> = (0..v.len()).collect();
-        idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
-        let mut r = vec![0.0; v.len()];
-        for (k, &i) in idx.iter().enumerate() {
-            r[i] = k as f64;
-        }
-        r
-    };
-    let (rx, ry) = (rank(x), rank(y));
-    let n = x.len() as f64;
-    let d2: f64 = rx.iter().zip(&ry).map(|(a, b)| (a - b) * (a - b)).sum();
-    1.0 - 6.0 * d2 / (n * (n * n - 1.0))
-}
-
 /// `--rescore`: the current model's regret at 10 % and Spearman on a dump's measurements.
 fn rescore(path: &str) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;

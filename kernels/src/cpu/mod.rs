@@ -191,13 +191,12 @@ pub fn spmm(
     // instead, with a tile of the next instantiated width ≥ n and the largest instantiated row
     // block ≤ `rows`.
     let (r, kernel_isa) = if n < kernel_isa.lanes() {
-        w = [1, 2, 3, 4, 6, 8]
-            .into_iter()
-            .find(|&u| u >= n)
+        w = (n..=8)
+            .find(|&u| dispatch::select(Isa::Scalar, 1, u).is_some())
             .unwrap_or(8);
-        let r = [8, 6, 4, 3, 2, 1]
-            .into_iter()
-            .find(|&q| q <= r && dispatch::select(Isa::Scalar, q, w).is_some())
+        let r = (1..=r)
+            .rev()
+            .find(|&q| dispatch::select(Isa::Scalar, q, w).is_some())
             .unwrap_or(1);
         (r, Isa::Scalar)
     } else {

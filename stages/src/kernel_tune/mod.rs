@@ -178,39 +178,6 @@ fn choose(ranked: Vec<(ParamPoint, f64)>, strategy: &Strategy) -> Vec<(ParamPoin
     }
 }
 
-fn spearman(pred: &[f64], meas: &[f64]) -> f64 {
-    fn ranks(x: &[f64]) -> Vec<f64> {
-        let mut idx: Vec<usize> = (0..x.len()).collect();
-        idx.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
-        let mut r = vec![0.0; x.len()];
-        let mut i = 0;
-        while i < idx.len() {
-            let mut j = i;
-            while j + 1 < idx.len() && x[idx[j + 1]] == x[idx[i]] {
-                j += 1;
-            }
-            for &k in &idx[i..=j] {
-                r[k] = (i + j) as f64 / 2.0;
-            }
-            i = j + 1;
-        }
-        r
-    }
-    if pred.len() < 3 {
-        return f64::NAN;
-    }
-    let (a, b) = (ranks(pred), ranks(meas));
-    let n = a.len() as f64;
-    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
-    let cov: f64 = a.iter().zip(&b).map(|(x, y)| (x - ma) * (y - mb)).sum();
-    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
-    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
-    if va == 0.0 || vb == 0.0 {
-        return f64::NAN;
-    }
-    cov / (va * vb).sqrt()
-}
-
 /// Index of the fastest point that was measured, if any was.
 fn argmin(v: &[Measured]) -> Option<usize> {
     (0..v.len())
@@ -286,7 +253,7 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
         space_size,
         best,
         dense_best,
-        spearman: spearman(&pred, &meas),
+        spearman: kernels::spearman(&pred, &meas),
         points,
         dense_points,
         ranking: None,
@@ -303,12 +270,6 @@ mod tests {
     fn params_round_trip() {
         let p = ParamPoint::from_pairs([("rows", 4), ("threads", 2), ("tile_n", 32)]);
         assert_eq!(parse_params(&format_params(&p)).unwrap(), p);
-    }
-
-    #[test]
-    fn spearman_of_monotone_and_reversed() {
-        assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[10.0, 20.0, 30.0, 40.0]) - 1.0).abs() < 1e-12);
-        assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[4.0, 3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
     }
 
     #[test]
