@@ -70,6 +70,14 @@ pub trait StageSet: Send + Sync + 'static {
     fn device(&self, backend: Backend) -> Result<String, StageError>;
     /// Digest of the kernel sources and parameter spaces of a backend.
     fn kernel_digest(&self, backend: Backend) -> String;
+    /// Tells the stages which store this process uses, before anything is planned, so that
+    /// they can keep derived caches in it (the CUDA backend's compiled PTX, in `ptx/`).
+    fn use_store(&self, _root: &Path) {}
+    /// The element type a backend's kernels compute a format in (the `kernel_tune.dtype`
+    /// column and part of the tuning's key): `f32` unless a backend says otherwise.
+    fn dtype(&self, _backend: Backend, _pattern: &PatternTrial, _rows: u64, _cols: u64) -> String {
+        "f32".into()
+    }
     /// (features, classes) of a dataset, read at planning time.
     fn dataset_dims(&self, dataset: &DatasetTrial) -> Result<(u64, u64), StageError>;
     /// The layers of a model and the format each takes under a pattern.

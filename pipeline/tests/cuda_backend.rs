@@ -122,7 +122,19 @@ fn without_a_device_cuda_trials_fail_with_the_reason_and_cpu_trials_are_unaffect
             assert!(err.contains("no NVIDIA driver found"), "{err}");
         }
         assert!(text(r, "device").starts_with("unavailable: "));
+        // The tensor-core kernels (2:4 and 16:2:4 on rows in multiples of 16) are fp16; the
+        // rest runs on the fp32 CSR kernel.
+        let want = if num(r, "format.rows") % 16.0 == 0.0 {
+            "f16"
+        } else {
+            "f32"
+        };
+        assert_eq!(text(r, "kernel_tune.dtype"), want, "{}", text(r, "key"));
     }
+    assert!(kt
+        .iter()
+        .filter(|r| backend("kernel_tune", r) == "cpu")
+        .all(|r| text(r, "kernel_tune.dtype") == "f32"));
     let cuda_evals: Vec<&Row> = both[3]
         .1
         .iter()
@@ -191,6 +203,11 @@ fn on_a_gpu_a_vnm_shape_is_tuned_and_the_model_evaluated_end_to_end() {
     assert!(num(e, "max_rel_error") <= stages::evaluate::cuda::CUDA_TOLERANCE);
     assert!((0.0..=1.0).contains(&num(e, "accuracy")));
     assert!(num(e, "latency_us_b8") > 0.0 && num(e, "speedup_vs_dense") > 0.0);
+    // The compiled PTX is cached in the store, by digest.
+    let ptx = std::fs::read_dir(dir.path().join("store").join("ptx")).expect("store/ptx");
+    assert!(ptx
+        .filter_map(Result::ok)
+        .any(|e| e.path().extension().is_some_and(|x| x == "ptx")));
 }
 
 #[test]

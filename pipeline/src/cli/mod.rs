@@ -115,6 +115,11 @@ pub fn main_with(args: impl IntoIterator<Item = String>, stages: Arc<dyn StageSe
             return code;
         }
     };
+    let store = match &args.command {
+        Command::Run(r) | Command::Watch(r) => &r.store,
+        Command::Plan { store, .. } | Command::Store { store, .. } => store,
+    };
+    stages.use_store(store);
     match args.command {
         Command::Run(r) => run_cmd::run(&r, stages, false),
         Command::Watch(r) => run_cmd::run(&r, stages, true),

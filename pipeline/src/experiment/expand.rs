@@ -46,7 +46,7 @@ pub fn expand(
         cols,
         batch_tokens: bt,
         backend,
-        dtype: "f32".into(),
+        dtype: stages.dtype(backend, pattern, rows, cols),
         strategy: exp.strategy,
         budget: exp.budget,
         seed: exp.seed,

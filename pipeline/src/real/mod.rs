@@ -170,6 +170,19 @@ impl StageSet for RealStages {
         format!("{}:{KERNEL_SOURCES}", format!("{backend:?}").to_lowercase())
     }
 
+    fn use_store(&self, root: &std::path::Path) {
+        stages::kernel_tune::cuda::use_ptx_cache_in(root.join("ptx"));
+    }
+
+    fn dtype(&self, backend: Backend, p: &PatternTrial, rows: u64, cols: u64) -> String {
+        match backend {
+            Backend::Cpu => "f32".into(),
+            Backend::Cuda => {
+                stages::kernel_tune::cuda::dtype(&pattern(p), rows as usize, cols as usize).into()
+            }
+        }
+    }
+
     fn dataset_dims(&self, d: &DatasetTrial) -> Result<(u64, u64), StageError> {
         let ds = self.load(d)?;
         Ok((ds.n_features as u64, ds.n_classes as u64))

@@ -22,7 +22,7 @@
 use super::{argmin, choose, summarise, Measured, TuneSpec, Tuned};
 use crate::StageError;
 use kernels::cuda::{cuda_space, CudaDevice, CudaError, PtxCache};
-use kernels::{KernelSpace, Mask, ParamPoint, Pattern, SparseMatrix};
+use kernels::{KernelSpace, Mask, ParamPoint, Pattern, PatternKind, SparseMatrix};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -49,16 +49,41 @@ pub const RANKING: &str = "no CUDA cost model: ranked by the number of parameter
 the H200 winner bn=64,bk=64,wm=64,wn=32,mma_k=32,stages=3 (kernels/cuda/NOTES.md), ties in space order";
 
 static DEVICE: OnceLock<Result<CudaDevice, CudaError>> = OnceLock::new();
+static PTX_DIR: OnceLock<PathBuf> = OnceLock::new();
 
-/// Where compiled PTX is cached: `$COTUNE_PTX_CACHE`, else `cotune-ptx-<user>` in the system's
-/// temporary folder. (The stage context does not carry the store's path, and the device is
-/// opened at planning time, before any stage runs.)
+/// Caches compiled PTX in `dir` (the engine passes `<store>/ptx`). Only the first call counts,
+/// and only before the device is first opened (the device is opened at planning time, so the
+/// engine calls this before planning).
+pub fn use_ptx_cache_in(dir: PathBuf) {
+    let _ = PTX_DIR.set(dir);
+}
+
+/// Where compiled PTX is cached: `$COTUNE_PTX_CACHE`, else the folder given to
+/// [`use_ptx_cache_in`], else `cotune-ptx-<user>` in the system's temporary folder.
 pub fn ptx_cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("COTUNE_PTX_CACHE") {
         return PathBuf::from(dir);
     }
+    if let Some(dir) = PTX_DIR.get() {
+        return dir.clone();
+    }
     let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
     std::env::temp_dir().join(format!("cotune-ptx-{user}"))
+}
+
+/// The element type the CUDA backend computes `pattern` at `rows × cols` in: `f16` (fp32
+/// accumulation) on the tensor-core kernels (V:N:M and 2:4 / 1:4), `f32` on the CSR kernel,
+/// which also runs every format those kernels do not implement ([`cuda_runnable`]).
+pub fn dtype(pattern: &Pattern, rows: usize, cols: usize) -> &'static str {
+    let Ok(sig) = kernels::FormatSignature::for_pattern(pattern, rows, cols) else {
+        return "f32";
+    };
+    let tensor_core = matches!(sig.kind, PatternKind::Vnm | PatternKind::Nm);
+    if tensor_core && !cuda_space(&sig, 1).points().is_empty() {
+        "f16"
+    } else {
+        "f32"
+    }
 }
 
 /// The process's CUDA device (ordinal 0, PTX cached in [`ptx_cache_dir`]), opened on first
@@ -211,6 +236,30 @@ mod tests {
         let csr = cuda_space(&sig(Pattern::Unstructured { sparsity: 0.9 }, 8, 8), 8);
         let order: Vec<ParamPoint> = ranked_space(&csr).into_iter().map(|(p, _)| p).collect();
         assert_eq!(order, csr.points());
+    }
+
+    #[test]
+    fn the_dtype_is_f16_on_the_tensor_core_kernels_and_f32_on_csr() {
+        assert_eq!(dtype(&Pattern::Vnm { v: 64, m: 8 }, 128, 64), "f16");
+        assert_eq!(dtype(&Pattern::Nm { n: 2, m: 4 }, 32, 64), "f16");
+        // 2:4 on 10 rows and 2:8 N:M have no tensor-core kernel: CSR, fp32.
+        assert_eq!(dtype(&Pattern::Nm { n: 2, m: 4 }, 10, 64), "f32");
+        assert_eq!(dtype(&Pattern::Nm { n: 2, m: 8 }, 32, 64), "f32");
+        assert_eq!(
+            dtype(&Pattern::Unstructured { sparsity: 0.9 }, 32, 64),
+            "f32"
+        );
+        assert_eq!(
+            dtype(
+                &Pattern::Vector {
+                    v: 16,
+                    sparsity: 0.5
+                },
+                32,
+                64
+            ),
+            "f32"
+        );
     }
 
     #[test]
