@@ -379,6 +379,12 @@ unsafe fn gather_block<S: Simd, const U: usize>(
 /// Rows `r0..r0 + R` (all in one V-block) over the groups `gs` of a gathered panel; C is
 /// overwritten on the first chunk and accumulated after.
 ///
+/// The loop is bound by load ports (each FMA loads its B vector from the panel), so the rest is
+/// loaded as little as possible: the pair codes of 8 groups come in one 8-byte load per row,
+/// and each value in one broadcast load (no shuffle, which would share a port with the FMAs).
+/// In an L1-resident micro-benchmark this ran at 0.78 of a dense micro-kernel's FMA rate, against
+/// 0.68 with a code load per group and a shuffled pair of values.
+///
 /// # Safety
 /// The panel holds the block's gathered rows for `gs`; C rows `local..local + R` are in the
 /// tile.
@@ -394,20 +400,46 @@ unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
     let (groups, k_sp) = (a.groups(), a.k_sp());
     let w = U * S::LANES;
     let (vals, codes) = (a.values().as_ptr(), a.pair_codes().as_ptr());
-    // SAFETY: rows r0..r0+R exist, so (row, group) codes and slots 2g, 2g+1 < K_sp are inside
-    // their buffers; pair codes hold two positions in 0..4, so both panel rows exist.
+    // SAFETY: rows r0..r0+R exist, so the (row, group) codes of `gs` and the value slots 2g,
+    // 2g+1 < K_sp of its groups are inside their buffers (8 codes are read only when 8 groups of
+    // `gs` remain); pair codes hold two positions in 0..4, so every panel row read exists.
     unsafe {
         let mut acc: [[S::V; U]; R] = std::array::from_fn(|i| {
             load_row::<S, U>(gs.start == 0, c.ptr.add((local + i) * c.stride), c.width)
         });
-        for g in gs.clone() {
+        let mut g = gs.start;
+        while g + 8 <= gs.end {
+            let mut code8: [u64; R] = std::array::from_fn(|i| {
+                u64::from_le_bytes(*codes.add((r0 + i) * groups + g).cast::<[u8; 8]>())
+            });
+            // Two groups per step: four values and two codes per row.
+            for h in (0..8).step_by(2) {
+                let gp = panel.add((g + h - gs.start) * 4 * w);
+                for (i, row_acc) in acc.iter_mut().enumerate() {
+                    let vp = vals.add((r0 + i) * k_sp + 2 * (g + h));
+                    let code = code8[i] as usize;
+                    code8[i] >>= 16;
+                    let rows = [
+                        code & 3,
+                        (code >> 2) & 3,
+                        4 + ((code >> 8) & 3),
+                        4 + ((code >> 10) & 3),
+                    ];
+                    for (s, q) in rows.into_iter().enumerate() {
+                        fma_row::<S, U>(row_acc, S::splat(*vp.add(s)), gp.add(q * w));
+                    }
+                }
+            }
+            g += 8;
+        }
+        for g in g..gs.end {
             let gp = panel.add((g - gs.start) * 4 * w);
             for (i, row_acc) in acc.iter_mut().enumerate() {
                 let r = r0 + i;
                 let code = *codes.add(r * groups + g) as usize;
-                let (v0, v1) = S::splat_pair(vals.add(r * k_sp + 2 * g));
-                fma_row::<S, U>(row_acc, v0, gp.add((code & 3) * w));
-                fma_row::<S, U>(row_acc, v1, gp.add((code >> 2) * w));
+                let vp = vals.add(r * k_sp + 2 * g);
+                fma_row::<S, U>(row_acc, S::splat(*vp), gp.add((code & 3) * w));
+                fma_row::<S, U>(row_acc, S::splat(*vp.add(1)), gp.add((code >> 2) * w));
             }
         }
         for (i, row_acc) in acc.iter().enumerate() {
