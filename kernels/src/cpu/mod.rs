@@ -239,8 +239,9 @@ pub fn spmm(
     let tiles = n.div_ceil(w);
     // V:N:M gathers per V-block anyway, so it runs one block over every N tile before the next:
     // the block's values and codes stay in L2 across tiles instead of streaming from L3 once per
-    // tile (5–8 % at 2:8 here). The other formats keep the whole range per tile, so that a tile of
-    // B stays in L2 while every row streams past it.
+    // tile, and consecutive gathers read neighbouring lines of the same B rows (skipping the
+    // gather altogether now gains ≤ 5 %). The other formats keep the whole range per tile, so
+    // that a tile of B stays in L2 while every row streams past it.
     let band = match a {
         SparseMatrix::Vnm(x) => x.v(),
         _ => rows,
