@@ -27,7 +27,7 @@ const VERSIONS: [(&str, u32); 5] = [
     ("dataset", 1),
     ("train", 1),
     ("prune", 1),
-    ("kernel_tune", 1),
+    ("kernel_tune", 2),
     ("evaluate", 2),
 ];
 

@@ -18,11 +18,21 @@ pub struct Timing {
 /// Times `f`: one warm-up call, then repeats until `budget_s` has passed (at least `min_reps`,
 /// at most `max_reps`). Errors from `f` stop the measurement.
 pub fn time<E>(
-    mut f: impl FnMut() -> Result<(), E>,
+    f: impl FnMut() -> Result<(), E>,
     min_reps: usize,
     max_reps: usize,
     budget_s: f64,
 ) -> Result<Timing, E> {
+    samples(f, min_reps, max_reps, budget_s).map(summarise)
+}
+
+/// The samples (microseconds) of [`time`], unsummarised.
+pub fn samples<E>(
+    mut f: impl FnMut() -> Result<(), E>,
+    min_reps: usize,
+    max_reps: usize,
+    budget_s: f64,
+) -> Result<Vec<f64>, E> {
     f()?;
     let mut samples = Vec::with_capacity(max_reps);
     let start = Instant::now();
@@ -33,7 +43,7 @@ pub fn time<E>(
         f()?;
         samples.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    Ok(summarise(samples))
+    Ok(samples)
 }
 
 /// Median, min and spread of samples (microseconds).
