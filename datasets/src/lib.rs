@@ -17,7 +17,7 @@ mod synthetic;
 mod table;
 
 pub use error::DatasetError;
-pub use spec::DatasetSpec;
+pub use spec::{DatasetSpec, TableSpec};
 
 use std::path::PathBuf;
 
@@ -83,7 +83,8 @@ pub fn load(spec: &DatasetSpec) -> Result<Dataset, DatasetError> {
             *split_seed,
         ),
         DatasetSpec::Idx { .. } => idx::load(spec),
-        DatasetSpec::Parquet { .. } | DatasetSpec::Csv { .. } => table::load(spec),
+        DatasetSpec::Parquet(t) => table::load_parquet(t),
+        DatasetSpec::Csv(t) => table::load_csv(t),
     }
 }
 
@@ -121,8 +122,6 @@ pub fn file_digests(spec: &DatasetSpec) -> Result<Vec<(PathBuf, [u8; 32])>, Data
         .flatten()
         .map(digest_file)
         .collect(),
-        DatasetSpec::Parquet { path, .. } | DatasetSpec::Csv { path, .. } => {
-            Ok(vec![digest_file(path)?])
-        }
+        DatasetSpec::Parquet(t) | DatasetSpec::Csv(t) => Ok(vec![digest_file(&t.path)?]),
     }
 }

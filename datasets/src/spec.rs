@@ -77,49 +77,50 @@ pub enum DatasetSpec {
         split_seed: u64,
     },
     /// A Parquet table: numeric feature columns and an integer label column.
-    Parquet {
-        /// The file.
-        path: PathBuf,
-        /// Name of the label column.
-        label: String,
-        /// Feature columns, in order. Default: every column but the label, in file order.
-        #[serde(default)]
-        features: Option<Vec<String>>,
-        /// Number of classes; labels at or above it are an error. Default: max label + 1.
-        #[serde(default)]
-        n_classes: Option<usize>,
-        /// Standardise each feature with the training part's mean and deviation.
-        #[serde(default = "default_standardize")]
-        standardize: bool,
-        /// Fraction of samples held out for test.
-        #[serde(default = "default_test_fraction")]
-        test_fraction: f64,
-        /// Seed of the train/test shuffle.
-        #[serde(default)]
-        split_seed: u64,
-    },
+    Parquet(TableSpec),
     /// A CSV table with a header row: numeric feature columns and an integer label column.
-    Csv {
-        /// The file.
-        path: PathBuf,
-        /// Name of the label column.
-        label: String,
-        /// Feature columns, in order. Default: every column but the label, in file order.
-        #[serde(default)]
-        features: Option<Vec<String>>,
-        /// Number of classes; labels at or above it are an error. Default: max label + 1.
-        #[serde(default)]
-        n_classes: Option<usize>,
-        /// Standardise each feature with the training part's mean and deviation.
-        #[serde(default = "default_standardize")]
-        standardize: bool,
-        /// Fraction of samples held out for test.
-        #[serde(default = "default_test_fraction")]
-        test_fraction: f64,
-        /// Seed of the train/test shuffle.
-        #[serde(default)]
-        split_seed: u64,
-    },
+    Csv(TableSpec),
+}
+
+/// The fields of a table source (`parquet` or `csv`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSpec {
+    /// The file.
+    pub path: PathBuf,
+    /// Name of the label column.
+    pub label: String,
+    /// Feature columns, in order. Default: every column but the label, in file order.
+    #[serde(default)]
+    pub features: Option<Vec<String>>,
+    /// Number of classes; labels at or above it are an error. Default: max label + 1.
+    #[serde(default)]
+    pub n_classes: Option<usize>,
+    /// Standardise each feature with the training part's mean and deviation.
+    #[serde(default = "default_standardize")]
+    pub standardize: bool,
+    /// Fraction of samples held out for test.
+    #[serde(default = "default_test_fraction")]
+    pub test_fraction: f64,
+    /// Seed of the train/test shuffle.
+    #[serde(default)]
+    pub split_seed: u64,
+}
+
+impl TableSpec {
+    /// A table source with the defaults: every column but `label` a feature, classes from the
+    /// labels, standardised, 20 % test, split seed 0.
+    pub fn new(path: impl Into<PathBuf>, label: impl Into<String>) -> Self {
+        TableSpec {
+            path: path.into(),
+            label: label.into(),
+            features: None,
+            n_classes: None,
+            standardize: default_standardize(),
+            test_fraction: default_test_fraction(),
+            split_seed: 0,
+        }
+    }
 }
 
 impl DatasetSpec {
@@ -129,8 +130,8 @@ impl DatasetSpec {
             DatasetSpec::Digits { .. } => "digits",
             DatasetSpec::Synthetic { .. } => "synthetic",
             DatasetSpec::Idx { .. } => "idx",
-            DatasetSpec::Parquet { .. } => "parquet",
-            DatasetSpec::Csv { .. } => "csv",
+            DatasetSpec::Parquet(_) => "parquet",
+            DatasetSpec::Csv(_) => "csv",
         }
     }
 
@@ -139,9 +140,8 @@ impl DatasetSpec {
         let fraction = match self {
             DatasetSpec::Digits { test_fraction, .. }
             | DatasetSpec::Synthetic { test_fraction, .. }
-            | DatasetSpec::Idx { test_fraction, .. }
-            | DatasetSpec::Parquet { test_fraction, .. }
-            | DatasetSpec::Csv { test_fraction, .. } => *test_fraction,
+            | DatasetSpec::Idx { test_fraction, .. } => *test_fraction,
+            DatasetSpec::Parquet(t) | DatasetSpec::Csv(t) => t.test_fraction,
         };
         if !(fraction > 0.0 && fraction < 1.0) {
             return Err(DatasetError::InvalidSpec(format!(
@@ -183,18 +183,11 @@ mod tests {
     fn toml_tables_parse_with_defaults_and_reject_unknown_fields() {
         let s: DatasetSpec =
             toml::from_str("source = \"csv\"\npath = \"a.csv\"\nlabel = \"y\"").unwrap();
-        assert_eq!(
-            s,
-            DatasetSpec::Csv {
-                path: "a.csv".into(),
-                label: "y".into(),
-                features: None,
-                n_classes: None,
-                standardize: true,
-                test_fraction: 0.2,
-                split_seed: 0
-            }
-        );
+        assert_eq!(s, DatasetSpec::Csv(TableSpec::new("a.csv", "y")));
+        assert!(toml::from_str::<DatasetSpec>(
+            "source = \"csv\"\npath = \"a\"\nlabel = \"y\"\nx = 1"
+        )
+        .is_err());
         assert!(toml::from_str::<DatasetSpec>("source = \"digits\"\ntest_fractio = 0.3").is_err());
         assert!(toml::from_str::<DatasetSpec>("source = \"mnist\"").is_err());
         let bad = DatasetSpec::Digits {

@@ -12,7 +12,7 @@ use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 
 use crate::split::{class_count, split, standardize, Samples};
-use crate::{Dataset, DatasetError, DatasetSpec};
+use crate::{Dataset, DatasetError, TableSpec};
 
 /// A table read into memory: column names in file order and one `f64` vector per column.
 struct Table {
@@ -140,47 +140,31 @@ fn read_parquet(path: &Path) -> Result<Table, DatasetError> {
     Ok(Table { names, columns })
 }
 
-pub(crate) fn load(spec: &DatasetSpec) -> Result<Dataset, DatasetError> {
-    let (path, label, features, n_classes, do_standardize, test_fraction, split_seed, table) =
-        match spec {
-            DatasetSpec::Csv {
-                path,
-                label,
-                features,
-                n_classes,
-                standardize,
-                test_fraction,
-                split_seed,
-            } => (
-                path,
-                label,
-                features,
-                n_classes,
-                standardize,
-                test_fraction,
-                split_seed,
-                read_csv(path)?,
-            ),
-            DatasetSpec::Parquet {
-                path,
-                label,
-                features,
-                n_classes,
-                standardize,
-                test_fraction,
-                split_seed,
-            } => (
-                path,
-                label,
-                features,
-                n_classes,
-                standardize,
-                test_fraction,
-                split_seed,
-                read_parquet(path)?,
-            ),
-            _ => unreachable!("table::load is only called with a Csv or Parquet spec"),
-        };
+/// Loads a CSV source.
+pub(crate) fn load_csv(spec: &TableSpec) -> Result<Dataset, DatasetError> {
+    load(spec, read_csv)
+}
+
+/// Loads a Parquet source.
+pub(crate) fn load_parquet(spec: &TableSpec) -> Result<Dataset, DatasetError> {
+    load(spec, read_parquet)
+}
+
+/// Loads a table source, reading its file with `read` ([`read_csv`] or [`read_parquet`]).
+fn load(
+    spec: &TableSpec,
+    read: fn(&Path) -> Result<Table, DatasetError>,
+) -> Result<Dataset, DatasetError> {
+    let TableSpec {
+        path,
+        label,
+        features,
+        n_classes,
+        standardize: do_standardize,
+        test_fraction,
+        split_seed,
+    } = spec;
+    let table = read(path)?;
     let labels_f = table.column(path, label)?;
     let mut y = Vec::with_capacity(labels_f.len());
     for (row, &v) in labels_f.iter().enumerate() {
@@ -245,18 +229,17 @@ pub(crate) fn load(spec: &DatasetSpec) -> Result<Dataset, DatasetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DatasetSpec;
     use std::sync::Arc;
 
     fn csv_spec(path: &Path, features: Option<Vec<String>>, standardize: bool) -> DatasetSpec {
-        DatasetSpec::Csv {
-            path: path.to_path_buf(),
-            label: "y".into(),
+        DatasetSpec::Csv(TableSpec {
             features,
-            n_classes: None,
             standardize,
             test_fraction: 0.25,
             split_seed: 1,
-        }
+            ..TableSpec::new(path, "y")
+        })
     }
 
     #[test]
@@ -328,15 +311,12 @@ mod tests {
             w.write(&batch).unwrap();
             w.close().unwrap();
         };
-        let spec = DatasetSpec::Parquet {
-            path: p.clone(),
-            label: "label".into(),
-            features: None,
+        let spec = DatasetSpec::Parquet(TableSpec {
             n_classes: Some(2),
             standardize: false,
             test_fraction: 0.25,
-            split_seed: 0,
-        };
+            ..TableSpec::new(&p, "label")
+        });
         write(Arc::new(Float32Array::from(vec![0.5, 1.5, 2.5, 3.5])));
         let d = crate::load(&spec).unwrap();
         assert_eq!(

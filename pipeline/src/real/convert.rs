@@ -51,24 +51,18 @@ pub fn dataset_spec(d: &DatasetTrial) -> datasets::DatasetSpec {
             test_fraction,
             split_seed,
         },
-        DatasetSource::Parquet => D::Parquet {
-            path: d.paths[0].clone(),
-            label: d.label.clone().unwrap_or_default(),
-            features: None,
-            n_classes: None,
-            standardize: true,
-            test_fraction,
-            split_seed,
-        },
-        DatasetSource::Csv => D::Csv {
-            path: d.paths[0].clone(),
-            label: d.label.clone().unwrap_or_default(),
-            features: None,
-            n_classes: None,
-            standardize: true,
-            test_fraction,
-            split_seed,
-        },
+        DatasetSource::Parquet | DatasetSource::Csv => {
+            let table = datasets::TableSpec {
+                test_fraction,
+                split_seed,
+                ..datasets::TableSpec::new(&d.paths[0], d.label.clone().unwrap_or_default())
+            };
+            if d.source == DatasetSource::Parquet {
+                D::Parquet(table)
+            } else {
+                D::Csv(table)
+            }
+        }
     }
 }
 
