@@ -201,8 +201,8 @@ pub fn tune(spec: &TuneSpec) -> Result<Tuned, StageError> {
     }
 }
 
-/// Sparse points re-measured with the dense baseline's best point by [`tune_cpu`], and the
-/// rounds they are re-measured in.
+/// The fastest sparse points that [`tune_cpu`] measures again, with every dense point, and the
+/// rounds it measures them in.
 const CONFIRM_POINTS: usize = 3;
 const CONFIRM_ROUNDS: usize = 3;
 
