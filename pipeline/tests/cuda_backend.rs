@@ -122,13 +122,11 @@ fn without_a_device_cuda_trials_fail_with_the_reason_and_cpu_trials_are_unaffect
             assert!(err.contains("no NVIDIA driver found"), "{err}");
         }
         assert!(text(r, "device").starts_with("unavailable: "));
-        // The tensor-core kernels (2:4 and 16:2:4 on rows in multiples of 16) are fp16; the
-        // rest runs on the fp32 CSR kernel.
-        let want = if num(r, "format.rows") % 16.0 == 0.0 {
-            "f16"
-        } else {
-            "f32"
-        };
+        // The tensor-core kernels (2:4 and 16:2:4 on rows in multiples of 16) and cuBLAS are
+        // fp16; the rest runs on the fp32 CSR kernel.
+        let tensor_core = num(r, "format.rows") % 16.0 == 0.0;
+        let cublas = text(r, "format.pattern") == "dense";
+        let want = if tensor_core || cublas { "f16" } else { "f32" };
         assert_eq!(text(r, "kernel_tune.dtype"), want, "{}", text(r, "key"));
     }
     assert!(kt

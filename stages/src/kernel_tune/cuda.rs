@@ -72,13 +72,17 @@ pub fn ptx_cache_dir() -> PathBuf {
 }
 
 /// The element type the CUDA backend computes `pattern` at `rows × cols` in: `f16` (fp32
-/// accumulation) on the tensor-core kernels (V:N:M and 2:4 / 1:4), `f32` on the CSR kernel,
-/// which also runs every format those kernels do not implement ([`cuda_runnable`]).
+/// accumulation) on the tensor-core kernels (V:N:M and 2:4 / 1:4) and cuBLAS (dense), `f32` on
+/// the CSR kernel, which also runs every format those kernels do not implement
+/// ([`cuda_runnable`]).
 pub fn dtype(pattern: &Pattern, rows: usize, cols: usize) -> &'static str {
     let Ok(sig) = kernels::FormatSignature::for_pattern(pattern, rows, cols) else {
         return "f32";
     };
-    let tensor_core = matches!(sig.kind, PatternKind::Vnm | PatternKind::Nm);
+    let tensor_core = matches!(
+        sig.kind,
+        PatternKind::Vnm | PatternKind::Nm | PatternKind::Dense
+    );
     if tensor_core && !cuda_space(&sig, 1).points().is_empty() {
         "f16"
     } else {
@@ -239,9 +243,10 @@ mod tests {
     }
 
     #[test]
-    fn the_dtype_is_f16_on_the_tensor_core_kernels_and_f32_on_csr() {
+    fn the_dtype_is_f16_on_the_tensor_core_kernels_and_cublas_and_f32_on_csr() {
         assert_eq!(dtype(&Pattern::Vnm { v: 64, m: 8 }, 128, 64), "f16");
         assert_eq!(dtype(&Pattern::Nm { n: 2, m: 4 }, 32, 64), "f16");
+        assert_eq!(dtype(&Pattern::Dense, 10, 64), "f16");
         // 2:4 on 10 rows and 2:8 N:M have no tensor-core kernel: CSR, fp32.
         assert_eq!(dtype(&Pattern::Nm { n: 2, m: 4 }, 10, 64), "f32");
         assert_eq!(dtype(&Pattern::Nm { n: 2, m: 8 }, 32, 64), "f32");
