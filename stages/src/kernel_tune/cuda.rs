@@ -79,11 +79,11 @@ pub fn dtype(pattern: &Pattern, rows: usize, cols: usize) -> &'static str {
     let Ok(sig) = kernels::FormatSignature::for_pattern(pattern, rows, cols) else {
         return "f32";
     };
-    let tensor_core = matches!(
+    let fp16_kernel = matches!(
         sig.kind,
         PatternKind::Vnm | PatternKind::Nm | PatternKind::Dense
     );
-    if tensor_core && !cuda_space(&sig, 1).points().is_empty() {
+    if fp16_kernel && !cuda_space(&sig, 1).points().is_empty() {
         "f16"
     } else {
         "f32"

@@ -213,13 +213,17 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let b = kernels::random_values(sig.cols * n, 0xb);
     let mut c = vec![0f32; sig.rows * n];
     let budget = spec.seconds_per_point;
+    // One measurement of one point: samples until the per-point budget is spent.
+    let mut measure = |m: &SparseMatrix, p: &ParamPoint| {
+        samples(|| kernels::spmm(m, &b, n, &mut c, p), 3, 50, budget)
+    };
     let space = kernels::cpu_space(sig, n);
     let space_size = space.points().len();
     let mut points = vec![];
     let mut sparse_samples = vec![];
     let ranked = rank_by_cost(&space, |p| kernels::predicted_cost(sig, n, p));
     for (p, predicted_s, predicted_rank) in choose(ranked, &spec.strategy) {
-        let s = samples(|| kernels::spmm(&a, &b, n, &mut c, &p), 3, 50, budget)?;
+        let s = measure(&a, &p)?;
         let timing = summarise(s.clone());
         sparse_samples.push(s);
         points.push(Measured {
@@ -245,7 +249,7 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let dsig = dense_a.signature();
     let ranked = rank_by_cost(&dense, |p| kernels::predicted_cost(&dsig, n, p));
     for (p, predicted_s, predicted_rank) in choose(ranked, &Strategy::Exhaustive) {
-        let s = samples(|| kernels::spmm(&dense_a, &b, n, &mut c, &p), 3, 50, budget)?;
+        let s = measure(&dense_a, &p)?;
         let timing = summarise(s.clone());
         dense_samples.push(s);
         dense_points.push(Measured {
@@ -270,22 +274,10 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     order.truncate(CONFIRM_POINTS);
     for _ in 0..CONFIRM_ROUNDS {
         for (m, s) in dense_points.iter().zip(&mut dense_samples) {
-            let p = &m.params;
-            s.extend(samples(
-                || kernels::spmm(&dense_a, &b, n, &mut c, p),
-                3,
-                50,
-                budget,
-            )?);
+            s.extend(measure(&dense_a, &m.params)?);
         }
         for &i in &order {
-            let p = &points[i].params;
-            sparse_samples[i].extend(samples(
-                || kernels::spmm(&a, &b, n, &mut c, p),
-                3,
-                50,
-                budget,
-            )?);
+            sparse_samples[i].extend(measure(&a, &points[i].params)?);
         }
     }
     for &i in &order {
