@@ -97,6 +97,16 @@ impl CudaDevice {
                     cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                 )
                 .map_err(driver_err("cuDeviceGetAttribute"))?,
+            shared_per_sm: ctx
+                .attribute(
+                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                )
+                .map_err(driver_err("cuDeviceGetAttribute"))?,
+            registers_per_sm: ctx
+                .attribute(
+                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+                )
+                .map_err(driver_err("cuDeviceGetAttribute"))?,
         };
         Ok(Self {
             ctx,

@@ -10,6 +10,7 @@
 //! returns [`CudaError::NoDriver`] (the driver library is probed before any call).
 
 mod config;
+mod cost;
 mod error;
 mod pack;
 mod ptxas;
@@ -31,6 +32,9 @@ mod tune;
 pub use config::{
     csr_configs, vnm_configs, vnm_wm_values, CsrConfig, VnmConfig, CSR_COLS_PER_LANE, CSR_WARPS,
     MAX_SHARED_BYTES, VNM_BK, VNM_BLOCK_ROWS, VNM_BN, VNM_MMA_K, VNM_STAGES, VNM_WN,
+};
+pub use cost::{
+    csr_cycles, cuda_predicted_cost, vnm_cycles, vnm_registers, GpuModel, RegisterSource,
 };
 pub use error::CudaError;
 pub use pack::{
@@ -73,6 +77,10 @@ pub struct DeviceInfo {
     pub multiprocessors: i32,
     /// Shared memory a block may opt in to, in bytes.
     pub max_shared_per_block: i32,
+    /// Shared memory per SM, in bytes.
+    pub shared_per_sm: i32,
+    /// 32-bit registers per SM.
+    pub registers_per_sm: i32,
 }
 
 impl DeviceInfo {

@@ -1,0 +1,51 @@
+//! Writes the `ptxas -v` resources (registers, spilled bytes) of every V:N:M kernel
+//! configuration for sm_80 and sm_90 as CSV on stdout: the table behind the CUDA cost model's
+//! register counts (`kernels/cuda/results/ptxas_resources.csv`).
+//!
+//! Needs `--features cuda`, libnvrtc on LD_LIBRARY_PATH and a ptxas (`$COTUNE_PTXAS` or on
+//! PATH; PyPI `nvidia-cuda-nvcc-cu12` ships one):
+//! `cargo run --release -p kernels --features cuda --example cuda_resources > kernels/cuda/results/ptxas_resources.csv`
+
+#[cfg(feature = "cuda")]
+fn main() {
+    use kernels::cuda::{all_configs, compile_ptx, ptxas_report, KernelSource, CI_ARCHS};
+    let (vnm, _) = all_configs();
+    let mut configs = vnm;
+    configs.sort();
+    configs.dedup();
+    println!("arch,bm,bn,bk,wm,wn,mma_k,stages,registers,spill_bytes,estimated_registers");
+    for arch in CI_ARCHS {
+        for c in &configs {
+            let ptx = match compile_ptx(KernelSource::SpmmVnmF16, &c.defines(), arch) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("{c} {arch}: {e}");
+                    std::process::exit(1);
+                }
+            };
+            let Some(r) = ptxas_report(&ptx, arch) else {
+                eprintln!("no ptxas report for {c} on {arch}: is ptxas at hand ($COTUNE_PTXAS)?");
+                std::process::exit(1);
+            };
+            println!(
+                "{arch},{},{},{},{},{},{},{},{},{},{}",
+                c.bm,
+                c.bn,
+                c.bk,
+                c.wm,
+                c.wn,
+                c.mma_k,
+                c.stages,
+                r.registers,
+                r.spill_bytes,
+                c.estimated_registers()
+            );
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn main() {
+    eprintln!("cuda_resources needs --features cuda");
+    std::process::exit(2);
+}
