@@ -14,14 +14,14 @@
 //!   ([`cuda_runnable`]).
 
 use super::{
-    add_bias_relu, agreement, check_shapes, nearest_tuning, weight_bytes, BatchLatency, Evaluation,
+    add_bias_relu, agreement, check_shapes, guiding_tuning, weight_bytes, BatchLatency, Evaluation,
     LayerRun,
 };
 use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, REPS};
 use crate::kernel_tune::{summarise, Timing};
 use crate::StageError;
 use datasets::Dataset;
-use kernels::cuda::{cuda_space, CudaDevice};
+use kernels::cuda::{cuda_space, CudaDevice, GpuModel};
 use kernels::{ParamPoint, SparseMatrix};
 
 /// Largest |output − reference| allowed, relative to the reference's largest |logit|.
@@ -31,17 +31,31 @@ pub const CUDA_TOLERANCE: f64 = 1e-2;
 pub const LATENCY_SCOPE: &str = "sum of the layers' device-timed products; host transfers, \
 bias and ReLU excluded";
 
-/// The point a layer runs at batch size `n`: the tuning nearest in batch tokens, or (when it is
-/// not a point of the layer's CUDA space) the first point of the ranked space, flagged `true`.
-fn params_for(layer: &LayerRun, runnable: &SparseMatrix, n: usize) -> (ParamPoint, bool) {
-    let space = cuda_space(&runnable.signature(), n);
-    if let Some((t, _)) = nearest_tuning(&layer.tunings, n) {
+/// The point a layer runs at batch size `n`: the tuning nearest in batch tokens when it is
+/// within 4× of `n` and a point of the layer's CUDA space, else the cost model's best point on
+/// `gpu`, flagged `true`.
+fn params_for(
+    layer: &LayerRun,
+    runnable: &SparseMatrix,
+    n: usize,
+    gpu: &GpuModel,
+) -> (ParamPoint, bool) {
+    let sig = runnable.signature();
+    let space = cuda_space(&sig, n);
+    if let Some(t) = guiding_tuning(&layer.tunings, n) {
         if space.contains(&t.params).is_ok() {
             return (t.params.clone(), false);
         }
     }
-    let first = ranked_space(&space).into_iter().next().map(|(p, _)| p);
-    (first.unwrap_or_default(), true)
+    let (ranked, _) = ranked_space(&space, &sig, n, gpu);
+    (
+        ranked
+            .into_iter()
+            .next()
+            .map(|(p, _)| p)
+            .unwrap_or_default(),
+        true,
+    )
 }
 
 /// A layer as it runs: the matrix the device multiplies, its bias, its point.
@@ -89,13 +103,14 @@ pub fn evaluate_cuda(
         .iter()
         .map(|l| cuda_runnable(&l.matrix).map(|(m, _)| m))
         .collect::<Result<_, _>>()?;
+    let gpu = GpuModel::for_device(dev.info());
     let run_at = |b: usize| -> (Vec<Step>, usize) {
         let mut fallbacks = 0;
         let run = layers
             .iter()
             .zip(&runnable)
             .map(|(l, m)| {
-                let (p, fb) = params_for(l, m, b);
+                let (p, fb) = params_for(l, m, b, &gpu);
                 fallbacks += usize::from(fb);
                 (m, l.bias.as_slice(), p)
             })

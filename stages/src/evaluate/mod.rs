@@ -83,11 +83,7 @@ fn params_for(layer: &LayerRun, n: usize, dense: bool) -> (ParamPoint, bool) {
         layer.matrix.signature()
     };
     let space = kernels::cpu_space(&sig, n);
-    // A point tuned for a batch more than 4× larger or smaller is no guide (e.g. two threads
-    // tuned at 64 columns cost more in pool hand-off than a batch of 1 computes): the cost
-    // model's best point for this batch is used instead, counted as a fallback.
-    let nearest = nearest_tuning(&layer.tunings, n).filter(|&(_, d)| d <= 4f64.ln() + 1e-9);
-    if let Some((t, _)) = nearest {
+    if let Some(t) = guiding_tuning(&layer.tunings, n) {
         let p = if dense { &t.dense_params } else { &t.params };
         if space.contains(p).is_ok() {
             return (p.clone(), false);
@@ -101,6 +97,16 @@ fn params_for(layer: &LayerRun, n: usize, dense: bool) -> (ParamPoint, bool) {
         })
         .unwrap_or_default();
     (best, true)
+}
+
+/// The tuning that guides batch size `n`: the nearest in batch tokens, if it is within 4×. A
+/// point tuned for a batch more than 4× larger or smaller is no guide (e.g. two threads tuned
+/// at 64 columns cost more in pool hand-off than a batch of 1 computes): the cost model's best
+/// point for this batch is used instead, counted as a fallback.
+fn guiding_tuning(tunings: &[LayerTuning], n: usize) -> Option<&LayerTuning> {
+    nearest_tuning(tunings, n)
+        .filter(|&(_, d)| d <= 4f64.ln() + 1e-9)
+        .map(|(t, _)| t)
 }
 
 /// The tuning nearest to batch size `n` in log batch tokens, with that distance.

@@ -3,10 +3,10 @@
 //! the exact structure, against cuBLAS fp16 as the dense baseline.
 //!
 //! What differs from the CPU tuning:
-//! - No analytical cost model exists for the CUDA kernels, so `model` ranks the space by a
-//!   stated order ([`RANKING`]): distance to the configuration that won most often on the H200
-//!   (`kernels/cuda/NOTES.md`, run 3), ties in the space's order. Predicted costs are NaN and
-//!   the rank correlation is NaN; `predicted_rank` is the position in that order.
+//! - The cost model is [`kernels::cuda::cuda_predicted_cost`] (occupancy from the shipped
+//!   `ptxas` register table, throughput and latency per k-tile; fitted to the H200's
+//!   measurements), on this device's SM count and shared memory and registers per SM. The
+//!   `ranking` column says where the registers came from.
 //! - A point that fails to compile or launch is kept as a failed point with its error, and the
 //!   tuning goes on; the tuning fails only when no point could be measured or the dense
 //!   baseline failed (both usually mean the machine, not the point, is at fault, so nothing is
@@ -21,8 +21,10 @@
 
 use super::{argmin, choose, summarise, Measured, TuneSpec, Tuned};
 use crate::StageError;
-use kernels::cuda::{cuda_space, CudaDevice, CudaError, PtxCache};
-use kernels::{KernelSpace, Mask, ParamPoint, Pattern, PatternKind, SparseMatrix};
+use kernels::cuda::{
+    cuda_predicted_cost, cuda_space, CudaDevice, CudaError, GpuModel, PtxCache, RegisterSource,
+};
+use kernels::{FormatSignature, KernelSpace, Mask, ParamPoint, Pattern, PatternKind, SparseMatrix};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -32,21 +34,6 @@ pub const REPS: usize = 7;
 
 /// The kernel name of the dense baseline's rows.
 pub const DENSE_KERNEL: &str = "cublas-f16";
-
-/// The configuration that won most often on the H200 (`kernels/cuda/NOTES.md`, run 3): the
-/// order `model` ranks the CUDA spaces by, in place of a cost model.
-const PRIOR: [(&str, i64); 6] = [
-    ("bn", 64),
-    ("bk", 64),
-    ("wm", 64),
-    ("wn", 32),
-    ("mma_k", 32),
-    ("stages", 3),
-];
-
-/// What a CUDA tuning records as its ranking (the `ranking` column).
-pub const RANKING: &str = "no CUDA cost model: ranked by the number of parameters differing from \
-the H200 winner bn=64,bk=64,wm=64,wn=32,mma_k=32,stages=3 (kernels/cuda/NOTES.md), ties in space order";
 
 static DEVICE: OnceLock<Result<CudaDevice, CudaError>> = OnceLock::new();
 static PTX_DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -123,19 +110,36 @@ pub fn cuda_runnable(a: &SparseMatrix) -> Result<(SparseMatrix, Option<String>),
     Ok((csr, Some(why)))
 }
 
-/// The CUDA space in [`RANKING`] order, each point with a NaN predicted cost.
-pub fn ranked_space(space: &KernelSpace) -> Vec<(ParamPoint, f64)> {
-    let differing = |p: &ParamPoint| {
-        PRIOR
-            .iter()
-            .filter(|(k, v)| p.0.get(*k).is_some_and(|x| x != v))
-            .count()
-    };
-    let mut ranked: Vec<(ParamPoint, f64)> =
-        space.points().into_iter().map(|p| (p, f64::NAN)).collect();
+/// The CUDA space ranked by the cost model on `gpu` (cheapest first, ties in the space's
+/// order), each point with its predicted seconds, and what the `ranking` column says.
+pub fn ranked_space(
+    space: &KernelSpace,
+    sig: &FormatSignature,
+    n: usize,
+    gpu: &GpuModel,
+) -> (Vec<(ParamPoint, f64)>, String) {
+    let mut estimated = false;
+    let mut ranked: Vec<(ParamPoint, f64)> = space
+        .points()
+        .into_iter()
+        .map(|p| {
+            let (cost, registers) = cuda_predicted_cost(sig, n, &p, gpu);
+            estimated |= registers == Some(RegisterSource::Estimated);
+            (p, cost)
+        })
+        .collect();
     // A stable sort keeps the space's own order among equals.
-    ranked.sort_by_key(|(p, _)| differing(p));
-    ranked
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let registers = if estimated {
+        "estimated registers (no ptxas table for this arch)"
+    } else {
+        "ptxas register table"
+    };
+    let how = format!(
+        "CUDA cost model on {} ({} SMs), {registers}",
+        gpu.arch, gpu.multiprocessors
+    );
+    (ranked, how)
 }
 
 /// A kernels error as a message: `CudaDevice`'s errors arrive as `KernelError::Backend`, whose
@@ -152,8 +156,10 @@ pub fn message(e: &kernels::KernelError) -> String {
 pub fn tune_cuda(spec: &TuneSpec, dev: &CudaDevice) -> Result<Tuned, StageError> {
     let (sig, n) = (&spec.sig, spec.n);
     let (a, fallback) = cuda_runnable(&kernels::synthetic(sig, 0x5eed)?)?;
-    let space = cuda_space(&a.signature(), n);
-    let ranked = ranked_space(&space);
+    let runnable_sig = a.signature();
+    let space = cuda_space(&runnable_sig, n);
+    let gpu = GpuModel::for_device(dev.info());
+    let (ranked, ranking) = ranked_space(&space, &runnable_sig, n, &gpu);
     let space_size = ranked.len();
     if space_size == 0 {
         return Err(StageError::InvalidConfig(format!(
@@ -175,6 +181,14 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &CudaDevice) -> Result<Tuned, StageError>
             error,
         });
     }
+    let measured: Vec<&Measured> = points.iter().filter(|m| m.error.is_none()).collect();
+    let spearman = kernels::spearman(
+        &measured.iter().map(|m| m.predicted_s).collect::<Vec<_>>(),
+        &measured
+            .iter()
+            .map(|m| m.timing.median_us)
+            .collect::<Vec<_>>(),
+    );
     let Some(best) = argmin(&points) else {
         let first = points
             .iter()
@@ -210,8 +224,8 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &CudaDevice) -> Result<Tuned, StageError>
         dense_points,
         best,
         dense_best: 0,
-        spearman: f64::NAN,
-        ranking: Some(RANKING.into()),
+        spearman,
+        ranking: Some(ranking),
         fallback,
     })
 }
@@ -227,19 +241,38 @@ mod tests {
     }
 
     #[test]
-    fn the_ranking_puts_the_h200_winner_first_and_keeps_every_point() {
-        let space = cuda_space(&sig(Pattern::Vnm { v: 64, m: 8 }, 128, 64), 64);
-        let ranked = ranked_space(&space);
+    fn the_ranking_orders_every_point_by_the_cost_model() {
+        let gpu = GpuModel::h200();
+        let vnm = sig(Pattern::Vnm { v: 128, m: 8 }, 3072, 768);
+        let space = cuda_space(&vnm, 4096);
+        let (ranked, how) = ranked_space(&space, &vnm, 4096, &gpu);
         assert_eq!(ranked.len(), space.points().len());
-        let first = &ranked[0].0;
-        for (k, v) in PRIOR {
-            assert_eq!(first.get(k), Ok(v), "{k}");
-        }
-        assert!(ranked.iter().all(|(_, c)| c.is_nan()));
-        // CSR has none of the prior's parameters: the space's own order.
-        let csr = cuda_space(&sig(Pattern::Unstructured { sparsity: 0.9 }, 8, 8), 8);
-        let order: Vec<ParamPoint> = ranked_space(&csr).into_iter().map(|(p, _)| p).collect();
-        assert_eq!(order, csr.points());
+        assert!(ranked.windows(2).all(|w| w[0].1 <= w[1].1));
+        assert!(ranked.iter().all(|(_, c)| c.is_finite() && *c > 0.0));
+        assert!(how.contains("sm_90") && how.contains("ptxas"), "{how}");
+        // On the H200 the most frequent winner at V = 128 is among the first 10 %.
+        let winner = ranked
+            .iter()
+            .position(|(p, _)| {
+                [
+                    ("bn", 64),
+                    ("bk", 64),
+                    ("wm", 64),
+                    ("wn", 32),
+                    ("mma_k", 32),
+                ]
+                .iter()
+                .all(|&(k, v)| p.get(k) == Ok(v))
+            })
+            .unwrap();
+        assert!(winner < ranked.len() / 10, "at {winner}");
+        // An arch without a register table says its registers are estimated.
+        let (_, how) = ranked_space(&space, &vnm, 4096, &GpuModel::for_arch("sm_89"));
+        assert!(how.contains("estimated"), "{how}");
+        let csr_sig = sig(Pattern::Unstructured { sparsity: 0.9 }, 64, 64);
+        let csr = cuda_space(&csr_sig, 256);
+        let (ranked, _) = ranked_space(&csr, &csr_sig, 256, &gpu);
+        assert_eq!(ranked[0].0.get("cols_per_lane"), Ok(4));
     }
 
     #[test]
