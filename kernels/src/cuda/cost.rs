@@ -290,6 +290,27 @@ mod tests {
         assert_eq!(vnm_registers(&c, "sm_89").1, RegisterSource::Estimated);
     }
 
+    /// FNV-1a of the kernel source `ptxas_resources.csv` was generated from.
+    const TABLE_SOURCE_FNV1A: u64 = 0x8385_69e4_2618_604a;
+
+    fn fnv1a(bytes: &[u8]) -> u64 {
+        bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
+
+    #[test]
+    fn the_register_table_matches_the_kernel_source() {
+        let now = fnv1a(crate::cuda::KernelSource::SpmmVnmF16.text().as_bytes());
+        assert_eq!(
+            now, TABLE_SOURCE_FNV1A,
+            "spmm_vnm_f16.cu changed since kernels/cuda/ptxas_resources.csv was generated: \
+             regenerate it (cargo run --release -p kernels --features cuda --example \
+             cuda_resources > kernels/cuda/ptxas_resources.csv, with a ptxas at hand) and set \
+             TABLE_SOURCE_FNV1A to {now:#x}"
+        );
+    }
+
     #[test]
     fn occupancy_is_limited_by_the_scarcest_resource() {
         let gpu = GpuModel::h200();

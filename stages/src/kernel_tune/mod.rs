@@ -104,8 +104,8 @@ pub struct Tuned {
     /// Spearman correlation of predicted vs measured cost over the measured points (NaN with < 3,
     /// or without a cost model).
     pub spearman: f64,
-    /// How `predicted_rank` was assigned when the backend has no cost model (`None`: the cost
-    /// model ranked the space).
+    /// What ranked the space, where that needs saying: on CUDA, the GPU the cost model assumed
+    /// and where its register counts came from (`None`: the CPU cost model).
     pub ranking: Option<String>,
     /// Set when no kernel of the backend implements the format: what ran instead, and why.
     pub fallback: Option<String>,
