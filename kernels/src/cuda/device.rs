@@ -82,31 +82,19 @@ impl CudaDevice {
         let mut driver = 0;
         // SAFETY: the driver library is loaded (probed above) and `driver` is valid for writes.
         unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };
+        let attribute = |a| ctx.attribute(a).map_err(driver_err("cuDeviceGetAttribute"));
+        use cudarc::driver::sys::CUdevice_attribute as A;
         let info = DeviceInfo {
             name: ctx.name().map_err(driver_err("cuDeviceGetName"))?,
             sm,
             arch,
             driver_version: driver,
-            max_shared_per_block: ctx
-                .attribute(
-                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                )
-                .map_err(driver_err("cuDeviceGetAttribute"))?,
-            multiprocessors: ctx
-                .attribute(
-                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                )
-                .map_err(driver_err("cuDeviceGetAttribute"))?,
-            shared_per_sm: ctx
-                .attribute(
-                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-                )
-                .map_err(driver_err("cuDeviceGetAttribute"))?,
-            registers_per_sm: ctx
-                .attribute(
-                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
-                )
-                .map_err(driver_err("cuDeviceGetAttribute"))?,
+            max_shared_per_block: attribute(
+                A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )?,
+            multiprocessors: attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            shared_per_sm: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+            registers_per_sm: attribute(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
         };
         Ok(Self {
             ctx,
