@@ -2,7 +2,7 @@
 # The one prepared check of the CUDA backend on a GPU machine (kernels/cuda/NOTES.md): find the
 # CUDA libraries, run the CUDA correctness tests (every kernel against the CPU reference), then
 # benchmark V:N:M (mma.sp) against cuBLAS fp16 on the BERT shapes, writing CSV (and Parquet
-# where pandas+pyarrow exist) and printing a compact table; last, run
+# where pandas+pyarrow exist) and printing a compact table, and score the cost model on it; last, run
 # experiments/cuda-smoke.toml through `cotune` on the cuda backend (train, prune, tune, evaluate
 # on the GPU). Budget: under 8 minutes in all (each step's timeout is cut to what is left).
 #
@@ -40,6 +40,9 @@ limit() {  # $1 = the step's cap, $2 = seconds reserved for later steps; prints 
 prepare() {
   log "building release test binaries with --features cuda"
   (cd "$ROOT" && cargo test -p kernels --features cuda --release --no-run 2>&1 | tail -3) || return 1
+  log "building cuda-model-check with --features cuda"
+  (cd "$ROOT" && cargo build -p kernels --features cuda --release --bin cuda-model-check 2>&1 \
+    | tail -3) || return 1
   log "building cotune with --features cuda"
   (cd "$ROOT" && cargo build -p pipeline --features cuda --release --bin cotune 2>&1 | tail -3) \
     || return 1
@@ -49,12 +52,14 @@ prepare() {
     [ -n "$f" ] || { log "no binary for $t"; return 1; }
     cp "$f" "$BIN/$t" && strip "$BIN/$t" 2>/dev/null
   done
-  cp "$TARGET/release/cotune" "$BIN/cotune" && strip "$BIN/cotune" 2>/dev/null
+  for b in cotune cuda-model-check; do
+    cp "$TARGET/release/$b" "$BIN/$b" && strip "$BIN/$b" 2>/dev/null
+  done
   ls -la "$BIN"
 }
 
 if [ "$MODE" = prepare ]; then prepare; exit $?; fi
-for b in cuda_device cuda_bench cotune; do
+for b in cuda_device cuda_bench cotune cuda-model-check; do
   [ -x "$BIN/$b" ] && continue
   command -v cargo >/dev/null && { prepare || exit 2; break; }
   log "no $b in $BIN and no cargo"; exit 2
@@ -97,7 +102,10 @@ for name in ("bench", "summary"):
 PY
 grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench.log" | tail -60
 
-# The engine on the cuda backend: train, prune, tune (random, budget 4) and evaluate on the GPU.
+# How well the cost model (fitted to the H200's run 3) ranks this device's measurements.
+[ -s "$OUT/bench.csv" ] && "$BIN/cuda-model-check" "$OUT/bench.csv" 2>&1 | tee "$OUT/model-check.txt"
+
+# The engine on the cuda backend: train, prune, tune (model, budget 4) and evaluate on the GPU.
 # Without a GPU (dry-run) its cuda trials fail with the reason and the step only reports it.
 log "cuda-smoke experiment through cotune"
 SMOKE="$OUT/cuda-smoke"

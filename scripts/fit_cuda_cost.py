@@ -8,7 +8,11 @@ best-ranked 10 % of a point's configurations (mean + half the largest), plus 0.3
 regret of the first choice. Nelder-Mead over the log of the constants, 8 starts.
 This mirrors `vnm_cycles` in cost.rs: change both together.
 
-    pip install pandas scipy && python3 scripts/fit_cuda_cost.py
+    pip install pandas scipy && python3 scripts/fit_cuda_cost.py [BENCH_CSV [ARCH SMS]]
+
+BENCH_CSV is a device's `bench.csv` (scripts/device-check.sh full writes one), by default the
+H200's run 3; ARCH (sm_80 or sm_90: the register table's) and SMS describe its GPU (sm_90,
+132 by default).
 """
 import re
 import sys
@@ -20,19 +24,23 @@ from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
 ROOT = Path(__file__).resolve().parent.parent
-SMS, SHARED, REGS, WARPS, BLOCKS, RESERVED = 132, 228 * 1024, 65536, 64, 32, 1024
+BENCH = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "kernels/cuda/results/h200_run3_bench.csv")
+ARCH = sys.argv[2] if len(sys.argv) > 2 else "sm_90"
+SMS = int(sys.argv[3]) if len(sys.argv) > 3 else 132
+SHARED = (164 if ARCH == "sm_80" else 228) * 1024
+REGS, WARPS, BLOCKS, RESERVED = 65536, 64, 32, 1024
 NAMES = ["mma_issue", "ldmatrix_issue", "copy_issue", "tensor", "l2_bytes_per_cycle",
          "sync", "fragment_latency", "copy_latency"]
 START = [2, 4, 4, 8, 64, 100, 30, 100]
 
 
 def load():
-    d = pd.read_csv(ROOT / "kernels/cuda/results/h200_run3_bench.csv")
+    d = pd.read_csv(BENCH)
     v = d[d.kind == "vnm"].copy()
     for k in ["BM", "BN", "BK", "WM", "WN", "MMA_K", "STAGES"]:
         v[k] = v.config.apply(lambda s: int(re.search(r"\b" + k + r"=(\d+)", s).group(1)))
     r = pd.read_csv(ROOT / "kernels/cuda/ptxas_resources.csv")
-    r = r[r.arch == "sm_90"].rename(columns=str.upper)
+    r = r[r.arch == ARCH].rename(columns=str.upper)
     v = v.merge(r[["BM", "BN", "BK", "WM", "WN", "MMA_K", "STAGES", "REGISTERS"]],
                 on=["BM", "BN", "BK", "WM", "WN", "MMA_K", "STAGES"])
     v["key"] = list(zip(v.rows, v.cols, v.n, v.v, v.m))

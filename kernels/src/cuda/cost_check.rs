@@ -1,0 +1,212 @@
+//! How well the CUDA cost model ranks a device's measurements: reads a benchmark table (the
+//! `bench.csv` that `kernels/tests/cuda_bench.rs` writes, e.g.
+//! `kernels/cuda/results/h200_run3_bench.csv`) and, for every measured point (shape, n, V, M),
+//! ranks its configurations with the model and scores the ranking against the timings.
+
+use std::collections::BTreeMap;
+
+use super::config::{CsrConfig, VnmConfig};
+use super::cost::{csr_cycles, vnm_cycles, vnm_registers, GpuModel};
+use crate::spearman;
+
+/// The model's scores over a benchmark table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCheck {
+    /// V:N:M points scored (each with all its measured configurations).
+    pub vnm_points: usize,
+    /// Per V:N:M point: regret of the best of the model's first 10 % (at least 1).
+    pub vnm_regret_10pct: Vec<f64>,
+    /// Per V:N:M point: regret of the model's first choice.
+    pub vnm_regret_first: Vec<f64>,
+    /// Per V:N:M point: Spearman correlation of predicted and measured time.
+    pub vnm_spearman: Vec<f64>,
+    /// Per CSR point: regret of the model's first choice.
+    pub csr_regret_first: Vec<f64>,
+}
+
+/// A measured point: (rows, cols, n, V, M).
+type Point = (usize, usize, usize, usize, usize);
+
+/// One measured configuration: its kind ("vnm", "csr_f32", …), point, parameters, median µs.
+struct Measurement {
+    kind: String,
+    point: Point,
+    params: BTreeMap<String, usize>,
+    median_us: f64,
+}
+
+fn parse(csv: &str) -> Result<Vec<Measurement>, String> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().ok_or("empty table")?.split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or(format!("no column {name}"))
+    };
+    let (kind, rows, cols, n, v, m, config, median) = (
+        col("kind")?,
+        col("rows")?,
+        col("cols")?,
+        col("n")?,
+        col("v")?,
+        col("m")?,
+        col("config")?,
+        col("median_us")?,
+    );
+    let mut out = vec![];
+    for (i, line) in lines.enumerate() {
+        let f: Vec<&str> = line.split(',').collect();
+        let bad = |what: &str| format!("line {}: bad {what}", i + 2);
+        let num = |j: usize, what: &str| -> Result<usize, String> {
+            f.get(j)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad(what))
+        };
+        let params = f
+            .get(config)
+            .ok_or_else(|| bad("config"))?
+            .trim_matches('"')
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+            .collect();
+        out.push(Measurement {
+            kind: f.get(kind).ok_or_else(|| bad("kind"))?.to_string(),
+            point: (
+                num(rows, "rows")?,
+                num(cols, "cols")?,
+                num(n, "n")?,
+                num(v, "v")?,
+                num(m, "m")?,
+            ),
+            params,
+            median_us: f
+                .get(median)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("median_us"))?,
+        });
+    }
+    Ok(out)
+}
+
+/// Regret of the best of the `budget` best-predicted configurations, and of the first.
+fn regrets(pred: &[f64], meas: &[f64], budget: usize) -> (f64, f64) {
+    let mut order: Vec<usize> = (0..pred.len()).collect();
+    order.sort_by(|&a, &b| pred[a].total_cmp(&pred[b]));
+    let best = meas.iter().cloned().fold(f64::INFINITY, f64::min);
+    let chosen = order[..budget.clamp(1, pred.len())]
+        .iter()
+        .map(|&i| meas[i])
+        .fold(f64::INFINITY, f64::min);
+    (chosen / best - 1.0, meas[order[0]] / best - 1.0)
+}
+
+fn vnm_config(p: &BTreeMap<String, usize>) -> Option<VnmConfig> {
+    let g = |k: &str| p.get(k).copied();
+    Some(VnmConfig {
+        bm: g("BM")?,
+        bn: g("BN")?,
+        bk: g("BK")?,
+        wm: g("WM")?,
+        wn: g("WN")?,
+        mma_k: g("MMA_K")?,
+        stages: g("STAGES")?,
+    })
+}
+
+/// Scores the model on `gpu` against the benchmark table `csv`.
+pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
+    let mut groups: BTreeMap<(String, Point), Vec<Measurement>> = BTreeMap::new();
+    for m in parse(csv)? {
+        groups.entry((m.kind.clone(), m.point)).or_default().push(m);
+    }
+    let mut check = ModelCheck {
+        vnm_points: 0,
+        vnm_regret_10pct: vec![],
+        vnm_regret_first: vec![],
+        vnm_spearman: vec![],
+        csr_regret_first: vec![],
+    };
+    for ((kind, point), configs) in &groups {
+        let (rows, cols, n, _, m) = *point;
+        let meas: Vec<f64> = configs.iter().map(|c| c.median_us).collect();
+        let pred: Option<Vec<f64>> = match kind.as_str() {
+            "vnm" => configs
+                .iter()
+                .map(|c| {
+                    let cfg = vnm_config(&c.params)?;
+                    let (registers, _) = vnm_registers(&cfg, &gpu.arch);
+                    Some(vnm_cycles(&cfg, (rows, cols, m), n, registers, gpu))
+                })
+                .collect(),
+            "csr_f32" => configs
+                .iter()
+                .map(|c| {
+                    let cfg = CsrConfig {
+                        warps_per_block: *c.params.get("WARPS_PER_BLOCK")?,
+                        cols_per_lane: *c.params.get("COLS_PER_LANE")?,
+                    };
+                    // The benchmark runs CSR at the density of 2:m.
+                    Some(csr_cycles(&cfg, rows, rows * cols * 2 / m.max(1), n, gpu))
+                })
+                .collect(),
+            _ => continue,
+        };
+        let pred = pred.ok_or(format!(
+            "{kind} {rows}x{cols}: a configuration lacks a parameter"
+        ))?;
+        if pred.len() < 2 {
+            continue;
+        }
+        if kind == "vnm" {
+            let budget = (pred.len() as f64 * 0.1).round() as usize;
+            let (r10, first) = regrets(&pred, &meas, budget);
+            check.vnm_points += 1;
+            check.vnm_regret_10pct.push(r10);
+            check.vnm_regret_first.push(first);
+            check.vnm_spearman.push(spearman(&pred, &meas));
+        } else {
+            check.csr_regret_first.push(regrets(&pred, &meas, 1).1);
+        }
+    }
+    Ok(check)
+}
+
+/// Mean of `x` (NaN when empty).
+fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+/// Largest of `x` (−∞ when empty).
+fn max(x: &[f64]) -> f64 {
+    x.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+}
+
+impl std::fmt::Display for ModelCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pct = |x: f64| 100.0 * x;
+        writeln!(
+            f,
+            "V:N:M, {} points: regret at a 10 % budget mean {:.2} % max {:.2} %; first choice \
+             mean {:.2} % max {:.2} %; Spearman mean {:.2} min {:.2}",
+            self.vnm_points,
+            pct(mean(&self.vnm_regret_10pct)),
+            pct(max(&self.vnm_regret_10pct)),
+            pct(mean(&self.vnm_regret_first)),
+            pct(max(&self.vnm_regret_first)),
+            mean(&self.vnm_spearman),
+            self.vnm_spearman
+                .iter()
+                .cloned()
+                .fold(f64::INFINITY, f64::min),
+        )?;
+        write!(
+            f,
+            "CSR, {} points: first choice mean {:.2} % max {:.2} %",
+            self.csr_regret_first.len(),
+            pct(mean(&self.csr_regret_first)),
+            pct(max(&self.csr_regret_first)),
+        )
+    }
+}
