@@ -7,6 +7,11 @@
 // block of A its 4 kept columns pull 4 rows of B, so that A becomes plain 2:4 over
 // kp = 2 * ks gathered columns and feeds `mma.sp` directly.
 //
+// The mma uses `.sp::ordered_metadata`: each group's two positions increase (a `VnmMatrix`
+// invariant; padding groups are (0, 1)). ptxas 12.9 emits the same cubin for it as for plain
+// `.sp` on sm_80 and sm_90, and advises it because plain `.sp` is expected to be much slower
+// on later architectures, which run this PTX through the driver's JIT.
+//
 // A is read in the layout of the CPU type `kernels::VnmMatrix` (see format/vnm.rs), with the
 // slot dimension ks padded to a multiple of BK / 2:
 //   a_vals   rows x ks fp16            slots 2g, 2g+1 hold group g's two kept values
@@ -225,14 +230,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) spmm_vnm_f16(
                 for (int j = 0; j < NT; ++j) {
 #if MMA_K == 32
                     asm volatile(
-                        "mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 "
+                        "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 "
                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;\n"
                         : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
                         : "r"(afrag[i][0]), "r"(afrag[i][1]), "r"(afrag[i][2]), "r"(afrag[i][3]),
                           "r"(bfrag[j][0]), "r"(bfrag[j][1]), "r"(bfrag[j][2]), "r"(bfrag[j][3]), "r"(meta[i]));
 #else
                     asm volatile(
-                        "mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                        "mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                         "{%0,%1,%2,%3}, {%4,%5}, {%6,%7}, {%0,%1,%2,%3}, %8, 0x0;\n"
                         : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
                         : "r"(afrag[i][0]), "r"(afrag[i][1]), "r"(bfrag[j][0]), "r"(bfrag[j][1]), "r"(meta[i]));
