@@ -59,9 +59,11 @@ fn every_configuration_compiles_for_sm80_and_sm90() {
                 let result = compile_ptx(*kernel, defines, arch).and_then(|ptx| {
                     let entry = format!(".entry {}", kernel.name());
                     let wants_sparse = *kernel == KernelSource::SpmmVnmF16;
-                    if !ptx.contains(&entry) || (wants_sparse && !ptx.contains("mma.sp.sync")) {
+                    if !ptx.contains(&entry)
+                        || (wants_sparse && !ptx.contains("mma.sp::ordered_metadata.sync"))
+                    {
                         Err(kernels::cuda::CudaError::Shape(format!(
-                            "PTX lacks {entry} or mma.sp"
+                            "PTX lacks {entry} or mma.sp::ordered_metadata"
                         )))
                     } else {
                         Ok(())
