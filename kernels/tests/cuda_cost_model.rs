@@ -5,15 +5,7 @@
 //! its first choice. Recorded data, no device: the figures are exact and the test cannot pass by
 //! luck. `cargo test --release -p kernels --test cuda_cost_model -- --nocapture` prints them.
 
-use kernels::cuda::{check_model, GpuModel};
-
-fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
-}
-
-fn max(x: &[f64]) -> f64 {
-    x.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
-}
+use kernels::cuda::{check_model, spread, GpuModel};
 
 #[test]
 fn the_model_ranks_the_h200_measurements() {
@@ -26,15 +18,15 @@ fn the_model_ranks_the_h200_measurements() {
     assert_eq!(check.vnm_points, 84);
     // The ranking it replaced (distance from the most frequent winner) had a mean regret of
     // 3.0 % and a largest of 14.8 % at this budget; its first choice 21.6 % and 79 %.
-    let r10 = &check.vnm_regret_10pct;
-    assert!(mean(r10) < 0.02 && max(r10) < 0.08, "{r10:?}");
-    assert!(mean(&check.vnm_regret_first) < 0.08, "{check}");
-    assert!(mean(&check.vnm_spearman) > 0.45, "{check}");
+    let r10 = spread(&check.vnm_regret_10pct);
+    assert!(r10.mean < 0.02 && r10.max < 0.08, "{check}");
+    assert!(spread(&check.vnm_regret_first).mean < 0.08, "{check}");
+    assert!(spread(&check.vnm_spearman).mean > 0.45, "{check}");
     // CSR: configurations with 4 columns per lane are within 4 % of each other, and the model
     // does not separate them by warps per block.
-    let csr = &check.csr_regret_first;
-    assert_eq!(csr.len(), 6);
-    assert!(max(csr) < 0.15 && mean(csr) < 0.05, "{csr:?}");
+    assert_eq!(check.csr_regret_first.len(), 6);
+    let csr = spread(&check.csr_regret_first);
+    assert!(csr.max < 0.15 && csr.mean < 0.05, "{check}");
 }
 
 #[test]

@@ -127,26 +127,28 @@ fn register_table() -> &'static RegisterTable {
     static TABLE: OnceLock<RegisterTable> = OnceLock::new();
     TABLE.get_or_init(|| {
         let text = include_str!("../../cuda/ptxas_resources.csv");
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
         let mut table = HashMap::new();
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split(',').collect();
-            let num = |i: usize| f.get(i).and_then(|s| s.trim().parse::<usize>().ok());
-            let (Some(bm), Some(bn), Some(bk), Some(wm), Some(wn), Some(mma_k), Some(stages)) =
-                (num(1), num(2), num(3), num(4), num(5), num(6), num(7))
-            else {
+        for line in lines {
+            let fields: Vec<&str> = line.split(',').collect();
+            let value = |name: &str| {
+                let i = header.iter().position(|h| *h == name)?;
+                fields.get(i)?.trim().parse::<i64>().ok()
+            };
+            let point = ParamPoint::from_pairs(
+                VnmConfig::PARAMS
+                    .iter()
+                    .filter_map(|&k| Some((k, value(k)?))),
+            );
+            let (Ok(cfg), Some(registers), Some(arch)) = (
+                VnmConfig::from_point(&point),
+                value("registers"),
+                fields.first(),
+            ) else {
                 continue;
             };
-            let Some(registers) = num(8) else { continue };
-            let cfg = VnmConfig {
-                bm,
-                bn,
-                bk,
-                wm,
-                wn,
-                mma_k,
-                stages,
-            };
-            table.insert((f[0].to_string(), cfg), registers);
+            table.insert((arch.to_string(), cfg), registers as usize);
         }
         table
     })

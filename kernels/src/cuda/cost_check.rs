@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::config::{CsrConfig, VnmConfig};
 use super::cost::{csr_cycles, vnm_cycles, vnm_registers, GpuModel};
-use crate::spearman;
+use crate::{spearman, ParamPoint};
 
 /// The model's scores over a benchmark table.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,17 +102,14 @@ fn regrets(pred: &[f64], meas: &[f64], budget: usize) -> (f64, f64) {
     (chosen / best - 1.0, meas[order[0]] / best - 1.0)
 }
 
-fn vnm_config(p: &BTreeMap<String, usize>) -> Option<VnmConfig> {
-    let g = |k: &str| p.get(k).copied();
-    Some(VnmConfig {
-        bm: g("BM")?,
-        bn: g("BN")?,
-        bk: g("BK")?,
-        wm: g("WM")?,
-        wn: g("WN")?,
-        mma_k: g("MMA_K")?,
-        stages: g("STAGES")?,
-    })
+/// The parameters of a table's `config` column ("BM=64 BN=64 …") as a point of the kernel's
+/// space, whose parameter names are the same in lower case.
+fn as_point(params: &BTreeMap<String, usize>) -> ParamPoint {
+    let lower: Vec<(String, i64)> = params
+        .iter()
+        .map(|(k, v)| (k.to_lowercase(), *v as i64))
+        .collect();
+    ParamPoint::from_pairs(lower.iter().map(|(k, v)| (k.as_str(), *v)))
 }
 
 /// Scores the model on `gpu` against the benchmark table `csv`.
@@ -135,7 +132,7 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
             "vnm" => configs
                 .iter()
                 .map(|c| {
-                    let cfg = vnm_config(&c.params)?;
+                    let cfg = VnmConfig::from_point(&as_point(&c.params)).ok()?;
                     let (registers, _) = vnm_registers(&cfg, &gpu.arch);
                     Some(vnm_cycles(&cfg, (rows, cols, m), n, registers, gpu))
                 })
@@ -143,10 +140,7 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
             "csr_f32" => configs
                 .iter()
                 .map(|c| {
-                    let cfg = CsrConfig {
-                        warps_per_block: *c.params.get("WARPS_PER_BLOCK")?,
-                        cols_per_lane: *c.params.get("COLS_PER_LANE")?,
-                    };
+                    let cfg = CsrConfig::from_point(&as_point(&c.params)).ok()?;
                     // The benchmark runs CSR at the density of 2:m.
                     Some(csr_cycles(&cfg, rows, rows * cols * 2 / m.max(1), n, gpu))
                 })
@@ -154,7 +148,7 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
             _ => continue,
         };
         let pred = pred.ok_or(format!(
-            "{kind} {rows}x{cols}: a configuration lacks a parameter"
+            "{kind} {rows}x{cols}: a configuration is not a valid point of its kernel"
         ))?;
         if pred.len() < 2 {
             continue;
@@ -173,40 +167,51 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
     Ok(check)
 }
 
-/// Mean of `x` (NaN when empty).
-fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
+/// Mean, smallest and largest of some per-point figures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Mean (NaN when empty).
+    pub mean: f64,
+    /// Smallest (+∞ when empty).
+    pub min: f64,
+    /// Largest (−∞ when empty).
+    pub max: f64,
 }
 
-/// Largest of `x` (−∞ when empty).
-fn max(x: &[f64]) -> f64 {
-    x.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+/// The [`Spread`] of `x`.
+pub fn spread(x: &[f64]) -> Spread {
+    Spread {
+        mean: x.iter().sum::<f64>() / x.len() as f64,
+        min: x.iter().cloned().fold(f64::INFINITY, f64::min),
+        max: x.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+    }
 }
 
 impl std::fmt::Display for ModelCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let pct = |x: f64| 100.0 * x;
+        let (r10, first) = (
+            spread(&self.vnm_regret_10pct),
+            spread(&self.vnm_regret_first),
+        );
+        let (rho, csr) = (spread(&self.vnm_spearman), spread(&self.csr_regret_first));
         writeln!(
             f,
             "V:N:M, {} points: regret at a 10 % budget mean {:.2} % max {:.2} %; first choice \
              mean {:.2} % max {:.2} %; Spearman mean {:.2} min {:.2}",
             self.vnm_points,
-            pct(mean(&self.vnm_regret_10pct)),
-            pct(max(&self.vnm_regret_10pct)),
-            pct(mean(&self.vnm_regret_first)),
-            pct(max(&self.vnm_regret_first)),
-            mean(&self.vnm_spearman),
-            self.vnm_spearman
-                .iter()
-                .cloned()
-                .fold(f64::INFINITY, f64::min),
+            100.0 * r10.mean,
+            100.0 * r10.max,
+            100.0 * first.mean,
+            100.0 * first.max,
+            rho.mean,
+            rho.min,
         )?;
         write!(
             f,
             "CSR, {} points: first choice mean {:.2} % max {:.2} %",
             self.csr_regret_first.len(),
-            pct(mean(&self.csr_regret_first)),
-            pct(max(&self.csr_regret_first)),
+            100.0 * csr.mean,
+            100.0 * csr.max,
         )
     }
 }

@@ -37,7 +37,7 @@ pub use config::{
 pub use cost::{
     csr_cycles, cuda_predicted_cost, vnm_cycles, vnm_registers, GpuModel, RegisterSource,
 };
-pub use cost_check::{check_model, ModelCheck};
+pub use cost_check::{check_model, spread, ModelCheck, Spread};
 pub use error::CudaError;
 pub use pack::{
     emulate_vnm, from_f16_bits, pack_vnm, packed_slots, pad_rows_f16, padded_ld, to_f16_bits,

@@ -89,6 +89,9 @@ fn unsupported() -> KernelSpace {
 }
 
 impl VnmConfig {
+    /// The names of its parameters in [`vnm_space`].
+    pub const PARAMS: [&'static str; 7] = ["bm", "bn", "bk", "wm", "wn", "mma_k", "stages"];
+
     /// The configuration at `p` (a point of [`vnm_space`]); checked like [`VnmConfig::validate`].
     pub fn from_point(p: &ParamPoint) -> Result<Self, KernelError> {
         let get = |name: &str| -> Result<usize, KernelError> {
