@@ -17,7 +17,7 @@ fn main() {
         std::process::exit(2);
     };
     let gpu = match (args.get(1), args.get(2).map(|s| s.parse::<usize>())) {
-        (Some(arch), Some(Ok(sms))) => GpuModel {
+        (Some(arch), Some(Ok(sms))) if sms > 0 => GpuModel {
             multiprocessors: sms,
             ..GpuModel::for_arch(arch)
         },
