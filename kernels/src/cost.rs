@@ -216,6 +216,19 @@ pub fn dense_predicted_cost(rows: usize, cols: usize, n: usize, p: &ParamPoint) 
     flops / (flops_per_cycle * eff * CLOCK_HZ) + 3e-6 + pool_call_s(t as f64)
 }
 
+/// Regret of tuning by a cost model with `budget` measurements: the best measured time among the
+/// `budget` best-predicted points (ties in input order, at least one) over the best of all, − 1.
+pub fn regret_at_budget(pred: &[f64], meas: &[f64], budget: usize) -> f64 {
+    let mut order: Vec<usize> = (0..pred.len()).collect();
+    order.sort_by(|&a, &b| pred[a].total_cmp(&pred[b]));
+    let best = meas.iter().cloned().fold(f64::INFINITY, f64::min);
+    let chosen = order[..budget.clamp(1, pred.len())]
+        .iter()
+        .map(|&i| meas[i])
+        .fold(f64::INFINITY, f64::min);
+    chosen / best - 1.0
+}
+
 /// Spearman's rank correlation of predicted and measured costs (ties take their mean rank); NaN
 /// with fewer than 3 points or when either side is constant.
 pub fn spearman(pred: &[f64], meas: &[f64]) -> f64 {
@@ -253,12 +266,21 @@ pub fn spearman(pred: &[f64], meas: &[f64]) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::spearman;
+    use super::{regret_at_budget, spearman};
 
     #[test]
     fn spearman_of_monotone_reversed_and_tied() {
         assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[10.0, 20.0, 30.0, 40.0]) - 1.0).abs() < 1e-12);
         assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[4.0, 3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
         assert!(spearman(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0]).is_nan());
+    }
+
+    #[test]
+    fn regret_takes_the_best_of_the_budget_best_predicted() {
+        let (pred, meas) = ([3.0, 1.0, 2.0, 4.0], [10.0, 12.0, 11.0, 8.0]);
+        assert!((regret_at_budget(&pred, &meas, 1) - 0.5).abs() < 1e-12);
+        assert!((regret_at_budget(&pred, &meas, 3) - 0.25).abs() < 1e-12);
+        assert_eq!(regret_at_budget(&pred, &meas, 9), 0.0);
+        assert!((regret_at_budget(&pred, &meas, 0) - 0.5).abs() < 1e-12);
     }
 }

@@ -17,7 +17,7 @@ mod reference;
 mod space;
 mod synthetic;
 
-pub use cost::{dense_predicted_cost, predicted_cost, spearman};
+pub use cost::{dense_predicted_cost, predicted_cost, regret_at_budget, spearman};
 pub use cpu::spmm;
 pub use dense::dense_gemm;
 pub use error::KernelError;

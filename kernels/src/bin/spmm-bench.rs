@@ -377,16 +377,13 @@ fn rescore(path: &str) -> Result<(), String> {
             None => groups.push((key, vec![(pred, measured)])),
         }
     }
-    for (key, mut v) in groups {
-        let best = v.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+    for (key, v) in groups {
         let (pred, meas): (Vec<f64>, Vec<f64>) = v.iter().copied().unzip();
         let rho = spearman(&pred, &meas);
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let top = (v.len() as f64 * 0.1).ceil() as usize;
-        let model_best = v[..top].iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let regret = regret_at_budget(&pred, &meas, v.len().div_ceil(10));
         println!(
             "  {key:<32} regret@10% {:>6.1}%  spearman {rho:>5.2}",
-            (model_best / best - 1.0) * 100.0
+            regret * 100.0
         );
     }
     Ok(())

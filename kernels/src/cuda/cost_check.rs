@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::config::{CsrConfig, VnmConfig};
 use super::cost::{csr_cycles, vnm_cycles, vnm_registers, GpuModel};
-use crate::{spearman, ParamPoint};
+use crate::{regret_at_budget, spearman, ParamPoint};
 
 /// The model's scores over a benchmark table.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,18 +90,6 @@ fn parse(csv: &str) -> Result<Vec<Measurement>, String> {
     Ok(out)
 }
 
-/// Regret of the best of the `budget` best-predicted configurations, and of the first.
-fn regrets(pred: &[f64], meas: &[f64], budget: usize) -> (f64, f64) {
-    let mut order: Vec<usize> = (0..pred.len()).collect();
-    order.sort_by(|&a, &b| pred[a].total_cmp(&pred[b]));
-    let best = meas.iter().cloned().fold(f64::INFINITY, f64::min);
-    let chosen = order[..budget.clamp(1, pred.len())]
-        .iter()
-        .map(|&i| meas[i])
-        .fold(f64::INFINITY, f64::min);
-    (chosen / best - 1.0, meas[order[0]] / best - 1.0)
-}
-
 /// The parameters of a table's `config` column ("BM=64 BN=64 …") as a point of the kernel's
 /// space, whose parameter names are the same in lower case.
 fn as_point(params: &BTreeMap<String, usize>) -> ParamPoint {
@@ -155,13 +143,18 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
         }
         if kind == "vnm" {
             let budget = (pred.len() as f64 * 0.1).round() as usize;
-            let (r10, first) = regrets(&pred, &meas, budget);
             check.vnm_points += 1;
-            check.vnm_regret_10pct.push(r10);
-            check.vnm_regret_first.push(first);
+            check
+                .vnm_regret_10pct
+                .push(regret_at_budget(&pred, &meas, budget));
+            check
+                .vnm_regret_first
+                .push(regret_at_budget(&pred, &meas, 1));
             check.vnm_spearman.push(spearman(&pred, &meas));
         } else {
-            check.csr_regret_first.push(regrets(&pred, &meas, 1).1);
+            check
+                .csr_regret_first
+                .push(regret_at_budget(&pred, &meas, 1));
         }
     }
     Ok(check)
