@@ -78,6 +78,16 @@ pub enum Constraint {
         /// Upper bound.
         max: i64,
     },
+    /// `part` divides `whole` into at most `max_parts` pieces (e.g. warp tiles of a thread
+    /// block's rows); reported against `part`.
+    DividesAtMost {
+        /// The piece (e.g. `wm`).
+        part: &'static str,
+        /// What it divides (e.g. `bm`).
+        whole: &'static str,
+        /// Most pieces allowed.
+        max_parts: i64,
+    },
 }
 
 /// A kernel's parameter space: parameters with allowed values, and the constraints a point must
@@ -137,6 +147,22 @@ impl KernelSpace {
                             name: b.to_string(),
                             value: vb,
                             reason: format!("{a} x {b} / {divisor} must be at most {max}"),
+                        });
+                    }
+                }
+                Constraint::DividesAtMost {
+                    part,
+                    whole,
+                    max_parts,
+                } => {
+                    let (vp, vw) = (p.get(part)?, p.get(whole)?);
+                    if vp <= 0 || vw % vp != 0 || vw / vp > max_parts {
+                        return Err(KernelError::ParamConstraint {
+                            name: part.to_string(),
+                            value: vp,
+                            reason: format!(
+                                "{part} must divide {whole} = {vw} into at most {max_parts} parts"
+                            ),
                         });
                     }
                 }

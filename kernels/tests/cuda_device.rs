@@ -192,7 +192,8 @@ fn mismatched_configuration_is_an_error_not_a_launch() {
     eprintln!("device: {}", dev.info().fingerprint());
 }
 
-/// Every pattern with a CUDA kernel runs and times through the first point of its space.
+/// Every pattern with a CUDA kernel runs and times through the middle point of its space, and
+/// 2:4 through a point of every block height it tunes.
 #[test]
 fn spaces_points_run_and_time_through_dispatch() {
     let Some(dev) = device_or_skip("spaces_points_run_and_time_through_dispatch") else {
@@ -200,7 +201,8 @@ fn spaces_points_run_and_time_through_dispatch() {
     };
     use kernels::cuda::cuda_space;
     use kernels::{build_mask, DenseMatrix, Pattern};
-    let (rows, cols, n) = (64, 72, 24);
+    // 128 rows: 2:4 tunes block heights 16, 32, 64 and 128.
+    let (rows, cols, n) = (128, 72, 24);
     let vals = exact_values(rows * cols, 3);
     let scores: Vec<f32> = vals.iter().map(|v| v.abs()).collect();
     let nm_mask = build_mask(&Pattern::Nm { n: 2, m: 4 }, &scores, rows, cols).unwrap();
@@ -215,14 +217,23 @@ fn spaces_points_run_and_time_through_dispatch() {
         let space = cuda_space(&a.signature(), n);
         let points = space.points();
         assert!(!points.is_empty(), "{}: empty space", space.kernel);
-        let point = &points[points.len() / 2];
-        let got = dev.spmm(a, &b, n, point).unwrap();
-        assert_fp16_close(&got, &reference(a, &b, n), space.kernel);
-        let t = dev.measure(a, n, point, 3).unwrap();
-        assert!(
-            t.median_us > 0.0 && t.median_us.is_finite(),
-            "{}: {t:?}",
-            space.kernel
-        );
+        // The middle point, and for 2:4 the first point of every block height it tunes.
+        let mut chosen = vec![&points[points.len() / 2]];
+        let mut heights = std::collections::BTreeSet::new();
+        for p in &points {
+            if space.kernel == "cuda-nm24" && heights.insert(p.get("bm").unwrap()) {
+                chosen.push(p);
+            }
+        }
+        for point in chosen {
+            let what = format!("{} {point:?}", space.kernel);
+            let got = dev.spmm(a, &b, n, point).unwrap();
+            assert_fp16_close(&got, &reference(a, &b, n), &what);
+            let t = dev.measure(a, n, point, 3).unwrap();
+            assert!(
+                t.median_us > 0.0 && t.median_us.is_finite(),
+                "{what}: {t:?}"
+            );
+        }
     }
 }

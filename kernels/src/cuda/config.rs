@@ -18,9 +18,11 @@ pub const VNM_BK: [usize; 2] = [32, 64];
 pub fn vnm_wm_values(v: usize) -> Vec<usize> {
     [16, 32, 64, 128]
         .into_iter()
-        .filter(|&wm| wm <= v && v.is_multiple_of(wm) && v / wm <= 2)
+        .filter(|&wm| wm <= v && v.is_multiple_of(wm) && v / wm <= MAX_WARPS_M)
         .collect()
 }
+/// Most warps along M (warp tiles per thread block's rows) the space allows.
+pub const MAX_WARPS_M: usize = 2;
 /// Allowed WN (columns per warp tile).
 pub const VNM_WN: [usize; 2] = [32, 64];
 /// Allowed `mma.sp` K (16: m16n8k16, 32: m16n8k32).

@@ -3,7 +3,7 @@
 //! `kernels/cuda/results/h200_run3_bench.csv`) and, for every measured point (shape, n, V, M),
 //! ranks its configurations with the model and scores the ranking against the timings.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::config::{CsrConfig, VnmConfig};
 use super::cost::{csr_cycles, vnm_cycles, vnm_registers, GpuModel};
@@ -22,6 +22,9 @@ pub struct ModelCheck {
     pub vnm_spearman: Vec<f64>,
     /// Per CSR point: regret of the model's first choice.
     pub csr_regret_first: Vec<f64>,
+    /// Per (shape, n) measured at M = 4 with more than one V: regret of the model's first
+    /// choice over all of them, i.e. over the `cuda-nm24` space, where BM is tuned.
+    pub nm24_regret_first: Vec<f64>,
 }
 
 /// A measured point: (rows, cols, n, V, M).
@@ -100,11 +103,35 @@ fn as_point(params: &BTreeMap<String, usize>) -> ParamPoint {
     ParamPoint::from_pairs(lower.iter().map(|(k, v)| (k.as_str(), *v)))
 }
 
+/// The model's predicted cycles for measured V:N:M configurations of a `rows × cols` 2:`m`
+/// matrix times `n` columns; `None` if one is not a valid configuration.
+fn predict_vnm(
+    configs: &[&Measurement],
+    (rows, cols, n, m): (usize, usize, usize, usize),
+    gpu: &GpuModel,
+) -> Option<Vec<f64>> {
+    configs
+        .iter()
+        .map(|c| {
+            let cfg = VnmConfig::from_point(&as_point(&c.params)).ok()?;
+            let (registers, _) = vnm_registers(&cfg, &gpu.arch);
+            Some(vnm_cycles(&cfg, (rows, cols, m), n, registers, gpu))
+        })
+        .collect()
+}
+
 /// Scores the model on `gpu` against the benchmark table `csv`.
 pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
-    let mut groups: BTreeMap<(String, Point), Vec<Measurement>> = BTreeMap::new();
-    for m in parse(csv)? {
-        groups.entry((m.kind.clone(), m.point)).or_default().push(m);
+    let measurements = parse(csv)?;
+    let mut groups: BTreeMap<(&str, Point), Vec<&Measurement>> = BTreeMap::new();
+    // 2:4 is V:N:M with M = 4 for any V, so its space spans every V measured at M = 4.
+    let mut nm24: BTreeMap<(usize, usize, usize), Vec<&Measurement>> = BTreeMap::new();
+    for m in &measurements {
+        groups.entry((&m.kind, m.point)).or_default().push(m);
+        let (rows, cols, n, _, mm) = m.point;
+        if m.kind == "vnm" && mm == 4 {
+            nm24.entry((rows, cols, n)).or_default().push(m);
+        }
     }
     let mut check = ModelCheck {
         vnm_points: 0,
@@ -112,19 +139,16 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
         vnm_regret_first: vec![],
         vnm_spearman: vec![],
         csr_regret_first: vec![],
+        nm24_regret_first: vec![],
+    };
+    let invalid = |kind: &str, rows, cols| {
+        format!("{kind} {rows}x{cols}: a configuration is not a valid point of its kernel")
     };
     for ((kind, point), configs) in &groups {
         let (rows, cols, n, _, m) = *point;
         let meas: Vec<f64> = configs.iter().map(|c| c.median_us).collect();
-        let pred: Option<Vec<f64>> = match kind.as_str() {
-            "vnm" => configs
-                .iter()
-                .map(|c| {
-                    let cfg = VnmConfig::from_point(&as_point(&c.params)).ok()?;
-                    let (registers, _) = vnm_registers(&cfg, &gpu.arch);
-                    Some(vnm_cycles(&cfg, (rows, cols, m), n, registers, gpu))
-                })
-                .collect(),
+        let pred: Option<Vec<f64>> = match *kind {
+            "vnm" => predict_vnm(configs, (rows, cols, n, m), gpu),
             "csr_f32" => configs
                 .iter()
                 .map(|c| {
@@ -135,13 +159,11 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
                 .collect(),
             _ => continue,
         };
-        let pred = pred.ok_or(format!(
-            "{kind} {rows}x{cols}: a configuration is not a valid point of its kernel"
-        ))?;
+        let pred = pred.ok_or_else(|| invalid(kind, rows, cols))?;
         if pred.len() < 2 {
             continue;
         }
-        if kind == "vnm" {
+        if *kind == "vnm" {
             let budget = (pred.len() as f64 * 0.1).round() as usize;
             check.vnm_points += 1;
             check
@@ -156,6 +178,18 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
                 .csr_regret_first
                 .push(regret_at_budget(&pred, &meas, 1));
         }
+    }
+    for ((rows, cols, n), configs) in &nm24 {
+        let heights = configs.iter().map(|c| c.point.3).collect::<BTreeSet<_>>();
+        if heights.len() < 2 {
+            continue;
+        }
+        let pred = predict_vnm(configs, (*rows, *cols, *n, 4), gpu)
+            .ok_or_else(|| invalid("vnm", *rows, *cols))?;
+        let meas: Vec<f64> = configs.iter().map(|c| c.median_us).collect();
+        check
+            .nm24_regret_first
+            .push(regret_at_budget(&pred, &meas, 1));
     }
     Ok(check)
 }
@@ -199,12 +233,20 @@ impl std::fmt::Display for ModelCheck {
             rho.mean,
             rho.min,
         )?;
-        write!(
+        writeln!(
             f,
             "CSR, {} points: first choice mean {:.2} % max {:.2} %",
             self.csr_regret_first.len(),
             100.0 * csr.mean,
             100.0 * csr.max,
+        )?;
+        let nm24 = spread(&self.nm24_regret_first);
+        write!(
+            f,
+            "2:4 with BM tuned, {} points: first choice mean {:.2} % max {:.2} %",
+            self.nm24_regret_first.len(),
+            100.0 * nm24.mean,
+            100.0 * nm24.max,
         )
     }
 }

@@ -32,7 +32,7 @@ mod tune;
 
 pub use config::{
     csr_configs, vnm_configs, vnm_wm_values, CsrConfig, VnmConfig, CSR_COLS_PER_LANE, CSR_WARPS,
-    MAX_SHARED_BYTES, VNM_BK, VNM_BLOCK_ROWS, VNM_BN, VNM_MMA_K, VNM_STAGES, VNM_WN,
+    MAX_SHARED_BYTES, MAX_WARPS_M, VNM_BK, VNM_BLOCK_ROWS, VNM_BN, VNM_MMA_K, VNM_STAGES, VNM_WN,
 };
 pub use cost::{
     csr_cycles, cuda_predicted_cost, vnm_cycles, vnm_registers, GpuModel, RegisterSource,

@@ -255,16 +255,21 @@ mod tests {
     #[test]
     fn two_four_becomes_vnm_with_the_same_product() {
         use crate::{build_mask, NmMatrix, Pattern};
-        let (rows, cols, n) = (32, 22, 3);
+        // 128 rows: every block height the 2:4 space tunes (16, 32, 64, 128).
+        let (rows, cols, n) = (128, 22, 3);
         let vals = exact_values(rows * cols, 5);
         let scores: Vec<f32> = vals.iter().map(|v| v.abs()).collect();
         let mask = build_mask(&Pattern::Nm { n: 2, m: 4 }, &scores, rows, cols).unwrap();
         let nm = NmMatrix::from_masked(&vals, &mask, 2, 4).unwrap();
-        let vnm = vnm_from_nm(&nm, 16).unwrap();
-        assert_eq!(vnm.to_dense(), nm.to_dense());
         let b = exact_values(cols * n, 6);
-        let p = pack_vnm(&vnm, 32).unwrap();
-        assert_eq!(emulate_vnm(&p, &b, n), reference(&vnm, &b, n));
+        for v in crate::cuda::nm24_block_rows(rows) {
+            let vnm = vnm_from_nm(&nm, v).unwrap();
+            assert_eq!(vnm.to_dense(), nm.to_dense(), "V = {v}");
+            for bk in [32, 64] {
+                let p = pack_vnm(&vnm, bk).unwrap();
+                assert_eq!(emulate_vnm(&p, &b, n), reference(&vnm, &b, n), "V = {v}");
+            }
+        }
     }
 
     #[test]
