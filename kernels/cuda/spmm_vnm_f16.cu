@@ -45,6 +45,12 @@
 typedef unsigned short u16;
 typedef unsigned int u32;
 
+// The PTX this kernel uses, one helper per instruction. A host emulator of these helpers
+// (kernels/cuda/emu/) defines COTUNE_EMULATE and its own versions, so that CI runs this very
+// source on the CPU, warp-collective instructions included.
+#ifndef COTUNE_EMULATE
+#define DYNAMIC_SHARED(name) extern __shared__ __align__(16) unsigned char name[]
+
 static __device__ __forceinline__ u32 smem_addr(const void* p) {
     u32 r;
     asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
@@ -67,11 +73,54 @@ static __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
     return r;
 }
 
+// ldmatrix: X 8x8 b16 matrices, lanes 8j .. 8j + 7 addressing matrix j's rows.
+static __device__ __forceinline__ void ldmatrix_x4(u32* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+static __device__ __forceinline__ void ldmatrix_x2(u32* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(p)));
+}
+
+static __device__ __forceinline__ void ldmatrix_x4_trans(u32* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+static __device__ __forceinline__ void ldmatrix_x2_trans(u32* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(p)));
+}
+
+// d += A·B on sparse tensor cores, metadata from threads 0 (and 1 for k32) of each quad.
+static __device__ __forceinline__ void mma_sp_k32(float* d, const u32* a, const u32* b, u32 meta) {
+    asm volatile(
+        "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(meta));
+}
+
+static __device__ __forceinline__ void mma_sp_k16(float* d, const u32* a, const u32* b, u32 meta) {
+    asm volatile(
+        "mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5}, {%6,%7}, {%0,%1,%2,%3}, %8, 0x0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(b[0]), "r"(b[1]), "r"(meta));
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS) spmm_vnm_f16(
     const u16* __restrict__ a_vals, const u32* __restrict__ a_meta,
     const unsigned char* __restrict__ col_loc, const u16* __restrict__ b, u16* __restrict__ c,
     int rows, int n, int ks, int groups, int m, int k, int ldb, int ldc) {
-    extern __shared__ __align__(16) unsigned char smem[];
+    DYNAMIC_SHARED(smem);
     u16* sA = reinterpret_cast<u16*>(smem);
     u16* sB = sA + STAGES * A_STAGE;
     u32* sM = reinterpret_cast<u32*>(sB + STAGES * B_STAGE);
@@ -191,19 +240,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) spmm_vnm_f16(
             for (int i = 0; i < MT; ++i) {
                 const int r = warp_m * WM + i * 16;
 #if MMA_K == 32
-                const u16* p = tA + (r + (lane & 15)) * A_STRIDE + kk * 16 + (lane >> 4) * 8;
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                             : "=r"(afrag[i][0]), "=r"(afrag[i][1]), "=r"(afrag[i][2]), "=r"(afrag[i][3])
-                             : "r"(smem_addr(p)));
+                ldmatrix_x4(afrag[i], tA + (r + (lane & 15)) * A_STRIDE + kk * 16 + (lane >> 4) * 8);
                 // Threads 0 and 1 of each group carry the metadata (selector 0): thread p
                 // holds gathered columns [16p, 16p + 16) of rows `group` and `group + 8`,
                 // which is the word of step 2 kk + p.
                 meta[i] = tM[((r / 16) * STEPS + kk * 2 + (quad & 1)) * 8 + group];
 #else
-                const u16* p = tA + (r + (lane & 15)) * A_STRIDE + kk * 8;
-                asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-                             : "=r"(afrag[i][0]), "=r"(afrag[i][1])
-                             : "r"(smem_addr(p)));
+                ldmatrix_x2(afrag[i], tA + (r + (lane & 15)) * A_STRIDE + kk * 8);
                 // Thread 0 of each group carries the metadata (selector 0) of rows
                 // `group` (low half) and `group + 8` (high half): the word of step kk.
                 meta[i] = tM[((r / 16) * STEPS + kk) * 8 + group];
@@ -213,15 +256,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) spmm_vnm_f16(
             for (int j = 0; j < NT; ++j) {
                 const int cidx = warp_n * WN + j * 8;
 #if MMA_K == 32
-                const u16* p = tB + (kk * 32 + lane) * B_STRIDE + cidx;
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                             : "=r"(bfrag[j][0]), "=r"(bfrag[j][1]), "=r"(bfrag[j][2]), "=r"(bfrag[j][3])
-                             : "r"(smem_addr(p)));
+                ldmatrix_x4_trans(bfrag[j], tB + (kk * 32 + lane) * B_STRIDE + cidx);
 #else
-                const u16* p = tB + (kk * 16 + (lane & 15)) * B_STRIDE + cidx;
-                asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-                             : "=r"(bfrag[j][0]), "=r"(bfrag[j][1])
-                             : "r"(smem_addr(p)));
+                ldmatrix_x2_trans(bfrag[j], tB + (kk * 16 + (lane & 15)) * B_STRIDE + cidx);
 #endif
             }
 #pragma unroll
@@ -229,18 +266,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) spmm_vnm_f16(
 #pragma unroll
                 for (int j = 0; j < NT; ++j) {
 #if MMA_K == 32
-                    asm volatile(
-                        "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 "
-                        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;\n"
-                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-                        : "r"(afrag[i][0]), "r"(afrag[i][1]), "r"(afrag[i][2]), "r"(afrag[i][3]),
-                          "r"(bfrag[j][0]), "r"(bfrag[j][1]), "r"(bfrag[j][2]), "r"(bfrag[j][3]), "r"(meta[i]));
+                    mma_sp_k32(acc[i][j], afrag[i], bfrag[j], meta[i]);
 #else
-                    asm volatile(
-                        "mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                        "{%0,%1,%2,%3}, {%4,%5}, {%6,%7}, {%0,%1,%2,%3}, %8, 0x0;\n"
-                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-                        : "r"(afrag[i][0]), "r"(afrag[i][1]), "r"(bfrag[j][0]), "r"(bfrag[j][1]), "r"(meta[i]));
+                    mma_sp_k16(acc[i][j], afrag[i], bfrag[j], meta[i]);
 #endif
                 }
         }

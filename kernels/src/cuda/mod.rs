@@ -45,17 +45,17 @@ pub use pack::{
 };
 pub use ptxas::{parse_ptxas, ptxas_report, PtxasReport};
 pub use random::{exact_values, random_csr, random_vnm, vnm_mask};
-pub use source::{describe_defines, KernelSource};
+pub use source::{describe_defines, program_of, KernelSource};
 pub use space::*;
 
 #[cfg(feature = "cuda")]
 pub use device::{CudaDevice, DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm};
 #[cfg(feature = "cuda")]
-pub use nvrtc::{compile_ptx, nvrtc_available, nvrtc_version, PtxCache};
+pub use nvrtc::{compile_ptx, compile_ptx_from, nvrtc_available, nvrtc_version, PtxCache};
 #[cfg(not(feature = "cuda"))]
 pub use stub::{
-    compile_ptx, nvrtc_available, nvrtc_version, CudaDevice, DeviceCsr, DeviceMatrixF16,
-    DeviceVecF32, DeviceVnm, PtxCache,
+    compile_ptx, compile_ptx_from, nvrtc_available, nvrtc_version, CudaDevice, DeviceCsr,
+    DeviceMatrixF16, DeviceVecF32, DeviceVnm, PtxCache,
 };
 
 /// Whether this build has the CUDA backend (feature `cuda`).

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use cudarc::nvrtc::{self, CompileError, CompileOptions};
 
-use super::source::{describe_defines, KernelSource};
+use super::source::{describe_defines, program_of, KernelSource};
 use super::CudaError;
 
 /// Whether libnvrtc can be loaded (checked before any NVRTC call: cudarc panics otherwise).
@@ -37,6 +37,17 @@ pub fn compile_ptx(
     defines: &[(&'static str, usize)],
     arch: &'static str,
 ) -> Result<String, CudaError> {
+    compile_ptx_from(kernel, kernel.text(), defines, arch)
+}
+
+/// [`compile_ptx`] of another version `text` of the kernel's source (e.g. the file at an older
+/// commit): what `cuda_ptx_digest` uses to show that an edit leaves every PTX unchanged.
+pub fn compile_ptx_from(
+    kernel: KernelSource,
+    text: &str,
+    defines: &[(&'static str, usize)],
+    arch: &'static str,
+) -> Result<String, CudaError> {
     if !nvrtc_available() {
         return Err(CudaError::NoNvrtc);
     }
@@ -46,7 +57,7 @@ pub fn compile_ptx(
         options: vec!["--std=c++17".into()],
         ..Default::default()
     };
-    match nvrtc::compile_ptx_with_opts(kernel.program(defines), opts) {
+    match nvrtc::compile_ptx_with_opts(program_of(text, defines), opts) {
         Ok(ptx) => Ok(ptx.to_src()),
         Err(e) => Err(CudaError::Compile {
             kernel: kernel.name(),

@@ -30,13 +30,18 @@ impl KernelSource {
 
     /// The program NVRTC compiles: one `#define NAME value` line per parameter, then the source.
     pub fn program(self, defines: &[(&'static str, usize)]) -> String {
-        let mut s = String::new();
-        for (name, value) in defines {
-            s.push_str(&format!("#define {name} {value}\n"));
-        }
-        s.push_str(self.text());
-        s
+        program_of(self.text(), defines)
     }
+}
+
+/// The program of source `text` (this kernel's, or another version of it) with `defines`.
+pub fn program_of(text: &str, defines: &[(&'static str, usize)]) -> String {
+    let mut s = String::new();
+    for (name, value) in defines {
+        s.push_str(&format!("#define {name} {value}\n"));
+    }
+    s.push_str(text);
+    s
 }
 
 /// `NAME=value` pairs separated by spaces, for messages.

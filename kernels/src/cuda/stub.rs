@@ -27,6 +27,16 @@ pub fn compile_ptx(
     Err(CudaError::NotCompiled)
 }
 
+/// Always [`CudaError::NotCompiled`].
+pub fn compile_ptx_from(
+    _kernel: KernelSource,
+    _text: &str,
+    _defines: &[(&'static str, usize)],
+    _arch: &'static str,
+) -> Result<String, CudaError> {
+    Err(CudaError::NotCompiled)
+}
+
 /// PTX files in a folder; without feature `cuda` nothing can be compiled into it.
 #[derive(Debug, Clone)]
 pub struct PtxCache {
