@@ -15,7 +15,7 @@ use super::config::{CsrConfig, VnmConfig};
 use super::nvrtc::{compile_ptx, PtxCache};
 use super::pack::pack_vnm;
 use super::source::KernelSource;
-use super::{CudaError, DeviceInfo, Timing};
+use super::{CudaError, DeviceInfo, Timing, VnmDims, VnmLaunch};
 use crate::{CsrMatrix, VnmMatrix};
 
 pub(crate) fn driver_err(op: &'static str) -> impl Fn(DriverError) -> CudaError {
@@ -188,20 +188,15 @@ impl CudaDevice {
     /// Uploads a V:N:M matrix packed for configurations with this BK.
     pub fn upload_vnm(&self, a: &VnmMatrix, bk: usize) -> Result<DeviceVnm, CudaError> {
         let p = pack_vnm(a, bk)?;
-        // One trailing element keeps empty matrices allocatable; the kernel never reads it.
-        let mut values = p.values;
-        values.push(0);
-        let mut meta = p.meta;
-        meta.push(0);
-        let mut col_loc = p.col_loc;
-        col_loc.push(0);
+        let dims = p.dims();
+        let (values, meta, col_loc) = p.device_arrays();
         Ok(DeviceVnm {
-            rows: p.rows,
-            cols: p.cols,
-            v: p.v,
-            m: p.m,
-            groups: p.groups,
-            ks: p.ks,
+            rows: dims.rows,
+            cols: dims.cols,
+            v: dims.v,
+            m: dims.m,
+            groups: dims.groups,
+            ks: dims.ks,
             values: self.upload(&values)?,
             meta: self.upload(&meta)?,
             col_loc: self.upload(&col_loc)?,
@@ -221,9 +216,7 @@ impl CudaDevice {
                 x.len()
             )));
         }
-        let ld = super::pack::padded_ld(cols);
-        let mut host = super::pack::pad_rows_f16(x, rows, cols, ld);
-        host.push(0); // keeps empty matrices allocatable; never read
+        let (ld, host) = super::pack::f16_device_layout(x, rows, cols);
         let data = self.upload(&host)?;
         Ok(DeviceMatrixF16 {
             rows,
@@ -266,31 +259,23 @@ impl CudaDevice {
         c: &mut DeviceMatrixF16,
         cfg: &VnmConfig,
     ) -> Result<(), CudaError> {
-        cfg.validate()?;
-        if cfg.bm != a.v || !(2 * a.ks).is_multiple_of(cfg.bk) {
-            return Err(CudaError::Shape(format!(
-                "{cfg} does not fit a matrix packed with V={} and {} slots per row",
-                a.v, a.ks
-            )));
-        }
+        let launch = VnmLaunch::new(a.dims(), b.cols, b.ld, c.ld, cfg)?;
         check_product(a.rows, a.cols, b, c)?;
         if a.rows == 0 || b.cols == 0 {
             return Ok(());
         }
-        let shared = cfg.shared_bytes() + (4 * a.groups).div_ceil(16) * 16;
-        if shared > self.info.max_shared_per_block as usize {
+        if launch.shared_bytes > self.info.max_shared_per_block as usize {
             return Err(CudaError::Shape(format!(
-                "{cfg} with {} column groups needs {shared} bytes of shared memory, the device has {}",
-                a.groups, self.info.max_shared_per_block
+                "{cfg} with {} column groups needs {} bytes of shared memory, the device has {}",
+                a.groups, launch.shared_bytes, self.info.max_shared_per_block
             )));
         }
         let f = self.function(KernelSource::SpmmVnmF16, cfg.defines(), cfg.shared_bytes())?;
-        let launch = LaunchConfig {
-            grid_dim: (b.cols.div_ceil(cfg.bn) as u32, (a.rows / a.v) as u32, 1),
-            block_dim: (cfg.threads() as u32, 1, 1),
-            shared_mem_bytes: shared as u32,
+        let config = LaunchConfig {
+            grid_dim: (launch.grid.0, launch.grid.1, 1),
+            block_dim: (launch.threads, 1, 1),
+            shared_mem_bytes: launch.shared_bytes as u32,
         };
-        let ints = [a.rows, b.cols, a.ks, a.groups, a.m, a.cols, b.ld, c.ld].map(|x| x as i32);
         let mut builder = self.stream.launch_builder(&f);
         builder
             .arg(&a.values)
@@ -298,7 +283,7 @@ impl CudaDevice {
             .arg(&a.col_loc)
             .arg(&b.data)
             .arg(&mut c.data);
-        for x in &ints {
+        for x in &launch.ints {
             builder.arg(x);
         }
         // SAFETY: the arguments match `spmm_vnm_f16(a_vals, a_meta, col_loc, b, c, rows, n,
@@ -306,7 +291,7 @@ impl CudaDevice {
         // packed by `pack_vnm` (rows × ks values, rows/16 × ks words, V a multiple of 16,
         // 2·ks a multiple of BK, checked above); gathered rows are < K or skipped; B and C are
         // b.rows × b.ld and a.rows × c.ld (checked), and the kernel guards columns ≥ n.
-        unsafe { builder.launch(launch) }.map_err(driver_err("cuLaunchKernel"))?;
+        unsafe { builder.launch(config) }.map_err(driver_err("cuLaunchKernel"))?;
         Ok(())
     }
 
@@ -510,6 +495,20 @@ pub(crate) fn check_product(
         )));
     }
     Ok(())
+}
+
+impl DeviceVnm {
+    /// Its dimensions, as the launch needs them.
+    pub fn dims(&self) -> VnmDims {
+        VnmDims {
+            rows: self.rows,
+            cols: self.cols,
+            v: self.v,
+            m: self.m,
+            groups: self.groups,
+            ks: self.ks,
+        }
+    }
 }
 
 /// A V:N:M matrix on the device, packed for one BK (see `pack.rs`).

@@ -13,6 +13,7 @@ mod config;
 mod cost;
 mod cost_check;
 mod error;
+mod launch;
 mod pack;
 mod ptxas;
 mod random;
@@ -39,9 +40,10 @@ pub use cost::{
 };
 pub use cost_check::{check_model, spread, ModelCheck, Spread};
 pub use error::CudaError;
+pub use launch::{VnmDims, VnmLaunch};
 pub use pack::{
-    emulate_vnm, from_f16_bits, pack_vnm, packed_slots, pad_rows_f16, padded_ld, to_f16_bits,
-    vnm_from_nm, VnmPacked,
+    emulate_vnm, f16_device_layout, from_f16_bits, pack_vnm, packed_slots, pad_rows_f16, padded_ld,
+    to_f16_bits, vnm_from_nm, VnmPacked,
 };
 pub use ptxas::{parse_ptxas, ptxas_report, PtxasReport};
 pub use random::{exact_values, random_csr, random_vnm, vnm_mask};

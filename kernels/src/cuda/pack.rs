@@ -39,6 +39,30 @@ pub struct VnmPacked {
     pub col_loc: Vec<u8>,
 }
 
+impl VnmPacked {
+    /// Values, metadata and column locations as uploaded to the device: each with one trailing
+    /// element, which keeps empty matrices allocatable and is never read.
+    pub fn device_arrays(self) -> (Vec<u16>, Vec<u32>, Vec<u8>) {
+        let (mut values, mut meta, mut col_loc) = (self.values, self.meta, self.col_loc);
+        values.push(0);
+        meta.push(0);
+        col_loc.push(0);
+        (values, meta, col_loc)
+    }
+
+    /// Its dimensions, as the launch needs them.
+    pub fn dims(&self) -> super::VnmDims {
+        super::VnmDims {
+            rows: self.rows,
+            cols: self.cols,
+            v: self.v,
+            m: self.m,
+            groups: self.groups,
+            ks: self.ks,
+        }
+    }
+}
+
 /// A metadata word of padding: all 8 slots of both rows at positions (0, 1) per group.
 const PAD_WORD: u32 = 0x4444_4444;
 
@@ -173,6 +197,15 @@ pub fn pad_rows_f16(x: &[f32], rows: usize, cols: usize, ld: usize) -> Vec<u16> 
         }
     }
     out
+}
+
+/// A row-major f32 `rows × cols` matrix as the device holds it for the fp16 kernels: fp16, rows
+/// padded to [`padded_ld`], one trailing element (never read). Returns the row stride and data.
+pub fn f16_device_layout(x: &[f32], rows: usize, cols: usize) -> (usize, Vec<u16>) {
+    let ld = padded_ld(cols);
+    let mut data = pad_rows_f16(x, rows, cols, ld);
+    data.push(0);
+    (ld, data)
 }
 
 /// `n` rounded up to a multiple of 8 (16-byte rows for cp.async).

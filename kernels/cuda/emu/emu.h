@@ -1,0 +1,231 @@
+// A host emulator of the CUDA the V:N:M kernel uses, so that CI runs `spmm_vnm_f16.cu` itself
+// on the CPU: every thread of a block is an OS thread; `__syncthreads` is a barrier of the
+// block; the warp-collective instructions (ldmatrix, mma.sp) exchange their operands through
+// a per-warp area between two barriers of the warp and compute each lane's result from the
+// PTX ISA's fragment layouts; cp.async copies are queued per thread in commit groups and land
+// when `cp.async.wait_group` lets them (lazy mode, catches a read before its wait) or at issue
+// (eager mode, catches a stage overwritten while still read).
+//
+// What it checks beyond the result: 16-byte alignment of cp.async and ldmatrix addresses,
+// shared memory exactly the launch's size (a heap block per thread block: AddressSanitizer
+// sees overruns), shared memory filled with fp16 NaNs at block start (a read of a word never
+// written poisons the result), and the increasing metadata pairs `::ordered_metadata` needs.
+//
+// It says nothing about speed. The layouts it implements are the PTX ISA's (mma.sp m16n8k16 /
+// m16n8k32 .f16 with sparsity selector 0, ldmatrix .x2/.x4 with and without .trans); the kernel
+// was checked against the hardware on an H200, and against this emulator in CI.
+
+#pragma once
+
+#include <barrier>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#define COTUNE_EMULATE 1
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __ldg(p) (*(p))
+
+namespace emu {
+
+struct Dim3 {
+    int x = 0, y = 0, z = 0;
+};
+
+[[noreturn]] inline void fail(const char* what) {
+    std::fprintf(stderr, "emulator: %s\n", what);
+    std::fflush(stderr);
+    std::abort();
+}
+
+// Operands a warp exchanges for one collective instruction.
+struct Warp {
+    std::barrier<> bar{32};
+    const void* addr[32];
+    uint32_t a[32][4];
+    uint32_t b[32][4];
+    uint32_t meta[32];
+    float d[32][4];
+};
+
+struct Block {
+    std::barrier<>* bar;
+    Warp* warps;
+    unsigned char* smem;
+    size_t smem_bytes;
+};
+
+struct Copy {
+    void* dst;
+    const void* src;
+    int bytes;
+};
+
+enum class CopyMode { Lazy, Eager };
+
+inline CopyMode copy_mode = CopyMode::Lazy;
+inline thread_local Dim3 thread_idx, block_idx;
+inline thread_local Block block;
+inline thread_local std::vector<Copy> open_group;
+inline thread_local std::deque<std::vector<Copy>> committed;
+
+inline int lane() { return thread_idx.x & 31; }
+inline Warp& warp() { return block.warps[thread_idx.x >> 5]; }
+
+inline void check_shared(const void* p, size_t bytes, const char* what) {
+    auto at = static_cast<const unsigned char*>(p);
+    if (at < block.smem || at + bytes > block.smem + block.smem_bytes) fail(what);
+}
+
+inline void apply(const Copy& c) {
+    std::memcpy(c.dst, c.src, c.bytes);
+    std::memset(static_cast<unsigned char*>(c.dst) + c.bytes, 0, 16 - c.bytes);
+}
+
+inline uint16_t half_at(const void* row, int i) {
+    uint16_t h;
+    std::memcpy(&h, static_cast<const unsigned char*>(row) + 2 * i, 2);
+    return h;
+}
+
+inline float f16_to_f32(uint16_t h) {
+    _Float16 x;
+    std::memcpy(&x, &h, 2);
+    return static_cast<float>(x);
+}
+
+inline uint16_t f32_to_f16(float f) {
+    _Float16 x = static_cast<_Float16>(f);
+    uint16_t h;
+    std::memcpy(&h, &x, 2);
+    return h;
+}
+
+// ldmatrix .x`count`: matrix j's 8 row addresses come from lanes 8j .. 8j + 7. Without .trans
+// a lane receives row lane/4, columns 2(lane%4) and +1 of each matrix; with .trans, rows
+// 2(lane%4) and +1 of column lane/4 (the first in the low half).
+inline void ldmatrix(uint32_t* r, const void* p, int count, bool trans) {
+    Warp& w = warp();
+    const int l = lane();
+    // Lanes 8·count .. 31 give no address.
+    if (l < 8 * count && reinterpret_cast<uintptr_t>(p) % 16 != 0) fail("ldmatrix: row address not 16-byte aligned");
+    w.addr[l] = p;
+    w.bar.arrive_and_wait();
+    for (int j = 0; j < count; ++j) {
+        uint16_t lo, hi;
+        if (!trans) {
+            const void* row = w.addr[8 * j + l / 4];
+            check_shared(row, 16, "ldmatrix: row outside shared memory");
+            lo = half_at(row, 2 * (l % 4));
+            hi = half_at(row, 2 * (l % 4) + 1);
+        } else {
+            const void* r0 = w.addr[8 * j + 2 * (l % 4)];
+            const void* r1 = w.addr[8 * j + 2 * (l % 4) + 1];
+            check_shared(r0, 16, "ldmatrix: row outside shared memory");
+            check_shared(r1, 16, "ldmatrix: row outside shared memory");
+            lo = half_at(r0, l / 4);
+            hi = half_at(r1, l / 4);
+        }
+        r[j] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+    }
+    w.bar.arrive_and_wait();
+}
+
+// mma.sp.m16n8k{16,32}.row.col.f32.f16.f16.f32, sparsity selector 0. A (16 rows × k/2 kept
+// values): register q of a lane holds row g + 8 (q & 1), kept columns 8 (q >> 1) + 2t, +1
+// (g = lane / 4, t = lane % 4). B (k × 8): register q holds rows 8q + 2t, +1 of column g.
+// Metadata: thread t < k/16 of quad g holds kept columns 8t .. 8t + 7 of rows g (bits 0..16)
+// and g + 8 (bits 16..32), 2 bits each: a kept value's position within its group of 4.
+// D: d0, d1 = row g, columns 2t, 2t + 1; d2, d3 = row g + 8.
+inline void mma_sp(float* d, const uint32_t* a, const uint32_t* b, uint32_t meta, int k) {
+    Warp& w = warp();
+    const int l = lane();
+    const int regs = k / 8;
+    for (int q = 0; q < regs; ++q) {
+        w.a[l][q] = a[q];
+        w.b[l][q] = b[q];
+    }
+    w.meta[l] = meta;
+    w.bar.arrive_and_wait();
+    auto a_at = [&](int row, int kept) {
+        const uint32_t word = w.a[(row % 8) * 4 + (kept % 8) / 2][(row / 8) + 2 * (kept / 8)];
+        return f16_to_f32(static_cast<uint16_t>(word >> (16 * (kept % 2))));
+    };
+    auto b_at = [&](int kk, int col) {
+        const uint32_t word = w.b[col * 4 + (kk % 8) / 2][kk / 8];
+        return f16_to_f32(static_cast<uint16_t>(word >> (16 * (kk % 2))));
+    };
+    auto position = [&](int row, int kept) {
+        const uint32_t word = w.meta[(row % 8) * 4 + kept / 8];
+        return static_cast<int>((word >> (2 * (kept % 8) + 16 * (row / 8))) & 3);
+    };
+    const int g = l / 4, t = l % 4;
+    for (int e = 0; e < 4; ++e) {
+        const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+        float acc = d[e];
+        for (int kept = 0; kept < k / 2; kept += 2) {
+            const int p0 = position(row, kept), p1 = position(row, kept + 1);
+            if (p0 >= p1) fail("mma.sp::ordered_metadata: a group's positions do not increase");
+            const int group = 4 * (kept / 2);
+            acc += a_at(row, kept) * b_at(group + p0, col);
+            acc += a_at(row, kept + 1) * b_at(group + p1, col);
+        }
+        w.d[l][e] = acc;
+    }
+    w.bar.arrive_and_wait();
+    for (int e = 0; e < 4; ++e) d[e] = w.d[l][e];
+}
+
+}  // namespace emu
+
+#define threadIdx (emu::thread_idx)
+#define blockIdx (emu::block_idx)
+#define DYNAMIC_SHARED(name) unsigned char* name = emu::block.smem
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+inline void __syncthreads() { emu::block.bar->arrive_and_wait(); }
+
+inline void cp_async16(void* dst, const void* src, int src_bytes) {
+    if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) emu::fail("cp.async: destination not 16-byte aligned");
+    if (src_bytes != 0 && src_bytes != 16) emu::fail("cp.async: source size not 0 or 16");
+    if (src_bytes > 0 && reinterpret_cast<uintptr_t>(src) % 16 != 0) emu::fail("cp.async: source not 16-byte aligned");
+    emu::check_shared(dst, 16, "cp.async: destination outside shared memory");
+    const emu::Copy c{dst, src, src_bytes};
+    if (emu::copy_mode == emu::CopyMode::Eager) {
+        emu::apply(c);
+    } else {
+        emu::open_group.push_back(c);
+    }
+}
+
+inline void cp_async_commit() {
+    emu::committed.push_back(std::move(emu::open_group));
+    emu::open_group.clear();
+}
+
+template <int N> inline void cp_async_wait() {
+    while (emu::committed.size() > static_cast<size_t>(N)) {
+        for (const emu::Copy& c : emu::committed.front()) emu::apply(c);
+        emu::committed.pop_front();
+    }
+}
+
+inline u32 pack_f16x2(float lo, float hi) {
+    return static_cast<u32>(emu::f32_to_f16(lo)) | static_cast<u32>(emu::f32_to_f16(hi)) << 16;
+}
+
+inline void ldmatrix_x4(u32* r, const void* p) { emu::ldmatrix(r, p, 4, false); }
+inline void ldmatrix_x2(u32* r, const void* p) { emu::ldmatrix(r, p, 2, false); }
+inline void ldmatrix_x4_trans(u32* r, const void* p) { emu::ldmatrix(r, p, 4, true); }
+inline void ldmatrix_x2_trans(u32* r, const void* p) { emu::ldmatrix(r, p, 2, true); }
+inline void mma_sp_k32(float* d, const u32* a, const u32* b, u32 meta) { emu::mma_sp(d, a, b, meta, 32); }
+inline void mma_sp_k16(float* d, const u32* a, const u32* b, u32 meta) { emu::mma_sp(d, a, b, meta, 16); }

@@ -1,0 +1,323 @@
+//! The V:N:M kernel's own source (`kernels/cuda/spmm_vnm_f16.cu`) run on the CPU by the host
+//! emulator in `kernels/cuda/emu/`: no GPU needed, so CI checks what the kernel computes, not
+//! only that it compiles. Each configuration is built with a C++20 compiler (`$CXX`, else
+//! `c++`) and AddressSanitizer (where it runs), launched as `CudaDevice::launch_vnm` launches it
+//! ([`VnmLaunch`], the same packed arrays), with cp.async copies landing as late as the
+//! pipeline's waits allow and again at issue, and compared bit for bit with the CPU
+//! reference rounded to fp16 (inputs are multiples of 1/16, so every sum is exact).
+//!
+//! Without a compiler the tests skip with the reason printed, unless
+//! `COTUNE_REQUIRE_EMULATOR=1` (CI sets it). By default a covering set of configurations
+//! runs (every parameter value at every V, every MMA_K × STAGES); `COTUNE_EMULATE_ALL=1` runs
+//! all of them, for sessions that change the kernel without a GPU.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use kernels::cuda::{
+    exact_values, f16_device_layout, from_f16_bits, pack_vnm, random_vnm, vnm_configs, vnm_from_nm,
+    VnmConfig, VnmLaunch, VNM_BLOCK_ROWS,
+};
+use kernels::{build_mask, spmm_reference, NmMatrix, Pattern, SparseMatrix, VnmMatrix};
+
+const EMU_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/cuda/emu");
+const KERNEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/cuda/spmm_vnm_f16.cu");
+
+/// The C++ compiler, or why there is none (a panic when CI requires one).
+fn compiler(test: &str) -> Option<String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let works = Command::new(&cxx)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        return Some(cxx);
+    }
+    let why = format!("no C++ compiler `{cxx}` (set CXX)");
+    if std::env::var("COTUNE_REQUIRE_EMULATOR").is_ok_and(|v| v == "1") {
+        panic!("{test}: {why}, and COTUNE_REQUIRE_EMULATOR=1");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+    None
+}
+
+/// A folder per version of the kernel and emulator sources, so that an edit rebuilds; the
+/// folders of other versions are removed.
+fn build_dir() -> PathBuf {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for f in [
+        KERNEL,
+        &format!("{EMU_DIR}/emu.h"),
+        &format!("{EMU_DIR}/run_vnm.cpp"),
+    ] {
+        std::fs::read(f).unwrap().hash(&mut h);
+    }
+    let name = format!("cuda-emu-{:016x}", h.finish());
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    for old in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let other = old.file_name().to_string_lossy().into_owned();
+        if other.starts_with("cuda-emu-") && other != name {
+            let _ = std::fs::remove_dir_all(old.path());
+        }
+    }
+    root.join(name)
+}
+
+/// Whether binaries built with AddressSanitizer run here (some kernels' address-space layouts
+/// defeat older sanitizer runtimes); without it the emulator still checks everything else.
+fn sanitizer_works(cxx: &str, dir: &Path) -> bool {
+    static WORKS: OnceLock<bool> = OnceLock::new();
+    *WORKS.get_or_init(|| {
+        std::fs::create_dir_all(dir).unwrap();
+        let (src, exe) = (dir.join("asan_probe.cpp"), dir.join("asan_probe"));
+        std::fs::write(&src, "int main() { return 0; }\n").unwrap();
+        let built = Command::new(cxx)
+            .args(["-fsanitize=address", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .status()
+            .is_ok_and(|s| s.success());
+        let runs = built && Command::new(&exe).status().is_ok_and(|s| s.success());
+        if !runs {
+            eprintln!("AddressSanitizer does not run here: the emulator is built without it");
+        }
+        runs
+    })
+}
+
+/// The emulator binary of `cfg`, built on first use.
+fn build(cxx: &str, dir: &Path, cfg: &VnmConfig) -> PathBuf {
+    let name: String = cfg
+        .defines()
+        .iter()
+        .map(|(k, v)| format!("{k}{v}"))
+        .collect::<Vec<_>>()
+        .join("_");
+    let exe = dir.join(&name);
+    if exe.exists() {
+        return exe;
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
+    let mut cmd = Command::new(cxx);
+    cmd.args(["-std=c++20", "-O1", "-g", "-pthread"]);
+    if sanitizer_works(cxx, dir) {
+        cmd.args(["-fsanitize=address", "-fno-omit-frame-pointer"]);
+    }
+    for (k, v) in cfg.defines() {
+        cmd.arg(format!("-D{k}={v}"));
+    }
+    let out = cmd
+        .arg(format!("{EMU_DIR}/run_vnm.cpp"))
+        .arg("-o")
+        .arg(&tmp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{cfg}: the emulator does not build:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::rename(&tmp, &exe).unwrap();
+    exe
+}
+
+/// When cp.async copies land.
+#[derive(Debug, Clone, Copy)]
+enum Copies {
+    /// At the latest `cp.async.wait_group` that covers them.
+    Lazy = 0,
+    /// At issue.
+    Eager = 1,
+}
+
+fn push_i64s(out: &mut Vec<u8>, xs: impl IntoIterator<Item = i64>) {
+    for x in xs {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// C = A·B through the emulated kernel (`b` is `a.cols() × n` row-major), as f32.
+fn run(
+    exe: &Path,
+    a: &VnmMatrix,
+    b: &[f32],
+    n: usize,
+    cfg: &VnmConfig,
+    copies: Copies,
+) -> Vec<f32> {
+    let packed = pack_vnm(a, cfg.bk).unwrap();
+    let dims = packed.dims();
+    let (ld, b16) = f16_device_layout(b, a.cols(), n);
+    let launch = VnmLaunch::new(dims, n, ld, ld, cfg).unwrap();
+    let (values, meta, col_loc) = packed.device_arrays();
+    let c = vec![0u16; (a.rows() * ld).max(1)];
+    let mut input = vec![];
+    push_i64s(&mut input, launch.ints.map(i64::from));
+    push_i64s(
+        &mut input,
+        [
+            launch.grid.0 as i64,
+            launch.grid.1 as i64,
+            launch.threads as i64,
+            launch.shared_bytes as i64,
+            copies as i64,
+        ],
+    );
+    let counts = [values.len(), meta.len(), col_loc.len(), b16.len(), c.len()];
+    push_i64s(&mut input, counts.map(|x| x as i64));
+    input.extend(values.iter().flat_map(|x| x.to_le_bytes()));
+    input.extend(meta.iter().flat_map(|x| x.to_le_bytes()));
+    input.extend(&col_loc);
+    input.extend(b16.iter().flat_map(|x| x.to_le_bytes()));
+    input.extend(c.iter().flat_map(|x| x.to_le_bytes()));
+    let file = |ext: &str| {
+        exe.with_extension(format!(
+            "{}-{}-{:?}.{ext}",
+            std::process::id(),
+            a.rows() * 1_000_003 + a.cols() * 1009 + n,
+            copies
+        ))
+    };
+    let (inp, outp) = (file("in"), file("out"));
+    std::fs::write(&inp, &input).unwrap();
+    let out = Command::new(exe).arg(&inp).arg(&outp).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cfg} ({copies:?} copies) on {}x{} V={} M={}, n={n}: the emulated kernel failed:\n{}",
+        a.rows(),
+        a.cols(),
+        a.v(),
+        a.m(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raw = std::fs::read(&outp).unwrap();
+    let _ = (std::fs::remove_file(&inp), std::fs::remove_file(&outp));
+    let bits: Vec<u16> = raw
+        .chunks_exact(2)
+        .map(|p| u16::from_le_bytes([p[0], p[1]]))
+        .collect();
+    (0..a.rows())
+        .flat_map(|r| from_f16_bits(&bits[r * ld..][..n]))
+        .collect()
+}
+
+/// The reference product rounded to fp16, as the kernel stores it.
+fn expected(a: &VnmMatrix, b: &[f32], n: usize) -> Vec<f32> {
+    let mut c = vec![0.0; a.rows() * n];
+    spmm_reference(&SparseMatrix::Vnm(a.clone()), b, n, &mut c).unwrap();
+    from_f16_bits(&kernels::cuda::to_f16_bits(&c))
+}
+
+/// A few configurations per V covering every value of every parameter, and every MMA_K ×
+/// STAGES pair, or all of them with `COTUNE_EMULATE_ALL=1`.
+fn configurations() -> Vec<VnmConfig> {
+    let all = std::env::var("COTUNE_EMULATE_ALL").is_ok_and(|v| v == "1");
+    let mut out = vec![];
+    for v in VNM_BLOCK_ROWS {
+        let configs = vnm_configs(v);
+        if all {
+            out.extend(configs);
+            continue;
+        }
+        let mut i = 0;
+        for mma_k in [16, 32] {
+            for stages in [2, 3, 4] {
+                let same: Vec<&VnmConfig> = configs
+                    .iter()
+                    .filter(|c| c.mma_k == mma_k && c.stages == stages)
+                    .collect();
+                // Step through the tile shapes with a stride coprime to their count.
+                out.push(*same[(i * 5 + v / 16) % same.len()]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The matrices a configuration is checked on: two row blocks, K not a multiple of M and
+/// long enough for 3+ k-tiles, n leaving a partial column tile that is not a multiple of 8.
+fn matrices(cfg: &VnmConfig, i: usize) -> Vec<VnmMatrix> {
+    let v = cfg.bm;
+    let m = [8, 10, 20][i % 3];
+    let k = (3 * cfg.bk / 4 + 1) * m - 3;
+    let mut out = vec![random_vnm(2 * v, k, v, m, i as u64).unwrap()];
+    if i.is_multiple_of(4) {
+        // 2:4 as V:N:M with M = 4, the way cuda-nm24 runs it.
+        let cols = 3 * cfg.bk / 4 * 4 + 2;
+        let vals = exact_values(2 * v * cols, i as u64 + 7);
+        let scores: Vec<f32> = vals.iter().map(|x| x.abs()).collect();
+        let mask = build_mask(&Pattern::Nm { n: 2, m: 4 }, &scores, 2 * v, cols).unwrap();
+        let nm = NmMatrix::from_masked(&vals, &mask, 2, 4).unwrap();
+        out.push(vnm_from_nm(&nm, v).unwrap());
+    }
+    out
+}
+
+#[test]
+fn the_kernel_source_computes_the_reference_on_the_emulator() {
+    let Some(cxx) = compiler("the_kernel_source_computes_the_reference_on_the_emulator") else {
+        return;
+    };
+    let dir = build_dir();
+    let configs = configurations();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let chunk = configs.len().div_ceil(workers);
+    std::thread::scope(|s| {
+        for (w, part) in configs.chunks(chunk).enumerate() {
+            let (cxx, dir) = (&cxx, &dir);
+            s.spawn(move || {
+                for (j, cfg) in part.iter().enumerate() {
+                    let i = w * chunk + j;
+                    let exe = build(cxx, dir, cfg);
+                    for a in matrices(cfg, i) {
+                        let n = cfg.bn + 12;
+                        let b = exact_values(a.cols() * n, 100 + i as u64);
+                        let want = expected(&a, &b, n);
+                        for copies in [Copies::Lazy, Copies::Eager] {
+                            let got = run(&exe, &a, &b, n, cfg, copies);
+                            let bad = got.iter().zip(&want).position(|(g, w)| g != w);
+                            assert!(
+                                bad.is_none(),
+                                "{cfg} ({copies:?}) on {}x{} V={} M={}: element {:?}: got {}, want {}",
+                                a.rows(),
+                                a.cols(),
+                                a.v(),
+                                a.m(),
+                                bad,
+                                got[bad.unwrap()],
+                                want[bad.unwrap()]
+                            );
+                        }
+                    }
+                }
+            });
+        }
+    });
+    eprintln!("{} configurations agree on the emulator", configs.len());
+}
+
+#[test]
+fn the_covering_set_has_every_parameter_value_at_every_v() {
+    if std::env::var("COTUNE_EMULATE_ALL").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let chosen = configurations();
+    for v in VNM_BLOCK_ROWS {
+        let mine: Vec<&VnmConfig> = chosen.iter().filter(|c| c.bm == v).collect();
+        for c in vnm_configs(v) {
+            for (name, value) in c.defines() {
+                let covered = mine
+                    .iter()
+                    .any(|m| m.defines().iter().any(|&(k, x)| k == name && x == value));
+                assert!(
+                    covered,
+                    "V={v}: no emulated configuration has {name}={value}"
+                );
+            }
+        }
+    }
+}
