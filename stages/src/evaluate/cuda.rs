@@ -1,11 +1,11 @@
 //! Evaluation on the CUDA backend: each layer's product runs on the device through
-//! [`CudaDevice::spmm`] with its tuned point; bias and ReLU are applied on the host.
+//! [`Gpu::spmm`] with its tuned point; bias and ReLU are applied on the host.
 //!
 //! - Numerics: the V:N:M, 2:4 and dense kernels round A, B and C to fp16 (fp32 accumulation),
 //!   CSR is fp32. The logits must agree with the masked dense fp64 reference within
 //!   [`CUDA_TOLERANCE`] of the reference's largest |logit| (fp16 keeps 11 significant bits,
 //!   ~5e-4 relative per rounding, and each layer rounds its input, weights and output).
-//! - Latency: per layer, the device-event time of the layer's product ([`CudaDevice::measure`],
+//! - Latency: per layer, the device-event time of the layer's product ([`Gpu::measure`],
 //!   [`REPS`] samples of 10 back-to-back launches); end to end, the sample-wise sum over the
 //!   layers. Host transfers are excluded, and so are bias and ReLU (no device kernel for them
 //!   yet, so the layers cannot be chained on the device). The dense run is cuBLAS fp16 on the
@@ -17,11 +17,11 @@ use super::{
     add_bias_relu, agreement, check_shapes, guiding_tuning, weight_bytes, BatchLatency, Evaluation,
     LayerRun,
 };
-use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, REPS};
+use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, Gpu, REPS};
 use crate::kernel_tune::{summarise, Timing};
 use crate::StageError;
 use datasets::Dataset;
-use kernels::cuda::{cuda_space, CudaDevice, GpuModel};
+use kernels::cuda::{cuda_space, GpuModel};
 use kernels::{ParamPoint, SparseMatrix};
 
 /// Largest |output − reference| allowed, relative to the reference's largest |logit|.
@@ -63,7 +63,7 @@ type Step<'a> = (&'a SparseMatrix, &'a [f32], ParamPoint);
 
 /// Runs the layers on `xt` (features × batch) on the device, returning the logits.
 fn forward(
-    dev: &CudaDevice,
+    dev: &impl Gpu,
     layers: &[Step],
     xt: &[f32],
     batch: usize,
@@ -96,7 +96,7 @@ pub fn evaluate_cuda(
     data: &Dataset,
     layers: &[LayerRun],
     batch_sizes: &[usize],
-    dev: &CudaDevice,
+    dev: &impl Gpu,
 ) -> Result<Evaluation, StageError> {
     check_shapes(data, layers)?;
     let runnable: Vec<SparseMatrix> = layers
@@ -164,6 +164,95 @@ pub fn evaluate_cuda(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evaluate::LayerTuning;
+    use crate::kernel_tune::cuda_stand_in::StandIn;
+    use kernels::{synthetic, FormatSignature, Pattern};
+
+    /// 24 features → 32 (V:N:M 16:2:8, on mma.sp) → 10 classes (2:4, which on 10 rows runs as
+    /// CSR), and 40 test samples.
+    fn model() -> (Dataset, Vec<LayerRun>) {
+        let layer = |name: &str, p: Pattern, rows, cols, seed| LayerRun {
+            name: name.into(),
+            matrix: synthetic(&FormatSignature::for_pattern(&p, rows, cols).unwrap(), seed)
+                .unwrap(),
+            bias: (0..rows).map(|i| i as f32 / 64.0).collect(),
+            tunings: vec![],
+        };
+        let layers = vec![
+            layer("fc1", Pattern::Vnm { v: 16, m: 8 }, 32, 24, 1),
+            layer("fc2", Pattern::Nm { n: 2, m: 4 }, 10, 32, 2),
+        ];
+        let test_x: Vec<f32> = (0..40 * 24)
+            .map(|i| ((i * 37) % 17) as f32 / 8.0 - 1.0)
+            .collect();
+        let data = Dataset {
+            name: "stand-in".into(),
+            n_features: 24,
+            n_classes: 10,
+            train_x: vec![],
+            train_y: vec![],
+            test_y: (0..40).map(|i| i % 10).collect(),
+            test_x,
+            image_shape: None,
+        };
+        (data, layers)
+    }
+
+    #[test]
+    fn the_layers_run_through_the_device_path_and_their_times_add_up() {
+        let (data, layers) = model();
+        let e = evaluate_cuda(&data, &layers, &[8, 64], &StandIn::h200()).unwrap();
+        // fp16 operands and results: close to the fp64 reference, not equal to it.
+        assert!(e.max_rel_error < CUDA_TOLERANCE, "{}", e.max_rel_error);
+        assert!((0.0..=1.0).contains(&e.accuracy));
+        assert_eq!(e.latencies.len(), 2);
+        for l in &e.latencies {
+            assert_eq!(l.per_layer.len(), 2);
+            let sum: f64 = l.per_layer.iter().map(|t| t.median_us).sum();
+            assert!((l.sparse.median_us - sum).abs() < 1e-9 * sum, "{l:?}");
+            assert!(l.dense.median_us > 0.0);
+            // No tunings: both layers run the cost model's best point.
+            assert_eq!(l.fallbacks, 2);
+        }
+    }
+
+    #[test]
+    fn a_tuning_within_4x_of_the_batch_is_used() {
+        let (data, mut layers) = model();
+        let sig = layers[0].matrix.signature();
+        let tuned = cuda_space(&sig, 64).points().pop().unwrap();
+        layers[0].tunings.push(LayerTuning {
+            batch_tokens: 64,
+            params: tuned.clone(),
+            dense_params: ParamPoint::default(),
+        });
+        let gpu = GpuModel::h200();
+        assert_eq!(
+            params_for(&layers[0], &layers[0].matrix, 64, &gpu),
+            (tuned.clone(), false)
+        );
+        assert!(params_for(&layers[0], &layers[0].matrix, 1000, &gpu).1);
+        let e = evaluate_cuda(&data, &layers, &[64, 1000], &StandIn::h200()).unwrap();
+        let fallbacks: Vec<usize> = e.latencies.iter().map(|l| l.fallbacks).collect();
+        assert_eq!(fallbacks, vec![1, 2]);
+    }
+
+    #[test]
+    fn a_wrong_product_is_an_error_not_a_result() {
+        let (data, layers) = model();
+        let mut dev = StandIn::h200();
+        dev.error = 0.5;
+        let err = evaluate_cuda(&data, &layers, &[8], &dev).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("disagrees with the masked dense reference"),
+            "{err}"
+        );
+        let mut dev = StandIn::h200();
+        dev.dense_fails = true;
+        let err = evaluate_cuda(&data, &layers, &[8], &dev).unwrap_err();
+        assert!(err.to_string().contains("cuBLAS failed"), "{err}");
+    }
 
     #[test]
     fn end_to_end_samples_add_up_layer_by_layer() {

@@ -22,9 +22,12 @@
 use super::{argmin, choose, summarise, Measured, TuneSpec, Tuned};
 use crate::StageError;
 use kernels::cuda::{
-    cuda_predicted_cost, cuda_space, CudaDevice, CudaError, GpuModel, PtxCache, RegisterSource,
+    cuda_predicted_cost, cuda_space, CudaDevice, CudaError, DeviceInfo, GpuModel, PtxCache,
+    RegisterSource, Timing,
 };
-use kernels::{FormatSignature, KernelSpace, Mask, ParamPoint, Pattern, PatternKind, SparseMatrix};
+use kernels::{
+    FormatSignature, KernelError, KernelSpace, Mask, ParamPoint, Pattern, PatternKind, SparseMatrix,
+};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -34,6 +37,71 @@ pub const REPS: usize = 7;
 
 /// The kernel name of the dense baseline's rows.
 pub const DENSE_KERNEL: &str = "cublas-f16";
+
+/// What the CUDA stages need of a device. [`CudaDevice`] is the real one (or, built without
+/// the `cuda` feature, its stub); the stages' tests run the same stage code on a CPU stand-in,
+/// so that the paths a GPU takes are exercised where there is none.
+pub trait Gpu {
+    /// What the device is.
+    fn info(&self) -> &DeviceInfo;
+    /// C = A·B with the kernel and configuration of `point` ([`CudaDevice::spmm`]).
+    fn spmm(
+        &self,
+        a: &SparseMatrix,
+        b: &[f32],
+        n: usize,
+        point: &ParamPoint,
+    ) -> Result<Vec<f32>, KernelError>;
+    /// Device-timed samples of A·B for a B of `n` columns ([`CudaDevice::measure`]).
+    fn measure(
+        &self,
+        a: &SparseMatrix,
+        n: usize,
+        point: &ParamPoint,
+        reps: usize,
+    ) -> Result<Timing, KernelError>;
+    /// Device-timed samples of the cuBLAS baseline ([`CudaDevice::measure_dense`]).
+    fn measure_dense(
+        &self,
+        rows: usize,
+        cols: usize,
+        n: usize,
+        reps: usize,
+    ) -> Result<Timing, CudaError>;
+}
+
+impl Gpu for CudaDevice {
+    fn info(&self) -> &DeviceInfo {
+        CudaDevice::info(self)
+    }
+    fn spmm(
+        &self,
+        a: &SparseMatrix,
+        b: &[f32],
+        n: usize,
+        point: &ParamPoint,
+    ) -> Result<Vec<f32>, KernelError> {
+        CudaDevice::spmm(self, a, b, n, point)
+    }
+    fn measure(
+        &self,
+        a: &SparseMatrix,
+        n: usize,
+        point: &ParamPoint,
+        reps: usize,
+    ) -> Result<Timing, KernelError> {
+        CudaDevice::measure(self, a, n, point, reps)
+    }
+    fn measure_dense(
+        &self,
+        rows: usize,
+        cols: usize,
+        n: usize,
+        reps: usize,
+    ) -> Result<Timing, CudaError> {
+        CudaDevice::measure_dense(self, rows, cols, n, reps)
+    }
+}
 
 static DEVICE: OnceLock<Result<CudaDevice, CudaError>> = OnceLock::new();
 static PTX_DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -153,7 +221,7 @@ pub fn message(e: &kernels::KernelError) -> String {
 
 /// Tunes one signature on `dev` (see the module's notes). The caller holds the per-host
 /// measurement lock around this call.
-pub fn tune_cuda(spec: &TuneSpec, dev: &CudaDevice) -> Result<Tuned, StageError> {
+pub fn tune_cuda(spec: &TuneSpec, dev: &impl Gpu) -> Result<Tuned, StageError> {
     let (sig, n) = (&spec.sig, spec.n);
     let (a, fallback) = cuda_runnable(&kernels::synthetic(sig, 0x5eed)?)?;
     let runnable_sig = a.signature();
@@ -233,6 +301,7 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &CudaDevice) -> Result<Tuned, StageError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel_tune::cuda_stand_in::StandIn;
     use crate::kernel_tune::Strategy;
     use kernels::FormatSignature;
 
@@ -312,6 +381,118 @@ mod tests {
         let (same, why) = cuda_runnable(&vnm).unwrap();
         assert_eq!(same, vnm);
         assert!(why.is_none());
+    }
+
+    fn spec(sig: FormatSignature, n: usize, strategy: Strategy) -> TuneSpec {
+        TuneSpec {
+            sig,
+            n,
+            strategy,
+            seconds_per_point: 0.0,
+            backend: super::super::Backend::Cuda,
+        }
+    }
+
+    #[test]
+    fn the_model_strategy_measures_the_best_ranked_points() {
+        let dev = StandIn::h200();
+        let vnm = sig(Pattern::Vnm { v: 64, m: 8 }, 128, 200);
+        let t = tune_cuda(&spec(vnm, 96, Strategy::Model { budget: 6 }), &dev).unwrap();
+        assert_eq!(t.space_size, cuda_space(&vnm, 96).points().len());
+        let ranks: Vec<usize> = t.points.iter().map(|m| m.predicted_rank).collect();
+        assert_eq!(ranks, vec![0, 1, 2, 3, 4, 5]);
+        assert!(t
+            .points
+            .iter()
+            .all(|m| m.kernel == "cuda-vnm" && m.error.is_none()));
+        assert!(t.points.iter().all(|m| m.timing.repeats == REPS));
+        // The stand-in's times are the predictions times a factor in [1, 1.5).
+        let best = t.best();
+        assert!(t
+            .points
+            .iter()
+            .all(|m| best.timing.median_us <= m.timing.median_us));
+        assert!(t.spearman.is_finite());
+        assert_eq!(
+            t.ranking.as_deref(),
+            Some("CUDA cost model on sm_90 (132 SMs), ptxas register table")
+        );
+        assert_eq!(t.dense_points.len(), 1);
+        assert_eq!(t.dense_best().kernel, DENSE_KERNEL);
+        assert!(t.fallback.is_none());
+    }
+
+    #[test]
+    fn a_failing_point_is_a_row_and_the_tuning_goes_on() {
+        let vnm = sig(Pattern::Vnm { v: 32, m: 10 }, 64, 90);
+        let first = ranked_space(&cuda_space(&vnm, 40), &vnm, 40, &GpuModel::h200()).0[0]
+            .0
+            .clone();
+        let mut dev = StandIn::h200();
+        dev.failing = Some(first.clone());
+        let t = tune_cuda(&spec(vnm, 40, Strategy::Model { budget: 3 }), &dev).unwrap();
+        assert_eq!(t.points[0].params, first);
+        let err = t.points[0].error.as_deref().unwrap();
+        assert!(err.contains("launch failed"), "{err}");
+        assert!(t.points[0].timing.median_us.is_nan());
+        assert_ne!(t.best, 0);
+        assert!(t.points[1..].iter().all(|m| m.error.is_none()));
+    }
+
+    #[test]
+    fn the_tuning_fails_when_every_point_or_the_baseline_fails() {
+        let vnm = sig(Pattern::Vnm { v: 16, m: 8 }, 32, 32);
+        let first = ranked_space(&cuda_space(&vnm, 8), &vnm, 8, &GpuModel::h200()).0[0]
+            .0
+            .clone();
+        let mut dev = StandIn::h200();
+        dev.failing = Some(first);
+        let err = tune_cuda(&spec(vnm, 8, Strategy::Model { budget: 1 }), &dev).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("every measured cuda-vnm point failed"),
+            "{err}"
+        );
+        let mut dev = StandIn::h200();
+        dev.dense_fails = true;
+        let err = tune_cuda(&spec(vnm, 8, Strategy::Model { budget: 2 }), &dev).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("dense baseline (cublas-f16) failed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn two_four_tunes_its_block_height_and_odd_rows_fall_back_to_csr() {
+        let dev = StandIn::h200();
+        let nm = sig(Pattern::Nm { n: 2, m: 4 }, 128, 64);
+        let t = tune_cuda(
+            &spec(
+                nm,
+                16,
+                Strategy::Random {
+                    budget: 40,
+                    seed: 3,
+                },
+            ),
+            &dev,
+        )
+        .unwrap();
+        assert_eq!(t.points[0].kernel, "cuda-nm24");
+        let heights: std::collections::BTreeSet<i64> = t
+            .points
+            .iter()
+            .map(|m| m.params.get("bm").unwrap())
+            .collect();
+        assert!(heights.len() >= 3, "{heights:?}");
+        assert!(t.points.iter().all(|m| m.error.is_none()));
+        // 10 rows: no 16-row mma tile; the tuning runs CSR and says so.
+        let odd = sig(Pattern::Nm { n: 2, m: 4 }, 10, 64);
+        let t = tune_cuda(&spec(odd, 16, Strategy::Exhaustive), &dev).unwrap();
+        assert_eq!(t.points[0].kernel, "cuda-csr");
+        assert_eq!(t.points.len(), 12);
+        assert!(t.fallback.unwrap().contains("ran as CSR"));
     }
 
     #[test]

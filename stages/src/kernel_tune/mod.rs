@@ -12,9 +12,11 @@
 //! over a tuning, and the speedup should compare times taken in the same moments.
 //!
 //! Backends: the CPU kernels (the default), or the CUDA kernels of [`kernels::cuda`] through
-//! [`cuda::tune_cuda`] (see there for what differs: no cost model, fp16, failed points).
+//! [`cuda::tune_cuda`] (see there for what differs: its own cost model, fp16, failed points).
 
 pub mod cuda;
+#[cfg(test)]
+pub(crate) mod cuda_stand_in;
 mod measure;
 
 pub use measure::{samples, summarise, time, Timing};
