@@ -1,10 +1,11 @@
-//! The V:N:M kernel's own source (`kernels/cuda/spmm_vnm_f16.cu`) run on the CPU by the host
-//! emulator in `kernels/cuda/emu/`: no GPU needed, so CI checks what the kernel computes, not
-//! only that it compiles. Each configuration is built with a C++20 compiler (`$CXX`, else
+//! The CUDA kernels' own sources (`kernels/cuda/*.cu`) run on the CPU by the host emulator in
+//! `kernels/cuda/emu/`: no GPU needed, so CI checks what the kernels compute, not only that
+//! they compile. Each configuration is built with a C++20 compiler (`$CXX`, else
 //! `c++`) and AddressSanitizer (where it runs), launched as `CudaDevice::launch_vnm` launches it
 //! ([`VnmLaunch`], the same packed arrays), with cp.async copies landing as late as the
 //! pipeline's waits allow and again at issue, and compared bit for bit with the CPU
-//! reference rounded to fp16 (inputs are multiples of 1/16, so every sum is exact).
+//! reference rounded to fp16 (inputs are multiples of 1/16, so every sum is exact). The CSR
+//! kernel runs every configuration ([`CsrLaunch`]) and must equal the f32 reference exactly.
 //!
 //! Without a compiler the tests skip with the reason printed, unless
 //! `COTUNE_REQUIRE_EMULATOR=1` (CI sets it). By default a covering set of configurations
@@ -17,13 +18,13 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use kernels::cuda::{
-    exact_values, f16_device_layout, from_f16_bits, pack_vnm, random_vnm, vnm_configs, vnm_from_nm,
-    VnmConfig, VnmLaunch, VNM_BLOCK_ROWS,
+    csr_configs, csr_device_arrays, exact_values, f16_device_layout, from_f16_bits, pack_vnm,
+    random_csr, random_vnm, vnm_configs, vnm_from_nm, CsrLaunch, VnmConfig, VnmLaunch,
+    VNM_BLOCK_ROWS,
 };
 use kernels::{build_mask, spmm_reference, NmMatrix, Pattern, SparseMatrix, VnmMatrix};
 
-const EMU_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/cuda/emu");
-const KERNEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/cuda/spmm_vnm_f16.cu");
+const CUDA_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/cuda");
 
 /// The C++ compiler, or why there is none (a panic when CI requires one).
 fn compiler(test: &str) -> Option<String> {
@@ -48,11 +49,15 @@ fn compiler(test: &str) -> Option<String> {
 fn build_dir() -> PathBuf {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for f in [
-        KERNEL,
-        &format!("{EMU_DIR}/emu.h"),
-        &format!("{EMU_DIR}/run_vnm.cpp"),
+        "spmm_vnm_f16.cu",
+        "spmm_csr_f32.cu",
+        "emu/emu.h",
+        "emu/run_vnm.cpp",
+        "emu/run_csr.cpp",
     ] {
-        std::fs::read(f).unwrap().hash(&mut h);
+        std::fs::read(format!("{CUDA_DIR}/{f}"))
+            .unwrap()
+            .hash(&mut h);
     }
     let name = format!("cuda-emu-{:016x}", h.finish());
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -87,12 +92,17 @@ fn sanitizer_works(cxx: &str, dir: &Path) -> bool {
     })
 }
 
-/// The emulator binary of `cfg`, built on first use.
-fn build(cxx: &str, dir: &Path, cfg: &VnmConfig) -> PathBuf {
-    let name: String = cfg
-        .defines()
-        .iter()
-        .map(|(k, v)| format!("{k}{v}"))
+/// The emulator binary of `harness` (`run_vnm` or `run_csr`) with `defines`, built on first use
+/// from the sources under `root` (`kernels/cuda`, or a mutant's copy).
+fn build(
+    cxx: &str,
+    dir: &Path,
+    root: &Path,
+    harness: &str,
+    defines: &[(&'static str, usize)],
+) -> PathBuf {
+    let name: String = std::iter::once(harness.to_string())
+        .chain(defines.iter().map(|(k, v)| format!("{k}{v}")))
         .collect::<Vec<_>>()
         .join("_");
     let exe = dir.join(&name);
@@ -106,22 +116,44 @@ fn build(cxx: &str, dir: &Path, cfg: &VnmConfig) -> PathBuf {
     if sanitizer_works(cxx, dir) {
         cmd.args(["-fsanitize=address", "-fno-omit-frame-pointer"]);
     }
-    for (k, v) in cfg.defines() {
+    for (k, v) in defines {
         cmd.arg(format!("-D{k}={v}"));
     }
     let out = cmd
-        .arg(format!("{EMU_DIR}/run_vnm.cpp"))
+        .arg(root.join(format!("emu/{harness}.cpp")))
         .arg("-o")
         .arg(&tmp)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "{cfg}: the emulator does not build:\n{}",
+        "{name}: the emulator does not build:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     std::fs::rename(&tmp, &exe).unwrap();
     exe
+}
+
+/// Runs `exe` on `input`, returning its output file, or what it printed when it failed.
+fn try_run_binary(exe: &Path, input: &[u8]) -> Result<Vec<u8>, String> {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let id = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = |ext: &str| exe.with_extension(format!("{}-{id}.{ext}", std::process::id()));
+    let (inp, outp) = (file("in"), file("out"));
+    std::fs::write(&inp, input).unwrap();
+    let out = Command::new(exe).arg(&inp).arg(&outp).output().unwrap();
+    let raw = std::fs::read(&outp);
+    let _ = (std::fs::remove_file(&inp), std::fs::remove_file(&outp));
+    match raw {
+        Ok(raw) if out.status.success() => Ok(raw),
+        _ => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+/// [`try_run_binary`], failing the test with `what` and the emulator's message.
+fn run_binary(exe: &Path, input: &[u8], what: &str) -> Vec<u8> {
+    try_run_binary(exe, input)
+        .unwrap_or_else(|e| panic!("{what}: the emulated kernel failed:\n{e}"))
 }
 
 /// When cp.async copies land.
@@ -139,15 +171,16 @@ fn push_i64s(out: &mut Vec<u8>, xs: impl IntoIterator<Item = i64>) {
     }
 }
 
-/// C = A·B through the emulated kernel (`b` is `a.cols() × n` row-major), as f32.
-fn run(
+/// C = A·B through the emulated kernel (`b` is `a.cols() × n` row-major), as f32, or what the
+/// emulator reported.
+fn try_run(
     exe: &Path,
     a: &VnmMatrix,
     b: &[f32],
     n: usize,
     cfg: &VnmConfig,
     copies: Copies,
-) -> Vec<f32> {
+) -> Result<Vec<f32>, String> {
     let packed = pack_vnm(a, cfg.bk).unwrap();
     let dims = packed.dims();
     let (ld, b16) = f16_device_layout(b, a.cols(), n);
@@ -173,35 +206,14 @@ fn run(
     input.extend(&col_loc);
     input.extend(b16.iter().flat_map(|x| x.to_le_bytes()));
     input.extend(c.iter().flat_map(|x| x.to_le_bytes()));
-    let file = |ext: &str| {
-        exe.with_extension(format!(
-            "{}-{}-{:?}.{ext}",
-            std::process::id(),
-            a.rows() * 1_000_003 + a.cols() * 1009 + n,
-            copies
-        ))
-    };
-    let (inp, outp) = (file("in"), file("out"));
-    std::fs::write(&inp, &input).unwrap();
-    let out = Command::new(exe).arg(&inp).arg(&outp).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cfg} ({copies:?} copies) on {}x{} V={} M={}, n={n}: the emulated kernel failed:\n{}",
-        a.rows(),
-        a.cols(),
-        a.v(),
-        a.m(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let raw = std::fs::read(&outp).unwrap();
-    let _ = (std::fs::remove_file(&inp), std::fs::remove_file(&outp));
+    let raw = try_run_binary(exe, &input)?;
     let bits: Vec<u16> = raw
         .chunks_exact(2)
         .map(|p| u16::from_le_bytes([p[0], p[1]]))
         .collect();
-    (0..a.rows())
+    Ok((0..a.rows())
         .flat_map(|r| from_f16_bits(&bits[r * ld..][..n]))
-        .collect()
+        .collect())
 }
 
 /// The reference product rounded to fp16, as the kernel stores it.
@@ -272,13 +284,22 @@ fn the_kernel_source_computes_the_reference_on_the_emulator() {
             s.spawn(move || {
                 for (j, cfg) in part.iter().enumerate() {
                     let i = w * chunk + j;
-                    let exe = build(cxx, dir, cfg);
+                    let exe = build(cxx, dir, Path::new(CUDA_DIR), "run_vnm", &cfg.defines());
                     for a in matrices(cfg, i) {
                         let n = cfg.bn + 12;
                         let b = exact_values(a.cols() * n, 100 + i as u64);
                         let want = expected(&a, &b, n);
                         for copies in [Copies::Lazy, Copies::Eager] {
-                            let got = run(&exe, &a, &b, n, cfg, copies);
+                            let got = try_run(&exe, &a, &b, n, cfg, copies).unwrap_or_else(|e| {
+                                panic!(
+                                    "{cfg} ({copies:?} copies) on {}x{} V={} M={}, n={n}: the \
+                                     emulated kernel failed:\n{e}",
+                                    a.rows(),
+                                    a.cols(),
+                                    a.v(),
+                                    a.m()
+                                )
+                            });
                             let bad = got.iter().zip(&want).position(|(g, w)| g != w);
                             assert!(
                                 bad.is_none(),
@@ -318,6 +339,121 @@ fn the_covering_set_has_every_parameter_value_at_every_v() {
                     "V={v}: no emulated configuration has {name}={value}"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn the_csr_kernel_source_matches_the_reference_exactly_on_the_emulator() {
+    let Some(cxx) = compiler("the_csr_kernel_source_matches_the_reference_exactly_on_the_emulator")
+    else {
+        return;
+    };
+    let dir = build_dir();
+    // Rows not a multiple of the warps per block, n around 32 · cols per lane, an empty row
+    // set (density 0) and a full one.
+    let shapes = [
+        (1, 1, 1, 1.0),
+        (7, 13, 33, 0.3),
+        (37, 100, 129, 0.1),
+        (9, 5, 64, 0.0),
+    ];
+    for cfg in csr_configs() {
+        let exe = build(&cxx, &dir, Path::new(CUDA_DIR), "run_csr", &cfg.defines());
+        for (i, &(rows, cols, n, density)) in shapes.iter().enumerate() {
+            let a = random_csr(rows, cols, density, i as u64).unwrap();
+            let b = exact_values(cols * n, 50 + i as u64);
+            let mut want = vec![0.0; rows * n];
+            spmm_reference(&SparseMatrix::Csr(a.clone()), &b, n, &mut want).unwrap();
+            let launch = CsrLaunch::new(rows, n, &cfg).unwrap();
+            let (row_ptr, col_idx, values) = csr_device_arrays(&a).unwrap();
+            // As uploaded: B and C with one trailing element.
+            let b_dev: Vec<f32> = b.iter().copied().chain([0.0]).collect();
+            let c_dev = vec![0.0f32; rows * n + 1];
+            let mut input = vec![];
+            push_i64s(&mut input, launch.ints.map(i64::from));
+            push_i64s(
+                &mut input,
+                [launch.grid.0, launch.grid.1, launch.threads].map(i64::from),
+            );
+            let counts = [
+                row_ptr.len(),
+                col_idx.len(),
+                values.len(),
+                b_dev.len(),
+                c_dev.len(),
+            ];
+            push_i64s(&mut input, counts.map(|x| x as i64));
+            input.extend(row_ptr.iter().flat_map(|x| x.to_le_bytes()));
+            input.extend(col_idx.iter().flat_map(|x| x.to_le_bytes()));
+            input.extend(values.iter().flat_map(|x| x.to_le_bytes()));
+            input.extend(b_dev.iter().flat_map(|x| x.to_le_bytes()));
+            input.extend(c_dev.iter().flat_map(|x| x.to_le_bytes()));
+            let what = format!("CSR {rows}x{cols} n={n} density {density} [{cfg}]");
+            let raw = run_binary(&exe, &input, &what);
+            let got: Vec<f32> = raw
+                .chunks_exact(4)
+                .map(|p| f32::from_le_bytes([p[0], p[1], p[2], p[3]]))
+                .take(rows * n)
+                .collect();
+            assert_eq!(got, want, "{what}");
+        }
+    }
+}
+
+/// What makes the tests above able to fail: kernels one edit away from the real one, with a
+/// pipeline race or the wrong metadata lane, must fail on the emulator.
+#[test]
+fn the_emulator_rejects_a_broken_kernel() {
+    let Some(cxx) = compiler("the_emulator_rejects_a_broken_kernel") else {
+        return;
+    };
+    let dir = build_dir();
+    // (name, text, replacement, copy timings that must expose it)
+    let mutants = [
+        // Reads a stage before the copies filling it have landed: only lazy copies are late.
+        (
+            "early-read",
+            "cp_async_wait<STAGES - 2>();",
+            "cp_async_wait<STAGES - 1>();",
+            &[Copies::Lazy][..],
+        ),
+        // Every thread of a quad passes the metadata of the first 16 columns.
+        (
+            "one-metadata-lane",
+            "kk * 2 + (quad & 1)",
+            "kk * 2",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+    ];
+    let cfg = *vnm_configs(64)
+        .iter()
+        .find(|c| c.mma_k == 32 && c.stages == 3)
+        .unwrap();
+    let a = random_vnm(128, 300, 64, 8, 9).unwrap();
+    let n = cfg.bn + 12;
+    let b = exact_values(a.cols() * n, 10);
+    let want = expected(&a, &b, n);
+    let kernel = std::fs::read_to_string(format!("{CUDA_DIR}/spmm_vnm_f16.cu")).unwrap();
+    for (name, from, to, timings) in mutants {
+        assert_eq!(
+            kernel.matches(from).count(),
+            1,
+            "{name}: `{from}` is not in the kernel once"
+        );
+        let root = dir.join(format!("mutant-{name}"));
+        std::fs::create_dir_all(root.join("emu")).unwrap();
+        for f in ["emu/emu.h", "emu/run_vnm.cpp"] {
+            std::fs::copy(format!("{CUDA_DIR}/{f}"), root.join(f)).unwrap();
+        }
+        std::fs::write(root.join("spmm_vnm_f16.cu"), kernel.replace(from, to)).unwrap();
+        let exe = build(&cxx, &root, &root, "run_vnm", &cfg.defines());
+        for &copies in timings {
+            let noticed = try_run(&exe, &a, &b, n, &cfg, copies).map_or(true, |got| got != want);
+            assert!(
+                noticed,
+                "{name} ({copies:?} copies): the emulator did not notice"
+            );
         }
     }
 }

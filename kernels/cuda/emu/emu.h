@@ -23,7 +23,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
+#include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #define COTUNE_EMULATE 1
@@ -181,6 +184,54 @@ inline void mma_sp(float* d, const uint32_t* a, const uint32_t* b, uint32_t meta
     }
     w.bar.arrive_and_wait();
     for (int e = 0; e < 4; ++e) d[e] = w.d[l][e];
+}
+
+// Runs `kernel` (one call per thread) over a grid of grid_x × grid_y × grid_z blocks of
+// `threads` threads, one block after another, each with `shared_bytes` of fresh shared memory
+// filled with fp16 NaNs; every thread must have waited for its cp.async copies when it ends.
+inline void run_grid(int grid_x, int grid_y, int grid_z, int threads, size_t shared_bytes,
+                     const std::function<void()>& kernel) {
+    if (threads % 32 != 0) fail("the block size is not a whole number of warps");
+    for (int bz = 0; bz < grid_z; ++bz) {
+        for (int by = 0; by < grid_y; ++by) {
+            for (int bx = 0; bx < grid_x; ++bx) {
+                void* p = nullptr;
+                if (posix_memalign(&p, 128, shared_bytes + (shared_bytes == 0)) != 0) fail("out of memory");
+                auto* smem = static_cast<unsigned char*>(p);
+                std::memset(smem, 0xff, shared_bytes);
+                std::barrier<> bar(threads);
+                std::unique_ptr<Warp[]> warps(new Warp[threads / 32]);
+                std::vector<std::thread> team;
+                for (int t = 0; t < threads; ++t) {
+                    team.emplace_back([&, t] {
+                        thread_idx = {t, 0, 0};
+                        block_idx = {bx, by, bz};
+                        block = {&bar, warps.get(), smem, shared_bytes};
+                        kernel();
+                        if (!open_group.empty() || !committed.empty()) fail("cp.async copies never waited for");
+                    });
+                }
+                for (auto& t : team) t.join();
+                std::free(smem);
+            }
+        }
+    }
+}
+
+// An exactly sized, 256-byte aligned buffer (like cudaMalloc's), so that AddressSanitizer
+// reports any access past its end.
+template <typename T> T* device_buffer(size_t count) {
+    void* p = nullptr;
+    if (posix_memalign(&p, 256, count * sizeof(T) + (count == 0)) != 0) fail("out of memory");
+    return static_cast<T*>(p);
+}
+
+// The next `count` elements of the input file, in a device buffer.
+template <typename T> T* read_array(std::ifstream& in, size_t count) {
+    T* p = device_buffer<T>(count);
+    in.read(reinterpret_cast<char*>(p), static_cast<std::streamsize>(count * sizeof(T)));
+    if (!in) fail("input file too short");
+    return p;
 }
 
 }  // namespace emu

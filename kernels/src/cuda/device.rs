@@ -15,7 +15,7 @@ use super::config::{CsrConfig, VnmConfig};
 use super::nvrtc::{compile_ptx, PtxCache};
 use super::pack::pack_vnm;
 use super::source::KernelSource;
-use super::{CudaError, DeviceInfo, Timing, VnmDims, VnmLaunch};
+use super::{csr_device_arrays, CsrLaunch, CudaError, DeviceInfo, Timing, VnmDims, VnmLaunch};
 use crate::{CsrMatrix, VnmMatrix};
 
 pub(crate) fn driver_err(op: &'static str) -> impl Fn(DriverError) -> CudaError {
@@ -191,12 +191,7 @@ impl CudaDevice {
         let dims = p.dims();
         let (values, meta, col_loc) = p.device_arrays();
         Ok(DeviceVnm {
-            rows: dims.rows,
-            cols: dims.cols,
-            v: dims.v,
-            m: dims.m,
-            groups: dims.groups,
-            ks: dims.ks,
+            dims,
             values: self.upload(&values)?,
             meta: self.upload(&meta)?,
             col_loc: self.upload(&col_loc)?,
@@ -259,15 +254,15 @@ impl CudaDevice {
         c: &mut DeviceMatrixF16,
         cfg: &VnmConfig,
     ) -> Result<(), CudaError> {
-        let launch = VnmLaunch::new(a.dims(), b.cols, b.ld, c.ld, cfg)?;
-        check_product(a.rows, a.cols, b, c)?;
-        if a.rows == 0 || b.cols == 0 {
+        let launch = VnmLaunch::new(a.dims, b.cols, b.ld, c.ld, cfg)?;
+        check_product(a.dims.rows, a.dims.cols, b, c)?;
+        if a.dims.rows == 0 || b.cols == 0 {
             return Ok(());
         }
         if launch.shared_bytes > self.info.max_shared_per_block as usize {
             return Err(CudaError::Shape(format!(
                 "{cfg} with {} column groups needs {} bytes of shared memory, the device has {}",
-                a.groups, launch.shared_bytes, self.info.max_shared_per_block
+                a.dims.groups, launch.shared_bytes, self.info.max_shared_per_block
             )));
         }
         let f = self.function(KernelSource::SpmmVnmF16, cfg.defines(), cfg.shared_bytes())?;
@@ -297,16 +292,11 @@ impl CudaDevice {
 
     /// Uploads a CSR matrix for the CSR kernel.
     pub fn upload_csr(&self, a: &CsrMatrix) -> Result<DeviceCsr, CudaError> {
-        if a.nnz() > i32::MAX as usize {
-            return Err(CudaError::Shape(format!("{} nonzeros exceed i32", a.nnz())));
-        }
-        // One trailing element keeps empty matrices allocatable; the kernel never reads it.
-        let col_idx: Vec<u32> = a.col_idx().iter().copied().chain([0]).collect();
-        let values: Vec<f32> = a.values().iter().copied().chain([0.0]).collect();
+        let (row_ptr, col_idx, values) = csr_device_arrays(a)?;
         Ok(DeviceCsr {
             rows: a.rows(),
             cols: a.cols(),
-            row_ptr: self.upload(a.row_ptr())?,
+            row_ptr: self.upload(&row_ptr)?,
             col_idx: self.upload(&col_idx)?,
             values: self.upload(&values)?,
         })
@@ -321,7 +311,7 @@ impl CudaDevice {
         n: usize,
         cfg: &CsrConfig,
     ) -> Result<(), CudaError> {
-        cfg.validate()?;
+        let launch = CsrLaunch::new(a.rows, n, cfg)?;
         let (b, c) = (&b.data, &mut c.data);
         if b.len() < a.cols * n || c.len() < a.rows * n {
             return Err(CudaError::Shape(format!(
@@ -336,16 +326,12 @@ impl CudaDevice {
             return Ok(());
         }
         let f = self.function(KernelSource::SpmmCsrF32, cfg.defines(), 0)?;
-        let launch = LaunchConfig {
-            grid_dim: (
-                n.div_ceil(32 * cfg.cols_per_lane) as u32,
-                a.rows.div_ceil(cfg.warps_per_block) as u32,
-                1,
-            ),
-            block_dim: (cfg.threads() as u32, 1, 1),
+        let config = LaunchConfig {
+            grid_dim: (launch.grid.0, launch.grid.1, 1),
+            block_dim: (launch.threads, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (rows, n) = (a.rows as i32, n as i32);
+        let [rows, n] = launch.ints;
         let mut builder = self.stream.launch_builder(&f);
         builder
             .arg(&a.row_ptr)
@@ -358,7 +344,7 @@ impl CudaDevice {
         // SAFETY: the arguments match `spmm_csr_f32`; the CSR arrays come from a checked
         // `CsrMatrix` (monotone row pointers, column indices < cols), B holds cols × n and C rows × n
         // values (checked above), and the kernel guards rows ≥ rows and columns ≥ n.
-        unsafe { builder.launch(launch) }.map_err(driver_err("cuLaunchKernel"))?;
+        unsafe { builder.launch(config) }.map_err(driver_err("cuLaunchKernel"))?;
         Ok(())
     }
 
@@ -497,34 +483,10 @@ pub(crate) fn check_product(
     Ok(())
 }
 
-impl DeviceVnm {
-    /// Its dimensions, as the launch needs them.
-    pub fn dims(&self) -> VnmDims {
-        VnmDims {
-            rows: self.rows,
-            cols: self.cols,
-            v: self.v,
-            m: self.m,
-            groups: self.groups,
-            ks: self.ks,
-        }
-    }
-}
-
 /// A V:N:M matrix on the device, packed for one BK (see `pack.rs`).
 pub struct DeviceVnm {
-    /// Rows.
-    pub rows: usize,
-    /// Columns (K).
-    pub cols: usize,
-    /// Rows per block.
-    pub v: usize,
-    /// Group width M.
-    pub m: usize,
-    /// Groups per row.
-    pub groups: usize,
-    /// Value slots per row (K_sp padded to the BK/2 it was packed for).
-    pub ks: usize,
+    /// Its dimensions (V, M, slots per row as packed, …).
+    pub dims: VnmDims,
     values: CudaSlice<u16>,
     meta: CudaSlice<u32>,
     col_loc: CudaSlice<u8>,

@@ -1,9 +1,10 @@
-//! How the V:N:M kernel is launched for a packed matrix: grid, block, dynamic shared memory and
-//! the kernel's integer arguments. The device launch (`CudaDevice::launch_vnm`) and the host
+//! How the kernels are launched: grid, block, dynamic shared memory and the kernel's integer
+//! arguments, and the arrays uploaded for CSR. The device launch (`CudaDevice::launch_vnm`) and the host
 //! emulator (`kernels/cuda/emu/`, run by `kernels/tests/cuda_emulated.rs`) both take them from
 //! here, so the emulator runs exactly the launches the device runs.
 
-use super::{CudaError, VnmConfig};
+use super::{CsrConfig, CudaError, VnmConfig};
+use crate::CsrMatrix;
 
 /// The dimensions of a V:N:M matrix packed for the kernel (see [`super::pack_vnm`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +77,49 @@ impl VnmLaunch {
     }
 }
 
+/// One launch of `spmm_csr_f32`: one warp per row of A and `32 · cols_per_lane` columns of C.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsrLaunch {
+    /// Thread blocks along the columns of C and along the rows (`warps_per_block` each).
+    pub grid: (u32, u32),
+    /// Threads per block.
+    pub threads: u32,
+    /// The kernel's integer arguments in order: rows, n.
+    pub ints: [i32; 2],
+}
+
+impl CsrLaunch {
+    /// The launch of `cfg` for a `rows`-row A times a B of `n` columns.
+    pub fn new(rows: usize, n: usize, cfg: &CsrConfig) -> Result<Self, CudaError> {
+        cfg.validate()?;
+        let int = |x: usize| {
+            i32::try_from(x).map_err(|_| CudaError::Shape(format!("{x} exceeds the kernel's int")))
+        };
+        Ok(CsrLaunch {
+            grid: (
+                int(n.div_ceil(32 * cfg.cols_per_lane))? as u32,
+                int(rows.div_ceil(cfg.warps_per_block))? as u32,
+            ),
+            threads: cfg.threads() as u32,
+            ints: [int(rows)?, int(n)?],
+        })
+    }
+}
+
+/// A CSR matrix's arrays as uploaded: row pointers, column indices, values.
+pub type CsrArrays = (Vec<u32>, Vec<u32>, Vec<f32>);
+
+/// Row pointers, column indices and values of `a` as uploaded to the device: indices and
+/// values with one trailing element, which keeps empty matrices allocatable and is never read.
+pub fn csr_device_arrays(a: &CsrMatrix) -> Result<CsrArrays, CudaError> {
+    if a.nnz() > i32::MAX as usize {
+        return Err(CudaError::Shape(format!("{} nonzeros exceed i32", a.nnz())));
+    }
+    let col_idx = a.col_idx().iter().copied().chain([0]).collect();
+    let values = a.values().iter().copied().chain([0.0]).collect();
+    Ok((a.row_ptr().to_vec(), col_idx, values))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +140,11 @@ mod tests {
         wrong.bm = 64;
         wrong.wm = 64;
         assert!(VnmLaunch::new(p.dims(), 70, 72, 72, &wrong).is_err());
+        let csr = CsrConfig {
+            warps_per_block: 4,
+            cols_per_lane: 2,
+        };
+        let l = CsrLaunch::new(10, 65, &csr).unwrap();
+        assert_eq!((l.grid, l.threads, l.ints), ((2, 3), 128, [10, 65]));
     }
 }

@@ -40,7 +40,7 @@ pub use cost::{
 };
 pub use cost_check::{check_model, spread, ModelCheck, Spread};
 pub use error::CudaError;
-pub use launch::{VnmDims, VnmLaunch};
+pub use launch::{csr_device_arrays, CsrArrays, CsrLaunch, VnmDims, VnmLaunch};
 pub use pack::{
     emulate_vnm, f16_device_layout, from_f16_bits, pack_vnm, packed_slots, pad_rows_f16, padded_ld,
     to_f16_bits, vnm_from_nm, VnmPacked,

@@ -422,14 +422,22 @@ mod tests {
         assert!(t.fallback.is_none());
     }
 
+    /// A stand-in whose launches fail at the model's first choice for `sig` at `n`, and that
+    /// point.
+    fn failing_first(sig: &FormatSignature, n: usize) -> (StandIn, ParamPoint) {
+        let first = ranked_space(&cuda_space(sig, n), sig, n, &GpuModel::h200())
+            .0
+            .remove(0)
+            .0;
+        let mut dev = StandIn::h200();
+        dev.failing = Some(first.clone());
+        (dev, first)
+    }
+
     #[test]
     fn a_failing_point_is_a_row_and_the_tuning_goes_on() {
         let vnm = sig(Pattern::Vnm { v: 32, m: 10 }, 64, 90);
-        let first = ranked_space(&cuda_space(&vnm, 40), &vnm, 40, &GpuModel::h200()).0[0]
-            .0
-            .clone();
-        let mut dev = StandIn::h200();
-        dev.failing = Some(first.clone());
+        let (dev, first) = failing_first(&vnm, 40);
         let t = tune_cuda(&spec(vnm, 40, Strategy::Model { budget: 3 }), &dev).unwrap();
         assert_eq!(t.points[0].params, first);
         let err = t.points[0].error.as_deref().unwrap();
@@ -442,11 +450,7 @@ mod tests {
     #[test]
     fn the_tuning_fails_when_every_point_or_the_baseline_fails() {
         let vnm = sig(Pattern::Vnm { v: 16, m: 8 }, 32, 32);
-        let first = ranked_space(&cuda_space(&vnm, 8), &vnm, 8, &GpuModel::h200()).0[0]
-            .0
-            .clone();
-        let mut dev = StandIn::h200();
-        dev.failing = Some(first);
+        let (dev, _) = failing_first(&vnm, 8);
         let err = tune_cuda(&spec(vnm, 8, Strategy::Model { budget: 1 }), &dev).unwrap_err();
         assert!(
             err.to_string()
