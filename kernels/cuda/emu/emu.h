@@ -1,6 +1,6 @@
-// A host emulator of the CUDA the V:N:M kernel uses, so that CI runs `spmm_vnm_f16.cu` itself
-// on the CPU: every thread of a block is an OS thread; `__syncthreads` is a barrier of the
-// block; the warp-collective instructions (ldmatrix, mma.sp) exchange their operands through
+// A host emulator of the CUDA our kernels use, so that CI runs `spmm_vnm_f16.cu` and
+// `spmm_csr_f32.cu` themselves on the CPU (run_vnm.cpp, run_csr.cpp): every thread of a block
+// is an OS thread; `__syncthreads` is a barrier of the block; the warp-collective instructions (ldmatrix, mma.sp) exchange their operands through
 // a per-warp area between two barriers of the warp and compute each lane's result from the
 // PTX ISA's fragment layouts; cp.async copies are queued per thread in commit groups and land
 // when `cp.async.wait_group` lets them (lazy mode, catches a read before its wait) or at issue
@@ -33,7 +33,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __ldg(p) (*(p))
 
 namespace emu {
@@ -55,7 +55,6 @@ struct Warp {
     uint32_t a[32][4];
     uint32_t b[32][4];
     uint32_t meta[32];
-    float d[32][4];
 };
 
 struct Block {
@@ -170,6 +169,7 @@ inline void mma_sp(float* d, const uint32_t* a, const uint32_t* b, uint32_t meta
         return static_cast<int>((word >> (2 * (kept % 8) + 16 * (row / 8))) & 3);
     };
     const int g = l / 4, t = l % 4;
+    float out[4];
     for (int e = 0; e < 4; ++e) {
         const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
         float acc = d[e];
@@ -180,10 +180,11 @@ inline void mma_sp(float* d, const uint32_t* a, const uint32_t* b, uint32_t meta
             acc += a_at(row, kept) * b_at(group + p0, col);
             acc += a_at(row, kept + 1) * b_at(group + p1, col);
         }
-        w.d[l][e] = acc;
+        out[e] = acc;
     }
+    // No lane may publish its next operands before every lane has read these.
     w.bar.arrive_and_wait();
-    for (int e = 0; e < 4; ++e) d[e] = w.d[l][e];
+    for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
 // Runs `kernel` (one call per thread) over a grid of grid_x × grid_y × grid_z blocks of
