@@ -182,7 +182,7 @@ fn try_run(
     copies: Copies,
 ) -> Result<Vec<f32>, String> {
     let packed = pack_vnm(a, cfg.bk).unwrap();
-    let dims = packed.dims();
+    let dims = packed.dims;
     let (ld, b16) = f16_device_layout(b, a.cols(), n);
     let launch = VnmLaunch::new(dims, n, ld, ld, cfg).unwrap();
     let (values, meta, col_loc) = packed.device_arrays();

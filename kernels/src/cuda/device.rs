@@ -188,7 +188,7 @@ impl CudaDevice {
     /// Uploads a V:N:M matrix packed for configurations with this BK.
     pub fn upload_vnm(&self, a: &VnmMatrix, bk: usize) -> Result<DeviceVnm, CudaError> {
         let p = pack_vnm(a, bk)?;
-        let dims = p.dims();
+        let dims = p.dims;
         let (values, meta, col_loc) = p.device_arrays();
         Ok(DeviceVnm {
             dims,

@@ -130,16 +130,16 @@ mod tests {
         let a = random_vnm(256, 100, 128, 8, 1).unwrap();
         let cfg = vnm_configs(128)[0];
         let p = pack_vnm(&a, cfg.bk).unwrap();
-        let l = VnmLaunch::new(p.dims(), 70, padded_ld(70), padded_ld(70), &cfg).unwrap();
+        let l = VnmLaunch::new(p.dims, 70, padded_ld(70), padded_ld(70), &cfg).unwrap();
         assert_eq!(l.grid, (70u32.div_ceil(cfg.bn as u32), 2));
         assert_eq!(l.threads as usize, cfg.threads());
         // 13 groups: 52 bytes of column locations, rounded up to 64.
         assert_eq!(l.shared_bytes, cfg.shared_bytes() + 64);
-        assert_eq!(l.ints, [256, 70, p.ks as i32, 13, 8, 100, 72, 72]);
+        assert_eq!(l.ints, [256, 70, p.dims.ks as i32, 13, 8, 100, 72, 72]);
         let mut wrong = cfg;
         wrong.bm = 64;
         wrong.wm = 64;
-        assert!(VnmLaunch::new(p.dims(), 70, 72, 72, &wrong).is_err());
+        assert!(VnmLaunch::new(p.dims, 70, 72, 72, &wrong).is_err());
         let csr = CsrConfig {
             warps_per_block: 4,
             cols_per_lane: 2,

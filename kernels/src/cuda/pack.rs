@@ -19,18 +19,9 @@ use crate::{vnm_k_sp, Mask, NmMatrix, VnmMatrix};
 /// A V:N:M matrix packed for `spmm_vnm_f16` configurations with one BK.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VnmPacked {
-    /// Rows.
-    pub rows: usize,
-    /// Columns (K).
-    pub cols: usize,
-    /// Rows per block (the kernel's BM).
-    pub v: usize,
-    /// Group width M.
-    pub m: usize,
-    /// Groups per row, ⌈K/M⌉.
-    pub groups: usize,
-    /// Value slots per row: K_sp padded to a multiple of BK/2.
-    pub ks: usize,
+    /// Rows, columns, V, M, groups and value slots per row (K_sp padded to a multiple of
+    /// BK/2): what the launch needs.
+    pub dims: super::VnmDims,
     /// `rows × ks` fp16 bit patterns.
     pub values: Vec<u16>,
     /// `rows/16 × ks/8 × 8` metadata words in `VnmMatrix`'s order.
@@ -48,18 +39,6 @@ impl VnmPacked {
         meta.push(0);
         col_loc.push(0);
         (values, meta, col_loc)
-    }
-
-    /// Its dimensions, as the launch needs them.
-    pub fn dims(&self) -> super::VnmDims {
-        super::VnmDims {
-            rows: self.rows,
-            cols: self.cols,
-            v: self.v,
-            m: self.m,
-            groups: self.groups,
-            ks: self.ks,
-        }
     }
 }
 
@@ -99,12 +78,14 @@ pub fn pack_vnm(a: &VnmMatrix, bk: usize) -> Result<VnmPacked, CudaError> {
         meta
     };
     Ok(VnmPacked {
-        rows: a.rows(),
-        cols: a.cols(),
-        v: a.v(),
-        m: a.m(),
-        groups: a.groups(),
-        ks,
+        dims: super::VnmDims {
+            rows: a.rows(),
+            cols: a.cols(),
+            v: a.v(),
+            m: a.m(),
+            groups: a.groups(),
+            ks,
+        },
         values,
         meta,
         col_loc: a.column_loc().to_vec(),
@@ -113,26 +94,27 @@ pub fn pack_vnm(a: &VnmMatrix, bk: usize) -> Result<VnmPacked, CudaError> {
 
 /// The row of B that gathered column `kg` of row block `rb` reads (kernel's `gathered_row`).
 fn gathered_row(p: &VnmPacked, rb: usize, kg: usize) -> Option<usize> {
-    let g = kg / 4;
-    if g >= p.groups {
+    let (g, d) = (kg / 4, &p.dims);
+    if g >= d.groups {
         return None;
     }
-    let col = g * p.m + p.col_loc[(rb * p.groups + g) * 4 + kg % 4] as usize;
-    (col < p.cols).then_some(col)
+    let col = g * d.m + p.col_loc[(rb * d.groups + g) * 4 + kg % 4] as usize;
+    (col < d.cols).then_some(col)
 }
 
 /// What `spmm_vnm_f16` computes from a packed matrix, on the CPU, in f32 from the fp16 values
 /// and fp16-rounded B: C = A·B with B `cols × n` row-major. Tests the packing without a GPU.
 pub fn emulate_vnm(p: &VnmPacked, b: &[f32], n: usize) -> Vec<f32> {
-    let mut c = vec![0.0f32; p.rows * n];
-    for r in 0..p.rows {
-        for slot in 0..p.ks {
+    let (rows, ks, v) = (p.dims.rows, p.dims.ks, p.dims.v);
+    let mut c = vec![0.0f32; rows * n];
+    for r in 0..rows {
+        for slot in 0..ks {
             // Same word and shift as the kernel's fragment: tile, 8-slot step, row within 8.
-            let word = p.meta[((r / 16) * (p.ks / 8) + slot / 8) * 8 + r % 8];
+            let word = p.meta[((r / 16) * (ks / 8) + slot / 8) * 8 + r % 8];
             let shift = 2 * (slot % 8) + if r % 16 >= 8 { 16 } else { 0 };
             let pos = ((word >> shift) & 3) as usize;
-            let val = f16::from_bits(p.values[r * p.ks + slot]).to_f32();
-            if let Some(brow) = gathered_row(p, r / p.v, 4 * (slot / 2) + pos) {
+            let val = f16::from_bits(p.values[r * ks + slot]).to_f32();
+            if let Some(brow) = gathered_row(p, r / v, 4 * (slot / 2) + pos) {
                 for (cv, bv) in c[r * n..][..n].iter_mut().zip(&b[brow * n..][..n]) {
                     *cv += val * f16::from_f32(*bv).to_f32();
                 }
@@ -247,8 +229,8 @@ mod tests {
             let want = reference(&a, &b, n);
             for bk in [32, 64] {
                 let p = pack_vnm(&a, bk).unwrap();
-                assert_eq!((2 * p.ks) % bk, 0);
-                assert_eq!(p.meta.len(), rows / 16 * p.ks);
+                assert_eq!((2 * p.dims.ks) % bk, 0);
+                assert_eq!(p.meta.len(), rows / 16 * p.dims.ks);
                 assert_eq!(
                     emulate_vnm(&p, &b, n),
                     want,
@@ -263,7 +245,7 @@ mod tests {
     fn padding_keeps_metadata_valid_and_values_zero() {
         let a = random_vnm(32, 40, 16, 8, 1).unwrap(); // 5 groups: K_sp = 16
         let p = pack_vnm(&a, 64).unwrap(); // ks = 32
-        assert_eq!((a.k_sp(), p.ks), (16, 32));
+        assert_eq!((a.k_sp(), p.dims.ks), (16, 32));
         for r in 0..32 {
             assert!(p.values[r * 32 + 16..r * 32 + 32].iter().all(|&v| v == 0));
         }
