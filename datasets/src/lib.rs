@@ -17,7 +17,7 @@ mod synthetic;
 mod table;
 
 pub use error::DatasetError;
-pub use spec::{DatasetSpec, TableSpec};
+pub use spec::{DatasetSpec, Source, TableSpec};
 
 use std::path::PathBuf;
 

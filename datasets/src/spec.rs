@@ -123,26 +123,57 @@ impl TableSpec {
     }
 }
 
+keytag::tagged_enum! {
+    /// Where a data set comes from, without the parameters: the `source` of a [`DatasetSpec`].
+    pub enum Source {
+        /// [`DatasetSpec::Digits`].
+        Digits = "digits",
+        /// [`DatasetSpec::Synthetic`].
+        Synthetic = "synthetic",
+        /// [`DatasetSpec::Idx`].
+        Idx = "idx",
+        /// [`DatasetSpec::Parquet`].
+        Parquet = "parquet",
+        /// [`DatasetSpec::Csv`].
+        Csv = "csv",
+    }
+}
+
 impl DatasetSpec {
-    /// The source name, as written in the file (`digits`, `synthetic`, …).
-    pub fn source(&self) -> &'static str {
+    /// The source, as written in the file (`digits`, `synthetic`, …).
+    pub fn source(&self) -> Source {
         match self {
-            DatasetSpec::Digits { .. } => "digits",
-            DatasetSpec::Synthetic { .. } => "synthetic",
-            DatasetSpec::Idx { .. } => "idx",
-            DatasetSpec::Parquet(_) => "parquet",
-            DatasetSpec::Csv(_) => "csv",
+            DatasetSpec::Digits { .. } => Source::Digits,
+            DatasetSpec::Synthetic { .. } => Source::Synthetic,
+            DatasetSpec::Idx { .. } => Source::Idx,
+            DatasetSpec::Parquet(_) => Source::Parquet,
+            DatasetSpec::Csv(_) => Source::Csv,
+        }
+    }
+
+    /// The fraction held out for test.
+    pub fn test_fraction(&self) -> f64 {
+        match self {
+            DatasetSpec::Digits { test_fraction, .. }
+            | DatasetSpec::Synthetic { test_fraction, .. }
+            | DatasetSpec::Idx { test_fraction, .. } => *test_fraction,
+            DatasetSpec::Parquet(t) | DatasetSpec::Csv(t) => t.test_fraction,
+        }
+    }
+
+    /// The seed of the train/test shuffle.
+    pub fn split_seed(&self) -> u64 {
+        match self {
+            DatasetSpec::Digits { split_seed, .. }
+            | DatasetSpec::Synthetic { split_seed, .. }
+            | DatasetSpec::Idx { split_seed, .. } => *split_seed,
+            DatasetSpec::Parquet(t) | DatasetSpec::Csv(t) => t.split_seed,
         }
     }
 
     /// Checks the values that no file can fix: fractions, sizes, paired test files.
     pub fn validate(&self) -> Result<(), DatasetError> {
-        let fraction = match self {
-            DatasetSpec::Digits { test_fraction, .. }
-            | DatasetSpec::Synthetic { test_fraction, .. }
-            | DatasetSpec::Idx { test_fraction, .. } => *test_fraction,
-            DatasetSpec::Parquet(t) | DatasetSpec::Csv(t) => t.test_fraction,
-        };
+        let fraction = self.test_fraction();
         if !(fraction > 0.0 && fraction < 1.0) {
             return Err(DatasetError::InvalidSpec(format!(
                 "test_fraction must be in (0, 1), got {fraction}"

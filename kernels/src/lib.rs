@@ -9,6 +9,7 @@ mod cpu;
 pub mod cuda;
 mod dense;
 mod error;
+pub mod family;
 mod format;
 mod isa;
 mod mask;
@@ -21,6 +22,7 @@ pub use cost::{dense_predicted_cost, predicted_cost, regret_at_budget, spearman}
 pub use cpu::spmm;
 pub use dense::dense_gemm;
 pub use error::KernelError;
+pub use family::{family_version, KernelFamily};
 pub use format::{
     meta_word_shift, vnm_k_sp, vnm_meta_words, CsrMatrix, DenseMatrix, NmMatrix, SparseMatrix,
     VectorMatrix, VnmMatrix,

@@ -40,30 +40,20 @@ pub enum Pattern {
     },
 }
 
-/// The pattern family, without parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum PatternKind {
-    /// [`Pattern::Dense`].
-    Dense,
-    /// [`Pattern::Unstructured`], stored as CSR.
-    Unstructured,
-    /// [`Pattern::Nm`].
-    Nm,
-    /// [`Pattern::Vnm`].
-    Vnm,
-    /// [`Pattern::Vector`].
-    Vector,
-}
-
-impl fmt::Display for PatternKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            PatternKind::Dense => "dense",
-            PatternKind::Unstructured => "unstructured",
-            PatternKind::Nm => "nm",
-            PatternKind::Vnm => "vnm",
-            PatternKind::Vector => "vector",
-        })
+keytag::tagged_enum! {
+    /// The pattern family, without parameters; its tags are what experiment files, keys and
+    /// result columns spell.
+    pub enum PatternKind {
+        /// [`Pattern::Dense`].
+        Dense = "dense",
+        /// [`Pattern::Unstructured`], stored as CSR.
+        Unstructured = "unstructured",
+        /// [`Pattern::Nm`].
+        Nm = "nm",
+        /// [`Pattern::Vnm`].
+        Vnm = "vnm",
+        /// [`Pattern::Vector`].
+        Vector = "vector",
     }
 }
 
@@ -88,6 +78,17 @@ impl Pattern {
             Pattern::Nm { .. } => PatternKind::Nm,
             Pattern::Vnm { .. } => PatternKind::Vnm,
             Pattern::Vector { .. } => PatternKind::Vector,
+        }
+    }
+
+    /// Nominal fraction of removed weights: the given sparsity of unstructured and vector-wise
+    /// patterns (exactly as given), 1 − N/M of N:M and V:N:M, 0 for dense.
+    pub fn sparsity(&self) -> f64 {
+        match *self {
+            Pattern::Dense => 0.0,
+            Pattern::Unstructured { sparsity } | Pattern::Vector { sparsity, .. } => sparsity,
+            Pattern::Nm { n, m } => 1.0 - n as f64 / m as f64,
+            Pattern::Vnm { m, .. } => 1.0 - 2.0 / m as f64,
         }
     }
 

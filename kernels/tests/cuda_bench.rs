@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use kernels::cuda::{
     csr_configs, exact_values, random_csr, random_vnm, vnm_configs, CudaDevice, CudaError,
-    DeviceMatrixF16, Timing, VnmConfig,
+    DeviceMatrixF16, Gpu, Timing, VnmConfig,
 };
 
 const WARMUP: usize = 5;

@@ -6,7 +6,7 @@
 
 use kernels::cuda::{
     csr_configs, exact_values, random_csr, random_vnm, vnm_configs, vnm_from_nm, CudaDevice,
-    CudaError, VnmConfig,
+    CudaError, Gpu, VnmConfig,
 };
 use kernels::{spmm_reference, NmMatrix, SparseMatrix, VnmMatrix};
 

@@ -5,9 +5,9 @@
 
 use crate::dataflow::{self, Built};
 use crate::engine::{Engine, COTUNE_VERSION};
-use crate::plan::{Edges, Plan};
-use crate::stage::STAGES;
+use crate::plan::{Edge, Plan};
 use results::{Row, RunSummary, StageCounts, TableMeta, Value};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -119,7 +119,7 @@ fn lead(
         stats,
         schemas,
     } = built;
-    let mut current = Edges::default();
+    let mut current: BTreeSet<Edge> = BTreeSet::new();
     let mut old_nodes = std::collections::BTreeSet::new();
     let mut epoch = 0u64;
     let mut report = Report::default();
@@ -129,7 +129,7 @@ fn lead(
         let mut totals = std::collections::BTreeMap::new();
         for (k, n) in &plan.nodes {
             if !old_nodes.contains(k) {
-                *totals.entry(n.spec.stage()).or_insert(0) += 1;
+                *totals.entry(n.stage).or_insert(0) += 1;
             }
         }
         old_nodes = plan.nodes.keys().copied().collect();
@@ -159,7 +159,7 @@ fn lead(
             processes: cluster.processes as u64,
             ..RunSummary::default()
         };
-        for stage in STAGES {
+        for stage in engine.table.names() {
             let c = stats
                 .epoch(epoch - 1)
                 .get(stage)
@@ -181,7 +181,7 @@ fn lead(
             .values()
             .map(|c| c.failed)
             .sum::<u64>()
-            .max(count_failed(&view));
+            .max(count_failed(&view, engine));
         report.failed = report.failed.max(failed_total);
         let pareto = aggregates.pareto();
         let meta = table_meta(engine, &digest, results::TableSchema::new());
@@ -192,7 +192,7 @@ fn lead(
                 errs.push(e.to_string())
             }
         };
-        for stage in STAGES {
+        for stage in engine.table.names() {
             w(results::prune_parts(&output.out, exp, stage, peers));
         }
         w(results::pareto_path(&output.out, exp)
@@ -243,9 +243,9 @@ fn follow(worker: &mut Worker, built: Built, engine: &Engine, output: &Output) -
     report
 }
 
-fn count_failed(view: &dataflow::View) -> u64 {
+fn count_failed(view: &dataflow::View, engine: &Engine) -> u64 {
     let mut keys = std::collections::BTreeSet::new();
-    for stage in STAGES {
+    for stage in engine.table.names() {
         for row in view.rows(stage) {
             if !matches!(row.get("status"), Some(Value::Str(s)) if s == "ok") {
                 keys.insert(format!("{:?}", row.get("key")));
@@ -275,10 +275,10 @@ fn write_parts(
     digest: &str,
 ) -> Report {
     let mut report = Report {
-        failed: count_failed(view),
+        failed: count_failed(view, engine),
         errors: vec![],
     };
-    for stage in STAGES {
+    for stage in engine.table.names() {
         let rows = view.rows(stage);
         let meta = table_meta(engine, digest, schemas.schema(stage));
         if let Err(e) = results::replace_table_part(

@@ -2,10 +2,10 @@
 //! through the store (called from inside the dataflow's `reduce` operators).
 
 use crate::key::AnyKey;
-use crate::plan::{Node, Spec};
+use crate::plan::Node;
 use crate::progress::Progress;
-use crate::stage::{Ctx, Input, Outcome, StageError, StageSet, TunedLayer};
-use crate::store::{EntryState, MeasureLock, Meta, Provenance, Store};
+use crate::stage::{Outcome, Resolver, RunCtx, RunError, StageTable};
+use crate::store::{MeasureLock, Meta, Provenance, Store};
 use results::{Row, Value};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,10 +21,10 @@ pub const COTUNE_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub struct Engine {
     /// The store.
     pub store: Store,
-    /// The stage implementations.
-    pub stages: Arc<dyn StageSet>,
+    /// The stages.
+    pub table: StageTable,
     /// Every node planned in this session (watch adds to it before feeding new records).
-    pub registry: RwLock<BTreeMap<AnyKey, Node>>,
+    pub registry: Arc<RwLock<BTreeMap<AnyKey, Node>>>,
     /// Per-host measurement lock.
     pub measure: MeasureLock,
     /// Experiment name.
@@ -46,46 +46,35 @@ impl Engine {
         self.registry.read().ok()?.get(key).cloned()
     }
 
-    fn meta(&self, key: &AnyKey) -> Result<(Meta, std::path::PathBuf), String> {
-        match self.store.read(key) {
-            EntryState::Valid(m) => Ok((*m, self.store.entry_dir(key))),
-            EntryState::Missing => Err(format!("input {} is missing from the store", key.short())),
-            EntryState::Damaged(why) => Err(format!(
-                "input {} is damaged in the store: {why}",
-                key.short()
-            )),
+    fn resolver(&self) -> Resolver {
+        Resolver {
+            registry: self.registry.clone(),
+            store: self.store.clone(),
         }
     }
 
     /// Runs (or fetches) one stage instance and returns its result rows.
     pub fn execute(&self, key: AnyKey, parents: &[Parent], worker: usize) -> Vec<Row> {
         let Some(node) = self.node(&key) else {
-            return vec![self.base_row(
-                key,
-                None,
-                worker,
-                Some(format!("internal: no plan entry for key {}", key.short())),
-            )];
+            return vec![self.failed_row(key, None, worker, &RunError::NotPlanned { key })];
         };
-        let stage = node.spec.stage();
+        let stage = node.stage;
         let failed_parent = parents.iter().find_map(|(k, e)| e.as_ref().map(|e| (k, e)));
         if let Some((pk, err)) = failed_parent {
-            let stage_of = self.node(pk).map_or("input", |n| n.spec.stage());
-            let msg = format!("{stage_of} {} failed: {err}", pk.short());
+            let e = RunError::InputFailed {
+                stage: self.node(pk).map_or("input", |n| n.stage),
+                key: *pk,
+                error: err.clone(),
+            };
             self.progress.finish(stage, false, true);
-            return vec![self.base_row(key, Some(&node), worker, Some(msg))];
+            return vec![self.failed_row(key, Some(&node), worker, &e)];
         }
         let started = crate::store::unix_now();
         let t0 = std::time::Instant::now();
         let fetched = self.store.get_or_compute(&key, |dir| {
             let outcome = catch_unwind(AssertUnwindSafe(|| self.compute(&node, dir)))
-                .unwrap_or_else(|p| {
-                    Err(StageError::new(format!(
-                        "stage panicked: {}",
-                        panic_message(p.as_ref())
-                    )))
-                })?;
-            Ok::<_, StageError>(Meta {
+                .unwrap_or_else(|p| Err(RunError::Panicked(panic_message(p.as_ref()))))?;
+            Ok::<_, RunError>(Meta {
                 key: key.hex(),
                 stage: stage.to_owned(),
                 version: node.version,
@@ -102,15 +91,11 @@ impl Engine {
                 },
             })
         });
-        let fetched = match fetched {
-            Ok(Ok(f)) => f,
-            Ok(Err(e)) => {
-                self.progress.finish(stage, false, true);
-                return vec![self.base_row(key, Some(&node), worker, Some(e.0))];
-            }
+        let fetched = match fetched.map_err(RunError::from).and_then(|r| r) {
+            Ok(f) => f,
             Err(e) => {
                 self.progress.finish(stage, false, true);
-                return vec![self.base_row(key, Some(&node), worker, Some(e.to_string()))];
+                return vec![self.failed_row(key, Some(&node), worker, &e)];
             }
         };
         if let Some(why) = &fetched.repaired {
@@ -144,7 +129,12 @@ impl Engine {
         }
     }
 
-    /// The columns every row of an instance has: keys, status, config, provenance.
+    fn failed_row(&self, key: AnyKey, node: Option<&Node>, worker: usize, e: &RunError) -> Row {
+        self.base_row(key, node, worker, Some(e.to_string()))
+    }
+
+    /// The columns every row of an instance has: keys, status, config (its own and its primary
+    /// ancestors'), provenance.
     fn base_row(
         &self,
         key: AnyKey,
@@ -163,166 +153,35 @@ impl Engine {
         row.insert("worker".into(), Value::I64(worker as i64));
         row.insert("host".into(), s(self.host.clone()));
         row.insert("cached".into(), Value::Bool(false));
-        row.insert("cotune_version".into(), s(crate::engine::COTUNE_VERSION));
+        row.insert("cotune_version".into(), s(COTUNE_VERSION));
         let Some(node) = node else { return row };
-        let reg = self.registry.read().ok();
-        let parent = |i: usize| {
-            node.parents
-                .get(i)
-                .map(|k| s(k.hex()))
-                .unwrap_or(Value::Null)
-        };
-        let node_of = |k: &AnyKey| reg.as_ref().and_then(|r| r.get(k).cloned());
-        match &node.spec {
-            Spec::Dataset(d) => d.columns(&mut row),
-            Spec::Train(t) => {
-                row.insert("dataset_key".into(), parent(0));
-                t.columns(&mut row);
-            }
-            Spec::Prune(p, _) => {
-                row.insert("train_key".into(), parent(0));
-                if let Some(Spec::Train(t)) = node.parents.first().and_then(node_of).map(|n| n.spec)
-                {
-                    t.columns(&mut row);
-                }
-                p.columns(&mut row);
-            }
-            Spec::Tune(t) => t.columns(&mut row),
-            Spec::Eval(e) => {
-                row.insert("prune_key".into(), parent(0));
-                row.insert(
-                    "kernel_tune_keys".into(),
-                    Value::ListStr(node.parents.iter().skip(1).map(|k| k.hex()).collect()),
-                );
-                if let Some(pn) = node.parents.first().and_then(node_of) {
-                    if let Spec::Prune(p, _) = &pn.spec {
-                        if let Some(Spec::Train(t)) =
-                            pn.parents.first().and_then(node_of).map(|n| n.spec)
-                        {
-                            t.columns(&mut row);
-                        }
-                        p.columns(&mut row);
-                    }
-                }
-                e.columns(&mut row);
-            }
+        // Farthest ancestor first, so that a nearer stage's column wins a shared name.
+        let mut chain = vec![];
+        let mut up = node.planned.primary();
+        while let Some(k) = up {
+            let Some(n) = self.node(&k) else { break };
+            up = n.planned.primary();
+            chain.push(n);
         }
+        for ancestor in chain.iter().rev() {
+            ancestor.planned.trial_columns(&mut row);
+        }
+        node.planned.parent_columns(&mut row);
+        node.planned.trial_columns(&mut row);
         row
     }
 
-    /// Calls the stage implementation (inside the store's temporary folder).
-    fn compute(&self, node: &Node, dir: &std::path::Path) -> Result<Outcome, StageError> {
-        let ctx = Ctx {
+    /// Runs the node's stage (inside the store's temporary folder).
+    fn compute(&self, node: &Node, dir: &std::path::Path) -> Result<Outcome, RunError> {
+        let stage = self
+            .table
+            .get(node.stage)
+            .ok_or(RunError::NoSuchStage { stage: node.stage })?;
+        let ctx = RunCtx {
             out_dir: dir,
             measure: &self.measure,
         };
-        let parent_node = |i: usize| -> Result<(AnyKey, Node), StageError> {
-            let k = *node
-                .parents
-                .get(i)
-                .ok_or_else(|| StageError::new("internal: missing parent"))?;
-            let n = self
-                .node(&k)
-                .ok_or_else(|| StageError::new("internal: parent not planned"))?;
-            Ok((k, n))
-        };
-        let dataset_of = |train: &Node| -> Result<crate::trial::DatasetTrial, StageError> {
-            let dk = *train
-                .parents
-                .first()
-                .ok_or_else(|| StageError::new("internal: train without dataset"))?;
-            match self.node(&dk).map(|n| n.spec) {
-                Some(Spec::Dataset(d)) => Ok(d),
-                _ => Err(StageError::new("internal: dataset not planned")),
-            }
-        };
-        let compute_guard = || {
-            self.measure
-                .shared()
-                .map_err(|e| StageError::new(format!("measurement lock: {e}")))
-        };
-        match &node.spec {
-            Spec::Dataset(d) => {
-                let _g = compute_guard()?;
-                self.stages.run_dataset(&ctx, d)
-            }
-            Spec::Train(t) => {
-                let (_, dn) = parent_node(0)?;
-                let Spec::Dataset(d) = &dn.spec else {
-                    return Err(StageError::new("internal: bad parent"));
-                };
-                let _g = compute_guard()?;
-                self.stages.run_train(&ctx, t, d)
-            }
-            Spec::Prune(p, _) => {
-                let (tk, tn) = parent_node(0)?;
-                let Spec::Train(t) = &tn.spec else {
-                    return Err(StageError::new("internal: bad parent"));
-                };
-                let d = dataset_of(&tn)?;
-                let (meta, dir) = self.meta(&tk).map_err(StageError)?;
-                let _g = compute_guard()?;
-                self.stages.run_prune(
-                    &ctx,
-                    p,
-                    t,
-                    &Input {
-                        dir: &dir,
-                        metrics: &meta.metrics,
-                    },
-                    &d,
-                )
-            }
-            Spec::Tune(t) => self.stages.run_kernel_tune(&ctx, t),
-            Spec::Eval(e) => {
-                let (pk, pn) = parent_node(0)?;
-                let Spec::Prune(p, _) = &pn.spec else {
-                    return Err(StageError::new("internal: bad parent"));
-                };
-                let tn = self
-                    .node(
-                        pn.parents
-                            .first()
-                            .ok_or_else(|| StageError::new("internal"))?,
-                    )
-                    .ok_or_else(|| StageError::new("internal: train not planned"))?;
-                let Spec::Train(t) = &tn.spec else {
-                    return Err(StageError::new("internal: bad parent"));
-                };
-                let d = dataset_of(&tn)?;
-                let (pmeta, pdir) = self.meta(&pk).map_err(StageError)?;
-                let mut tunes = vec![];
-                for tk in node.parents.iter().skip(1) {
-                    let Some(Spec::Tune(trial)) = self.node(tk).map(|n| n.spec) else {
-                        return Err(StageError::new("internal: tuning not planned"));
-                    };
-                    let (meta, dir) = self.meta(tk).map_err(StageError)?;
-                    tunes.push((trial, meta, dir));
-                }
-                let tuned: Vec<TunedLayer> = tunes
-                    .iter()
-                    .map(|(trial, meta, dir)| TunedLayer {
-                        trial,
-                        input: Input {
-                            dir,
-                            metrics: &meta.metrics,
-                        },
-                    })
-                    .collect();
-                self.stages.run_evaluate(
-                    &ctx,
-                    e,
-                    p,
-                    t,
-                    &Input {
-                        dir: &pdir,
-                        metrics: &pmeta.metrics,
-                    },
-                    &d,
-                    &tuned,
-                )
-            }
-        }
+        stage.run(node, &self.resolver(), &ctx)
     }
 }
 

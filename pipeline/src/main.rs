@@ -7,9 +7,8 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("cotune: internal error: {info}");
     }));
-    let code = pipeline::cli::main_with(
+    ExitCode::from(pipeline::cli::main_with(
         std::env::args(),
-        std::sync::Arc::new(pipeline::real::RealStages::new()),
-    );
-    ExitCode::from(code)
+        pipeline::real::table,
+    ))
 }

@@ -19,12 +19,13 @@ pub struct Progress {
     multi: MultiProgress,
     bars: Mutex<BTreeMap<&'static str, ProgressBar>>,
     counts: BTreeMap<&'static str, Counts>,
+    stages: Vec<&'static str>,
     visible: bool,
 }
 
 impl Progress {
-    /// Bars on stderr when stdout is a terminal (and `quiet` is false), else hidden.
-    pub fn new(quiet: bool) -> Progress {
+    /// Bars for `stages` on stderr when stdout is a terminal (and `quiet` is false), else hidden.
+    pub fn new(quiet: bool, stages: Vec<&'static str>) -> Progress {
         use std::io::IsTerminal;
         let visible = !quiet && std::io::stdout().is_terminal();
         let multi = MultiProgress::with_draw_target(if visible {
@@ -32,14 +33,12 @@ impl Progress {
         } else {
             ProgressDrawTarget::hidden()
         });
-        let counts = crate::stage::STAGES
-            .iter()
-            .map(|&s| (s, Counts::default()))
-            .collect();
+        let counts = stages.iter().map(|&s| (s, Counts::default())).collect();
         Progress {
             multi,
             bars: Mutex::new(BTreeMap::new()),
             counts,
+            stages,
             visible,
         }
     }
@@ -60,7 +59,7 @@ impl Progress {
             c.cached.store(0, Ordering::Relaxed);
             c.failed.store(0, Ordering::Relaxed);
         }
-        for &stage in &crate::stage::STAGES {
+        for &stage in &self.stages {
             let total = totals.get(stage).copied().unwrap_or(0) as u64;
             if total == 0 {
                 continue;

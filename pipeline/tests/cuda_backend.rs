@@ -161,7 +161,7 @@ fn without_a_device_cuda_trials_fail_with_the_reason_and_cpu_trials_are_unaffect
 #[test]
 fn on_a_gpu_a_vnm_shape_is_tuned_and_the_model_evaluated_end_to_end() {
     let fingerprint = match kernels::cuda::CudaDevice::new(0) {
-        Ok(d) => d.info().fingerprint(),
+        Ok(d) => kernels::cuda::Gpu::info(&d).fingerprint(),
         Err(e) => {
             eprintln!("skipped: no CUDA device ({e})");
             return;
@@ -226,5 +226,5 @@ fn the_cuda_smoke_experiment_plans_its_six_cuda_tunings() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}");
     // 2:4 and 64:2:8 of a 64-256-256-10 MLP: three layer formats each.
-    assert_eq!(stdout.matches("n=256 Cuda]").count(), 6, "{stdout}");
+    assert_eq!(stdout.matches("n=256 cuda]").count(), 6, "{stdout}");
 }

@@ -78,10 +78,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---|---|---|---|---|---|---|---|");
     for (pattern, schedule) in rows {
         for method in [Method::Magnitude, obs.clone()] {
+            let sparse = pattern != Pattern::Dense;
             let spec = PruneSpec {
                 pattern: pattern.clone(),
-                method: method.clone(),
-                schedule: schedule.clone(),
+                method: sparse.then(|| method.clone()),
+                schedule: sparse.then(|| schedule.clone()),
                 finetune_epochs: 10,
                 finetune_lr: 1e-3,
                 batch_size: 64,

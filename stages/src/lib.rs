@@ -16,6 +16,8 @@ pub mod prune;
 pub mod train;
 
 pub use error::StageError;
-pub use model::{Layer, LayerKind, LinearLayer, ModelSpec, Weights, WeightsDigest};
-pub use prune::{prune, LayerReport, LayerStatus, Method, PruneSpec, Pruned, Schedule};
+pub use model::{Layer, LayerKind, LinearLayer, ModelKind, ModelSpec, Weights, WeightsDigest};
+pub use prune::{
+    prune, LayerReport, LayerStatus, Method, MethodKind, PruneSpec, Pruned, Schedule, ScheduleKind,
+};
 pub use train::{accuracy, train, tune_malloc, Optimizer, TrainMetrics, TrainSpec, Trained};

@@ -37,10 +37,11 @@ fn layers(data: &Dataset, pattern: &Pattern) -> Vec<LayerRun> {
         5,
     )
     .unwrap();
+    let sparse = *pattern != Pattern::Dense;
     let ps = PruneSpec {
         pattern: pattern.clone(),
-        method: Method::Magnitude,
-        schedule: Schedule::Oneshot,
+        method: sparse.then_some(Method::Magnitude),
+        schedule: sparse.then_some(Schedule::Oneshot),
         finetune_epochs: 1,
         finetune_lr: 1e-2,
         batch_size: 32,

@@ -29,10 +29,11 @@ fn setup() -> (Dataset, Weights) {
 }
 
 fn spec(pattern: Pattern, method: Method, schedule: Schedule) -> PruneSpec {
+    let sparse = pattern != Pattern::Dense;
     PruneSpec {
         pattern,
-        method,
-        schedule,
+        method: sparse.then_some(method),
+        schedule: sparse.then_some(schedule),
         finetune_epochs: 3,
         finetune_lr: 1e-2,
         batch_size: 32,
@@ -182,11 +183,11 @@ fn obs_without_finetuning_chooses_its_own_mask_and_skips_finetuning() {
     );
     m.finetune_epochs = 0;
     let mut o = m.clone();
-    o.method = Method::Obs {
+    o.method = Some(Method::Obs {
         grads: 128,
         block: 16,
         damp: 1e-2,
-    };
+    });
     let pm = prune(&data, &w, &m, 0).unwrap();
     let po = prune(&data, &w, &o, 0).unwrap();
     assert!(po.finetune_loss_curve.is_empty());

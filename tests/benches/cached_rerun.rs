@@ -2,7 +2,8 @@
 //! test stages, and the quickstart with the real stages. Run with
 //! `cargo bench -p e2e --bench cached_rerun`; prints the median of several re-runs.
 
-use std::sync::Arc;
+use pipeline::stage::StageTable;
+use std::path::Path;
 use std::time::Instant;
 
 const BIG: &str = r#"
@@ -32,7 +33,7 @@ batch_tokens = [16, 64]
 budget = 2
 "#;
 
-fn run(args: &[&str], stages: Arc<dyn pipeline::stage::StageSet>) -> f64 {
+fn run(args: &[&str], stages: fn(&Path) -> StageTable) -> f64 {
     let t = Instant::now();
     let code = pipeline::cli::main_with(args.iter().map(|s| s.to_string()), stages);
     assert!(code <= 1, "run failed with exit code {code}");
@@ -44,20 +45,16 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn bench(
-    name: &str,
-    file: &str,
-    dir: &std::path::Path,
-    stages: Arc<dyn pipeline::stage::StageSet>,
-) {
+fn bench(name: &str, file: &str, dir: &std::path::Path, stages: fn(&Path) -> StageTable) {
     let store = dir.join("store").display().to_string();
     let out = dir.join("out").display().to_string();
     let args = [
         "cotune", "run", file, "--store", &store, "--out", &out, "-q",
     ];
-    let first = run(&args, stages.clone());
-    let reruns: Vec<f64> = (0..5).map(|_| run(&args, stages.clone())).collect();
-    let plan = pipeline::cli::load_plan(std::path::Path::new(file), stages.as_ref()).expect("plan");
+    let first = run(&args, stages);
+    let reruns: Vec<f64> = (0..5).map(|_| run(&args, stages)).collect();
+    let table = stages(&dir.join("store"));
+    let plan = pipeline::cli::load_plan(Path::new(file), &table).expect("plan");
     println!(
         "{name}: {} instances; first run {first:.2} s; no-op re-run median {:.3} s (min {:.3}, max {:.3}) over {} runs",
         plan.nodes.len(),
@@ -76,7 +73,7 @@ fn main() {
         "test stages, 1k experiment",
         big.to_str().unwrap(),
         &dir.path().join("big"),
-        Arc::new(e2e::TestStages),
+        |_| e2e::table(),
     );
     let quick = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -87,7 +84,7 @@ fn main() {
             "real stages, quickstart",
             quick,
             &dir.path().join("quick"),
-            Arc::new(pipeline::real::RealStages::new()),
+            pipeline::real::table,
         );
     } else {
         println!("(pass --with-quickstart to also time the quickstart; it trains and tunes first, ~1 min)");

@@ -1,7 +1,7 @@
 //! Test-only stages for the engine's end-to-end tests (the product never ships them), and
 //! helpers shared by the tests.
 //!
-//! [`TestStages`] is deterministic: every metric is a function of the instance's config, so a
+//! The [`table`] of test stages is deterministic: every metric is a function of the instance's config, so a
 //! run, an incremental re-run and a fresh run can be compared value by value. Each computation
 //! appends a line `stage key` to the file named by `COTUNE_TEST_LOG` (when set), so tests can
 //! count what was really computed, across processes; `COTUNE_TEST_SLEEP_MS` slows every stage
@@ -11,15 +11,24 @@
 
 pub mod harness;
 
-use pipeline::experiment::schema::{Backend, PatternKind};
-use pipeline::stage::{Ctx, Input, Outcome, StageError, StageSet, TunedLayer};
-use pipeline::trial::*;
+use kernels::Pattern;
+use pipeline::kinds::*;
+use pipeline::plan::{PlanError, Planner};
+use pipeline::stage::{Done, Outcome, RunCtx, Stage, StageError, StageTable};
 use results::{Row, Value};
+use stages::kernel_tune::{Backend, Strategy};
+use stages::{MethodKind, ModelSpec};
 use std::io::Write;
 
-/// Deterministic stages for engine tests.
-#[derive(Debug, Default)]
-pub struct TestStages;
+/// The test stages in pipeline order.
+pub fn table() -> StageTable {
+    StageTable::new()
+        .with(TestDataset)
+        .with(TestTrain)
+        .with(TestPrune)
+        .with(TestTune)
+        .with(TestEvaluate)
+}
 
 fn unit(parts: &[&[u8]]) -> f64 {
     let mut h = blake3::Hasher::new();
@@ -27,7 +36,9 @@ fn unit(parts: &[&[u8]]) -> f64 {
         h.update(p);
     }
     let b = h.finalize();
-    u64::from_le_bytes(b.as_bytes()[..8].try_into().expect("8 bytes")) as f64 / u64::MAX as f64
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&b.as_bytes()[..8]);
+    u64::from_le_bytes(first) as f64 / u64::MAX as f64
 }
 
 fn log(stage: &str, what: &str) {
@@ -55,149 +66,203 @@ fn row(pairs: &[(&str, Value)]) -> Row {
         .collect()
 }
 
-fn write(ctx: &Ctx, name: &str, bytes: &[u8]) -> Result<(), StageError> {
-    std::fs::write(ctx.out_dir.join(name), bytes).map_err(StageError::new)
+fn write(ctx: &RunCtx, name: &str, bytes: &[u8]) -> Result<(), StageError> {
+    let path = ctx.out_dir.join(name);
+    std::fs::write(&path, bytes).map_err(StageError::io(path))
+}
+
+fn read_f64(path: std::path::PathBuf) -> Result<f64, StageError> {
+    let bytes = std::fs::read(&path).map_err(StageError::io(&path))?;
+    let b: [u8; 8] = bytes
+        .as_slice()
+        .try_into()
+        .map_err(|_| StageError::Artifact {
+            path,
+            what: "not one f64".into(),
+        })?;
+    Ok(f64::from_le_bytes(b))
 }
 
 fn f(row: &Row, col: &str) -> f64 {
     row.get(col).and_then(Value::as_f64).unwrap_or(f64::NAN)
 }
 
-impl StageSet for TestStages {
-    fn version(&self, _stage: &str) -> u32 {
+fn one(metrics: Row) -> Result<Outcome, StageError> {
+    Ok(Outcome {
+        metrics,
+        rows: vec![],
+    })
+}
+
+/// The test dataset stage: records a fixed size.
+pub struct TestDataset;
+
+impl Stage for TestDataset {
+    type Kind = Dataset;
+    fn version(&self) -> u32 {
         1
     }
-    fn device(&self, backend: Backend) -> Result<String, StageError> {
-        match backend {
-            Backend::Cpu => Ok("test-cpu avx512".into()),
-            Backend::Cuda => Err(StageError::new("built without CUDA support")),
-        }
+    fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
+        dataset::plan(p)
     }
-    fn kernel_digest(&self, _backend: Backend) -> String {
-        "test-kernels-v1".into()
-    }
-    fn dataset_dims(&self, d: &DatasetTrial) -> Result<(u64, u64), StageError> {
-        Ok(d.synthetic.map_or((64, 10), |(_, f, c)| (f, c)))
-    }
-    fn layer_formats(
-        &self,
-        model: &ModelTrial,
-        dims: (u64, u64),
-        pattern: &PatternTrial,
-    ) -> Vec<LayerFormat> {
-        let mut widths = vec![dims.0];
-        widths.extend(&model.hidden);
-        widths.push(dims.1);
-        widths
-            .windows(2)
-            .enumerate()
-            .map(|(i, w)| {
-                let (rows, cols) = (w[1], w[0]);
-                let fits = match pattern.kind {
-                    PatternKind::Vnm | PatternKind::Vector => {
-                        pattern.v.is_some_and(|v| rows % v == 0)
-                    }
-                    PatternKind::Nm => pattern.nm.is_some_and(|(_, m)| cols >= m),
-                    _ => true,
-                };
-                LayerFormat {
-                    layer: format!("fc{i}"),
-                    pattern: if fits {
-                        pattern.clone()
-                    } else {
-                        PatternTrial::dense()
-                    },
-                    rows,
-                    cols,
-                    skipped: (!fits)
-                        .then(|| format!("{rows}x{cols} cannot take {}", pattern.label())),
-                }
-            })
-            .collect()
-    }
-    fn run_dataset(&self, ctx: &Ctx, d: &DatasetTrial) -> Result<Outcome, StageError> {
-        log("dataset", &format!("{:?}", d.source));
+    fn run(&self, ctx: &RunCtx, d: &DatasetTrial, (): ()) -> Result<Outcome, StageError> {
+        log("dataset", &d.spec.source().to_string());
         write(ctx, "stats.txt", b"ok")?;
-        Ok(Outcome {
-            metrics: row(&[("n_train", Value::I64(100))]),
-            rows: vec![],
-        })
+        one(row(&[("n_train", Value::I64(100))]))
     }
-    fn run_train(
-        &self,
-        ctx: &Ctx,
-        t: &TrainTrial,
-        _d: &DatasetTrial,
-    ) -> Result<Outcome, StageError> {
-        log("train", &format!("lr={}", t.lr));
-        if (t.lr - 0.0666).abs() < 1e-12 {
-            return Err(StageError::new("injected failure: lr 0.0666 diverges"));
+}
+
+/// The test train stage: accuracy is a hash of the config; `lr = 0.0666` fails on purpose.
+pub struct TestTrain;
+
+impl Stage for TestTrain {
+    type Kind = Train;
+    fn version(&self) -> u32 {
+        1
+    }
+    fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
+        train::plan(p)
+    }
+    fn run(&self, ctx: &RunCtx, t: &TrainTrial, _: Done<Dataset>) -> Result<Outcome, StageError> {
+        let lr = t.train.lr;
+        log("train", &format!("lr={lr}"));
+        if (lr - 0.0666).abs() < 1e-12 {
+            return Err(StageError::Failed(
+                "injected failure: lr 0.0666 diverges".into(),
+            ));
         }
-        let acc = 0.9 + 0.09 * unit(&[&t.lr.to_bits().to_le_bytes(), &t.epochs.to_le_bytes()]);
+        let epochs = t.train.epochs as u64;
+        let acc = 0.9 + 0.09 * unit(&[&lr.to_bits().to_le_bytes(), &epochs.to_le_bytes()]);
         write(ctx, "weights.bin", &acc.to_le_bytes())?;
-        Ok(Outcome {
-            metrics: row(&[
-                ("accuracy", Value::F64(acc)),
-                ("loss", Value::F64(1.0 - acc)),
-            ]),
-            rows: vec![],
-        })
+        one(row(&[
+            ("accuracy", Value::F64(acc)),
+            ("loss", Value::F64(1.0 - acc)),
+        ]))
     }
-    fn run_prune(
-        &self,
-        ctx: &Ctx,
-        p: &PruneTrial,
-        _t: &TrainTrial,
-        trained: &Input,
-        _d: &DatasetTrial,
-    ) -> Result<Outcome, StageError> {
-        log("prune", &p.pattern.label());
-        let w = std::fs::read(trained.dir.join("weights.bin")).map_err(StageError::new)?;
-        let base = f64::from_le_bytes(w.as_slice().try_into().map_err(StageError::new)?);
-        let s = p.pattern.nominal_sparsity();
-        let penalty = s
-            * s
-            * 0.1
-            * if p.method == Some(pipeline::experiment::schema::Method::Obs) {
-                0.5
-            } else {
-                1.0
+}
+
+/// The test prune stage: accuracy drops with the square of the sparsity (half as much for OBS).
+pub struct TestPrune;
+
+/// Layers of an MLP on (features, classes): `fc0..`, each kept dense where the pattern does
+/// not fit (V must divide the rows, M must not exceed the columns).
+fn layer_formats(d: &DatasetTrial, model: &ModelSpec, pattern: &Pattern) -> Vec<LayerFormat> {
+    let (features, classes) = match d.spec {
+        datasets::DatasetSpec::Synthetic {
+            n_features,
+            n_classes,
+            ..
+        } => (n_features as u64, n_classes as u64),
+        _ => (64, 10),
+    };
+    let hidden = match model {
+        ModelSpec::Mlp { hidden } | ModelSpec::Cnn { hidden, .. } => hidden,
+    };
+    let mut widths = vec![features];
+    widths.extend(hidden.iter().map(|&h| h as u64));
+    widths.push(classes);
+    widths
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| {
+            let (rows, cols) = (w[1], w[0]);
+            let fits = match *pattern {
+                Pattern::Vnm { v, .. } | Pattern::Vector { v, .. } => rows % v as u64 == 0,
+                Pattern::Nm { m, .. } => cols >= m as u64,
+                _ => true,
             };
+            LayerFormat {
+                layer: format!("fc{i}"),
+                pattern: if fits {
+                    pattern.clone()
+                } else {
+                    Pattern::Dense
+                },
+                rows,
+                cols,
+                skipped: (!fits)
+                    .then(|| format!("{rows}x{cols} cannot take {}", pattern_label(pattern))),
+            }
+        })
+        .collect()
+}
+
+impl Stage for TestPrune {
+    type Kind = Prune;
+    fn version(&self) -> u32 {
+        1
+    }
+    fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
+        prune::plan(p, |d, model, pattern| Ok(layer_formats(d, model, pattern)))
+    }
+    fn run(
+        &self,
+        ctx: &RunCtx,
+        p: &PruneTrial,
+        trained: Done<Train>,
+    ) -> Result<Outcome, StageError> {
+        let pattern = &p.spec.pattern;
+        log("prune", &pattern_label(pattern));
+        let base = read_f64(trained.artifact("weights.bin"))?;
+        let s = pattern.sparsity();
+        let obs = p.spec.method.as_ref().map(|m| m.kind()) == Some(MethodKind::Obs);
+        let penalty = s * s * 0.1 * if obs { 0.5 } else { 1.0 };
         let acc = base - penalty;
         write(ctx, "pruned.bin", &acc.to_le_bytes())?;
-        Ok(Outcome {
-            metrics: row(&[
-                ("accuracy", Value::F64(acc)),
-                ("sparsity", Value::F64(s)),
-                ("retained_l1", Value::F64(1.0 - s / 2.0)),
-            ]),
-            rows: vec![],
-        })
+        one(row(&[
+            ("accuracy", Value::F64(acc)),
+            ("sparsity", Value::F64(s)),
+            ("retained_l1", Value::F64(1.0 - s / 2.0)),
+        ]))
     }
-    fn run_kernel_tune(&self, ctx: &Ctx, t: &TuneTrial) -> Result<Outcome, StageError> {
+}
+
+/// The test kernel-tune stage: latencies are a function of the format, a point per budget unit
+/// (at most 4); cuda is unavailable.
+pub struct TestTune;
+
+impl TuneFacts for TestTune {
+    fn device(&self, backend: Backend) -> DeviceState {
+        match backend {
+            Backend::Cpu => DeviceState::Ready("test-cpu avx512".into()),
+            Backend::Cuda => DeviceState::Unavailable("built without CUDA support".into()),
+        }
+    }
+    fn dtype(&self, _backend: Backend, _pattern: &Pattern, _rows: u64, _cols: u64) -> String {
+        "f32".into()
+    }
+    fn kernel_version(&self, _b: Backend, _p: &Pattern, _rows: u64, _cols: u64) -> String {
+        "test-kernels-v1".into()
+    }
+}
+
+impl Stage for TestTune {
+    type Kind = KernelTune;
+    fn version(&self) -> u32 {
+        1
+    }
+    fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
+        kernel_tune::plan(p, self)
+    }
+    fn run(&self, ctx: &RunCtx, t: &TuneTrial, (): ()) -> Result<Outcome, StageError> {
+        let label = pattern_label(&t.pattern);
         log(
             "kernel_tune",
-            &format!(
-                "{} {}x{} n={}",
-                t.pattern.label(),
-                t.rows,
-                t.cols,
-                t.batch_tokens
-            ),
+            &format!("{label} {}x{} n={}", t.rows, t.cols, t.batch_tokens),
         );
-        if t.device.starts_with("unavailable") {
-            return Err(StageError::new(t.device.clone()));
+        if let DeviceState::Unavailable(_) = t.device {
+            return Err(StageError::Failed(t.device.text()));
         }
-        let flops =
-            2.0 * (t.rows * t.cols * t.batch_tokens) as f64 * (1.0 - t.pattern.nominal_sparsity());
-        let dense_us = 2.0 * (t.rows * t.cols * t.batch_tokens) as f64 / 1e5;
+        let budget = match t.strategy {
+            Strategy::Exhaustive => 4,
+            Strategy::Random { budget, .. } | Strategy::Model { budget } => budget as u64,
+        };
+        let size = (t.rows * t.cols * t.batch_tokens) as f64;
+        let flops = 2.0 * size * (1.0 - t.pattern.sparsity());
+        let dense_us = 2.0 * size / 1e5;
         let mut rows = vec![];
-        for i in 0..t.budget.min(4) {
-            let jitter = unit(&[
-                t.pattern.label().as_bytes(),
-                &t.rows.to_le_bytes(),
-                &i.to_le_bytes(),
-            ]);
+        for i in 0..budget.min(4) {
+            let jitter = unit(&[label.as_bytes(), &t.rows.to_le_bytes(), &i.to_le_bytes()]);
             let lat = flops / 1e5 * (1.0 + jitter);
             rows.push(row(&[
                 ("point", Value::I64(i as i64)),
@@ -218,37 +283,42 @@ impl StageSet for TestStages {
             rows,
         })
     }
-    fn run_evaluate(
+}
+
+/// The test evaluate stage: latency is the sum of the layers' best tunings.
+pub struct TestEvaluate;
+
+impl Stage for TestEvaluate {
+    type Kind = Evaluate;
+    fn version(&self) -> u32 {
+        1
+    }
+    fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
+        evaluate::plan(p, |b| TestTune.device(b))
+    }
+    fn run(
         &self,
-        ctx: &Ctx,
+        ctx: &RunCtx,
         _e: &EvalTrial,
-        p: &PruneTrial,
-        _t: &TrainTrial,
-        pruned: &Input,
-        _d: &DatasetTrial,
-        tunings: &[TunedLayer],
+        (pruned, tunings): (Done<Prune>, Vec<Done<KernelTune>>),
     ) -> Result<Outcome, StageError> {
-        log("evaluate", &p.pattern.label());
+        log("evaluate", &pattern_label(&pruned.trial().spec.pattern));
         let latency: f64 = tunings
             .iter()
-            .map(|t| f(t.input.metrics, "latency_us_median"))
+            .map(|t| f(&t.metrics, "latency_us_median"))
             .sum();
         let bytes: f64 = tunings
             .iter()
             .map(|t| {
-                (t.trial.rows * t.trial.cols) as f64
-                    * 4.0
-                    * (1.0 - t.trial.pattern.nominal_sparsity())
+                let t = t.trial();
+                (t.rows * t.cols) as f64 * 4.0 * (1.0 - t.pattern.sparsity())
             })
             .sum();
         write(ctx, "eval.txt", b"ok")?;
-        Ok(Outcome {
-            metrics: row(&[
-                ("accuracy", Value::F64(f(pruned.metrics, "accuracy"))),
-                ("latency_us_median", Value::F64(latency)),
-                ("weight_bytes", Value::F64(bytes)),
-            ]),
-            rows: vec![],
-        })
+        one(row(&[
+            ("accuracy", Value::F64(f(&pruned.metrics, "accuracy"))),
+            ("latency_us_median", Value::F64(latency)),
+            ("weight_bytes", Value::F64(bytes)),
+        ]))
     }
 }

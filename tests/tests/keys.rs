@@ -1,15 +1,16 @@
 //! Key stability: golden keys pin the scheme, and cosmetic edits of an experiment file (order,
 //! comments, spacing, `1e-3` vs `0.001`) change no key.
 
-use pipeline::experiment::{expand, parse_str, validate};
-use pipeline::key::{stage_key, CanonConfig, CanonValue, Train};
+use pipeline::experiment::{parse_str, validate};
+use pipeline::key::{stage_key, CanonConfig, CanonValue};
+use pipeline::kinds::Train;
 use pipeline::plan::Plan;
 use std::path::Path;
 
 fn plan(text: &str) -> Plan {
     let (raw, map) = parse_str(Path::new("exp.toml"), text).expect("parses");
     let exp = validate(&raw, &map).expect("valid");
-    expand(&exp, &e2e::TestStages, &map).expect("expands")
+    e2e::table().plan(&exp, &map).expect("plans")
 }
 
 const A: &str = r#"
@@ -87,7 +88,7 @@ fn a_meaningful_edit_changes_keys() {
     let tunes = |p: &Plan| {
         p.nodes
             .iter()
-            .filter(|(_, n)| n.spec.stage() == "kernel_tune")
+            .filter(|(_, n)| n.stage == "kernel_tune")
             .map(|(k, _)| *k)
             .collect::<Vec<_>>()
     };

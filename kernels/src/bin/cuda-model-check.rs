@@ -8,7 +8,7 @@
 //! hand, that device's limits; else the H200 (sm_90, 132 SMs) the model was fitted on.
 //! `scripts/device-check.sh` runs it on each new table.
 
-use kernels::cuda::{check_model, CudaDevice, GpuModel};
+use kernels::cuda::{check_model, CudaDevice, Gpu, GpuModel};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

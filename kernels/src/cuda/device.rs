@@ -37,7 +37,7 @@ type FunctionKey = (KernelSource, Vec<(&'static str, usize)>);
 pub struct CudaDevice {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
-    info: DeviceInfo,
+    pub(super) info: DeviceInfo,
     cache: Option<PtxCache>,
     functions: Mutex<HashMap<FunctionKey, Loaded>>,
     pub(crate) blas: Mutex<Option<cudarc::cublas::CudaBlas>>,
@@ -110,11 +110,6 @@ impl CudaDevice {
     pub fn with_ptx_cache(mut self, cache: PtxCache) -> Self {
         self.cache = Some(cache);
         self
-    }
-
-    /// What the device is (for fingerprints and result rows).
-    pub fn info(&self) -> &DeviceInfo {
-        &self.info
     }
 
     /// The kernel for this configuration, compiled and loaded on first use.

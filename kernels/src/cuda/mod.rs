@@ -5,14 +5,15 @@
 //! Kernels: V:N:M on sparse tensor cores (`mma.sp`, Spatha structure; 2:4 is its M = 4 case),
 //! CSR row split (fp32), and cuBLAS fp16 GEMM. Configurations and their spaces
 //! ([`VnmConfig`], [`CsrConfig`], [`cuda_space`]) and the host-side packing are plain Rust and
-//! always built. Without feature `cuda` the device API is a stub with the same signatures whose
-//! every call returns [`CudaError::NotCompiled`]; with it and no driver, [`CudaDevice::new`]
-//! returns [`CudaError::NoDriver`] (the driver library is probed before any call).
+//! always built. Callers reach a device through one trait, [`Gpu`]. Without feature `cuda`,
+//! [`CudaDevice::new`] returns [`CudaError::NotCompiled`] (a stub of a few lines); with it and
+//! no driver, [`CudaError::NoDriver`] (the driver library is probed before any call).
 
 mod config;
 mod cost;
 mod cost_check;
 mod error;
+mod gpu;
 mod launch;
 mod pack;
 mod ptxas;
@@ -40,6 +41,7 @@ pub use cost::{
 };
 pub use cost_check::{check_model, spread, ModelCheck, Spread};
 pub use error::CudaError;
+pub use gpu::Gpu;
 pub use launch::{csr_device_arrays, CsrArrays, CsrLaunch, VnmDims, VnmLaunch};
 pub use pack::{
     emulate_vnm, f16_device_layout, from_f16_bits, pack_vnm, packed_slots, pad_rows_f16, padded_ld,
@@ -55,10 +57,7 @@ pub use device::{CudaDevice, DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm
 #[cfg(feature = "cuda")]
 pub use nvrtc::{compile_ptx, compile_ptx_from, nvrtc_available, nvrtc_version, PtxCache};
 #[cfg(not(feature = "cuda"))]
-pub use stub::{
-    compile_ptx, compile_ptx_from, nvrtc_available, nvrtc_version, CudaDevice, DeviceCsr,
-    DeviceMatrixF16, DeviceVecF32, DeviceVnm, PtxCache,
-};
+pub use stub::{nvrtc_available, CudaDevice, PtxCache};
 
 /// Whether this build has the CUDA backend (feature `cuda`).
 pub const CUDA_ENABLED: bool = cfg!(feature = "cuda");

@@ -6,7 +6,7 @@
 use super::device::CudaDevice;
 use super::pack::vnm_from_nm;
 use super::random::exact_values;
-use super::{CsrConfig, CudaError, Timing, VnmConfig};
+use super::{CsrConfig, CudaError, DeviceInfo, Gpu, Timing, VnmConfig};
 use crate::{KernelError, ParamPoint, SparseMatrix, VnmMatrix};
 
 /// Warm-up launches before a measurement.
@@ -21,19 +21,21 @@ fn unsupported(a: &SparseMatrix) -> KernelError {
     ))
 }
 
-impl CudaDevice {
-    /// The V:N:M form the `mma.sp` kernel runs for `a` under `cfg` (2:4 converted).
-    fn as_vnm(a: &SparseMatrix, cfg: &VnmConfig) -> Result<Option<VnmMatrix>, KernelError> {
-        Ok(match a {
-            SparseMatrix::Vnm(v) => Some(v.clone()),
-            SparseMatrix::Nm(nm) => Some(vnm_from_nm(nm, cfg.bm)?),
-            _ => None,
-        })
+/// The V:N:M form the `mma.sp` kernel runs for `a` under `cfg` (2:4 converted).
+fn as_vnm(a: &SparseMatrix, cfg: &VnmConfig) -> Result<Option<VnmMatrix>, KernelError> {
+    Ok(match a {
+        SparseMatrix::Vnm(v) => Some(v.clone()),
+        SparseMatrix::Nm(nm) => Some(vnm_from_nm(nm, cfg.bm)?),
+        _ => None,
+    })
+}
+
+impl Gpu for CudaDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
     }
 
-    /// C = A·B (`b` is `a.cols() × n` row-major f32) with the kernel and configuration of
-    /// `point`; fp16 kernels round A, B and C to fp16.
-    pub fn spmm(
+    fn spmm(
         &self,
         a: &SparseMatrix,
         b: &[f32],
@@ -43,7 +45,7 @@ impl CudaDevice {
         match a {
             SparseMatrix::Vnm(_) | SparseMatrix::Nm(_) => {
                 let cfg = VnmConfig::from_point(point)?;
-                let v = Self::as_vnm(a, &cfg)?.ok_or_else(|| unsupported(a))?;
+                let v = as_vnm(a, &cfg)?.ok_or_else(|| unsupported(a))?;
                 Ok(self.spmm_vnm(&v, b, n, &cfg)?)
             }
             SparseMatrix::Csr(c) => Ok(self.spmm_csr(c, b, n, &CsrConfig::from_point(point)?)?),
@@ -52,9 +54,8 @@ impl CudaDevice {
         }
     }
 
-    /// Times A·B for a random B of `n` columns with the kernel and configuration of `point`:
-    /// `reps` samples of 10 back-to-back launches after 3 warm-ups, per launch.
-    pub fn measure(
+    /// `reps` samples of 10 back-to-back launches after 3 warm-ups, each on a random B.
+    fn measure(
         &self,
         a: &SparseMatrix,
         n: usize,
@@ -65,7 +66,7 @@ impl CudaDevice {
         match a {
             SparseMatrix::Vnm(_) | SparseMatrix::Nm(_) => {
                 let cfg = VnmConfig::from_point(point)?;
-                let v = Self::as_vnm(a, &cfg)?.ok_or_else(|| unsupported(a))?;
+                let v = as_vnm(a, &cfg)?.ok_or_else(|| unsupported(a))?;
                 let da = self.upload_vnm(&v, cfg.bk)?;
                 let db = self.upload_f16(&exact_values(cols * n, 1), cols, n)?;
                 let mut dc = self.zeros_f16(rows, n)?;
@@ -87,8 +88,7 @@ impl CudaDevice {
         }
     }
 
-    /// Times the cuBLAS fp16 baseline on a random dense `rows × cols` A and `cols × n` B.
-    pub fn measure_dense(
+    fn measure_dense(
         &self,
         rows: usize,
         cols: usize,

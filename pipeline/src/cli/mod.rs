@@ -6,7 +6,7 @@ mod plan_cmd;
 mod run_cmd;
 mod store_cmd;
 
-use crate::stage::StageSet;
+use crate::stage::StageTable;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -105,8 +105,12 @@ pub enum StoreAction {
     },
 }
 
-/// Parses `args` and runs the command with the given stages. Returns the exit code.
-pub fn main_with(args: impl IntoIterator<Item = String>, stages: Arc<dyn StageSet>) -> u8 {
+/// Parses `args` and runs the command with the stages `table` makes (it is given the store
+/// folder, where stages may keep derived caches). Returns the exit code.
+pub fn main_with(
+    args: impl IntoIterator<Item = String>,
+    table: impl FnOnce(&std::path::Path) -> StageTable,
+) -> u8 {
     let args = match Args::try_parse_from(args) {
         Ok(a) => a,
         Err(e) => {
@@ -119,7 +123,11 @@ pub fn main_with(args: impl IntoIterator<Item = String>, stages: Arc<dyn StageSe
         Command::Run(r) | Command::Watch(r) => &r.store,
         Command::Plan { store, .. } | Command::Store { store, .. } => store,
     };
-    stages.use_store(store);
+    let stages = Arc::new(table(store));
+    if let Err(e) = stages.check() {
+        eprintln!("error: {e}");
+        return EXIT_USAGE;
+    }
     match args.command {
         Command::Run(r) => run_cmd::run(&r, stages, false),
         Command::Watch(r) => run_cmd::run(&r, stages, true),
@@ -132,13 +140,12 @@ pub fn main_with(args: impl IntoIterator<Item = String>, stages: Arc<dyn StageSe
     }
 }
 
-/// Loads, validates and expands an experiment file; prints the error and returns `None` on
-/// failure.
+/// Loads, validates and plans an experiment file.
 pub fn load_plan(
     file: &std::path::Path,
-    stages: &dyn StageSet,
-) -> Result<crate::plan::Plan, String> {
-    let (raw, map) = crate::experiment::parse_file(file).map_err(|e| e.to_string())?;
-    let exp = crate::experiment::validate(&raw, &map).map_err(|e| e.to_string())?;
-    crate::experiment::expand(&exp, stages, &map).map_err(|e| e.to_string())
+    stages: &StageTable,
+) -> Result<crate::plan::Plan, crate::experiment::ExperimentError> {
+    let (raw, map) = crate::experiment::parse_file(file)?;
+    let exp = crate::experiment::validate(&raw, &map)?;
+    stages.plan(&exp, &map)
 }

@@ -4,8 +4,8 @@
 
 use super::{load_plan, EXIT_OK, EXIT_USAGE};
 use crate::key::AnyKey;
-use crate::plan::{Node, Plan, Spec};
-use crate::stage::{StageSet, STAGES};
+use crate::plan::{Node, Plan};
+use crate::stage::StageTable;
 use crate::store::{read_entry, EntryState, Meta, Store};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,7 +20,7 @@ pub fn why_new(node: &Node, plan: &Plan, stored: &BTreeMap<AnyKey, Meta>) -> Str
         .map(|k| {
             format!(
                 "{} {}",
-                plan.nodes.get(k).map_or("input", |n| n.spec.stage()),
+                plan.nodes.get(k).map_or("input", |n| n.stage),
                 k.short()
             )
         })
@@ -28,7 +28,7 @@ pub fn why_new(node: &Node, plan: &Plan, stored: &BTreeMap<AnyKey, Meta>) -> Str
     let fields = node.canon.fields();
     let closest = stored
         .values()
-        .filter(|m| m.stage == node.spec.stage())
+        .filter(|m| m.stage == node.stage)
         .max_by_key(|m| {
             m.config
                 .fields()
@@ -68,34 +68,11 @@ pub fn why_new(node: &Node, plan: &Plan, stored: &BTreeMap<AnyKey, Meta>) -> Str
     parts.join("; ")
 }
 
-fn label(spec: &Spec) -> String {
-    match spec {
-        Spec::Dataset(d) => format!("{:?}", d.source).to_lowercase(),
-        Spec::Train(t) => format!("lr={} epochs={} batch={}", t.lr, t.epochs, t.batch_size),
-        Spec::Prune(p, _) => format!(
-            "{} {}",
-            p.pattern.label(),
-            p.method
-                .map(|m| format!("{m:?}").to_lowercase())
-                .unwrap_or_default()
-        ),
-        Spec::Tune(t) => format!(
-            "{} {}x{} n={} {:?}",
-            t.pattern.label(),
-            t.rows,
-            t.cols,
-            t.batch_tokens,
-            t.backend
-        ),
-        Spec::Eval(e) => format!("{:?} batch sizes {:?}", e.backend, e.batch_sizes),
-    }
-}
-
 /// Per stage: instances cached, and the new ones.
 type StageCounts<'a> = (usize, Vec<(AnyKey, &'a Node)>);
 
 /// Prints the plan; returns the exit code.
-pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &dyn StageSet) -> u8 {
+pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &StageTable) -> u8 {
     let plan = match load_plan(file, stages) {
         Ok(p) => p,
         Err(e) => {
@@ -122,7 +99,7 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &dyn StageSet)
         .collect();
     let mut per: BTreeMap<&str, StageCounts> = BTreeMap::new();
     for (k, n) in &plan.nodes {
-        let e = per.entry(n.spec.stage()).or_default();
+        let e = per.entry(n.stage).or_default();
         if stored.contains_key(k) {
             e.0 += 1;
         } else {
@@ -138,11 +115,11 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &dyn StageSet)
         "{:<12} {:>7} {:>7} {:>7}",
         "stage", "total", "cached", "new"
     );
-    for stage in STAGES {
+    for stage in stages.names() {
         let (cached, new) = per.get(stage).map_or((0, 0), |(c, n)| (*c, n.len()));
         println!("{stage:<12} {:>7} {cached:>7} {new:>7}", cached + new);
     }
-    for stage in STAGES {
+    for stage in stages.names() {
         let Some((_, new)) = per.get(stage) else {
             continue;
         };
@@ -155,7 +132,7 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &dyn StageSet)
             println!(
                 "  new {stage} {} [{}]: {}",
                 k.short(),
-                label(&n.spec),
+                n.label(),
                 why_new(n, &plan, &stored)
             );
         }

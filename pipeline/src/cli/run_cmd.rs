@@ -5,29 +5,33 @@ use crate::driver::{self, Cluster, Output, PlanSource};
 use crate::engine::Engine;
 use crate::plan::Plan;
 use crate::progress::Progress;
-use crate::stage::StageSet;
+use crate::stage::StageTable;
 use crate::store::{MeasureLock, Store};
 use results::{Row, RunSummary, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-struct Once(Option<Plan>, bool);
+struct Once {
+    plan: Option<Plan>,
+    print: bool,
+    stages: Vec<&'static str>,
+}
 
 impl PlanSource for Once {
     fn next(&mut self, _first: bool) -> Option<Plan> {
-        self.0.take()
+        self.plan.take()
     }
     fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64) {
-        if self.1 {
-            print_summary(summary, pareto, failed);
+        if self.print {
+            print_summary(summary, pareto, failed, &self.stages);
         }
     }
 }
 
 struct Watch {
     file: PathBuf,
-    stages: Arc<dyn StageSet>,
+    stages: Arc<StageTable>,
     first: Option<Plan>,
     last_text: String,
     experiment: String,
@@ -65,7 +69,7 @@ impl PlanSource for Watch {
         }
     }
     fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64) {
-        print_summary(summary, pareto, failed);
+        print_summary(summary, pareto, failed, &self.stages.names());
         eprintln!("watching {} (Ctrl-C to stop)", self.file.display());
     }
 }
@@ -99,7 +103,7 @@ fn addresses(args: &RunArgs) -> Result<Vec<String>, String> {
 }
 
 /// Runs (or watches) an experiment; returns the exit code.
-pub fn run(args: &RunArgs, stages: Arc<dyn StageSet>, watch: bool) -> u8 {
+pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
     if args.process >= args.processes {
         eprintln!(
             "error: --process {} is not below --processes {}",
@@ -140,16 +144,20 @@ pub fn run(args: &RunArgs, stages: Arc<dyn StageSet>, watch: bool) -> u8 {
             return EXIT_USAGE;
         }
     };
+    // Half-written entries of runs that died are never read; clear them so they do not pile up.
+    if let Err(e) = store.sweep_tmp() {
+        eprintln!("warning: could not clear unfinished store writes: {e}");
+    }
     let host = std::fs::read_to_string("/etc/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "localhost".into());
     let engine = Arc::new(Engine {
         store,
-        stages: stages.clone(),
-        registry: RwLock::new(plan.nodes.clone()),
+        table: stages.as_ref().clone(),
+        registry: Arc::new(RwLock::new(plan.nodes.clone())),
         measure: MeasureLock::for_host(),
         experiment: plan.experiment.clone(),
-        progress: Progress::new(args.quiet || args.process > 0),
+        progress: Progress::new(args.quiet || args.process > 0, stages.names()),
         host,
         digest: RwLock::new(plan.digest()),
     });
@@ -168,7 +176,11 @@ pub fn run(args: &RunArgs, stages: Arc<dyn StageSet>, watch: bool) -> u8 {
             first: Some(plan),
         })
     } else {
-        Box::new(Once(Some(plan), args.process == 0))
+        Box::new(Once {
+            plan: Some(plan),
+            print: args.process == 0,
+            stages: stages.names(),
+        })
     };
     let out = Output {
         out: args.out.clone(),
@@ -206,12 +218,12 @@ fn cell(row: &Row, col: &str) -> String {
 }
 
 /// Prints the per-stage counts and the Pareto front as a small table.
-pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64) {
+pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: &[&str]) {
     println!(
         "{:<12} {:>9} {:>7} {:>7} {:>10}",
         "stage", "executed", "cached", "failed", "seconds"
     );
-    for stage in crate::stage::STAGES {
+    for &stage in stages {
         let Some(c) = summary.stages.get(stage) else {
             continue;
         };

@@ -1,13 +1,13 @@
 //! `cotune store ls | verify | gc`.
 
 use super::{load_plan, StoreAction, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-use crate::stage::StageSet;
+use crate::stage::StageTable;
 use crate::store::{read_entry, EntryState, Store};
 use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Runs a store command; returns the exit code.
-pub fn store(dir: &Path, action: StoreAction, stages: &dyn StageSet) -> u8 {
+pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
     if !dir.join("CACHEDIR.TAG").exists() {
         eprintln!("error: {} is not a cotune store", dir.display());
         return EXIT_USAGE;

@@ -1,10 +1,13 @@
-//! The dataflow: one differential computation per `run` or `watch`.
+//! The dataflow: one differential computation per `run` or `watch`, wired from the stage
+//! table.
 //!
-//! Inputs are the plan's edges; each stage is a `reduce` keyed by the instance key (see
-//! [`RunStage`]); joins connect each stage to its parents' results; kernel-tune requests are
-//! made `distinct` so that every pruned model with the same structure shares one tuning; and
-//! `reduce` keeps the aggregates (best kernel per format/shape/backend/device, the Pareto front).
-//! Each worker keeps a view of the rows it owns and writes its own Parquet parts.
+//! The one input collection holds the plan's [`Edge`]s. Each stage, in table order, is a
+//! `reduce` keyed by the instance key (see [`RunStage`]) over the records that reach it: its
+//! roots; its input edges joined with the statuses of its parents' stages; and, made `distinct`,
+//! the instances requested by a successful instance of a requesting stage (every pruned model
+//! with the same structure shares one tuning). `reduce` also keeps the aggregates (best kernel
+//! per format/shape/backend/device, the Pareto front). Each worker keeps a view of the rows it
+//! owns and writes its own Parquet parts.
 
 mod aggregates;
 mod run_stage;
@@ -16,67 +19,37 @@ pub use view::{Schemas, Stats, View};
 
 use crate::engine::Engine;
 use crate::key::AnyKey;
-use crate::plan::Edges;
+use crate::kinds::{Evaluate, KernelTune};
+use crate::plan::{Edge, EdgeKind};
+use crate::stage::StageKind;
 use differential_dataflow::input::InputSession;
 use differential_dataflow::VecCollection;
 use results::{Row, Value};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
-/// The input sessions of the dataflow, one per kind of edge.
+/// The input of the dataflow: the plan's edges.
 pub struct Inputs {
-    datasets: InputSession<u64, AnyKey, isize>,
-    trains: InputSession<u64, (AnyKey, AnyKey), isize>,
-    prunes: InputSession<u64, (AnyKey, AnyKey), isize>,
-    prune_tunes: InputSession<u64, (AnyKey, AnyKey), isize>,
-    root_tunes: InputSession<u64, AnyKey, isize>,
-    evals: InputSession<u64, (AnyKey, AnyKey), isize>,
-    eval_tunes: InputSession<u64, (AnyKey, AnyKey), isize>,
+    edges: InputSession<u64, Edge, isize>,
 }
 
 impl Inputs {
     /// Feeds the difference between two plans' edges (insertions and retractions).
-    pub fn feed(&mut self, old: &Edges, new: &Edges) {
-        fn diff<T>(
-            s: &mut InputSession<u64, T, isize>,
-            old: &std::collections::BTreeSet<T>,
-            new: &std::collections::BTreeSet<T>,
-        ) where
-            T: differential_dataflow::Data,
-        {
-            for x in old.difference(new) {
-                s.remove(x.clone());
-            }
-            for x in new.difference(old) {
-                s.insert(x.clone());
-            }
+    pub fn feed(&mut self, old: &BTreeSet<Edge>, new: &BTreeSet<Edge>) {
+        for x in old.difference(new) {
+            self.edges.remove(*x);
         }
-        diff(&mut self.datasets, &old.datasets, &new.datasets);
-        diff(&mut self.trains, &old.trains, &new.trains);
-        diff(&mut self.prunes, &old.prunes, &new.prunes);
-        diff(&mut self.prune_tunes, &old.prune_tunes, &new.prune_tunes);
-        diff(&mut self.root_tunes, &old.root_tunes, &new.root_tunes);
-        diff(&mut self.evals, &old.evals, &new.evals);
-        diff(&mut self.eval_tunes, &old.eval_tunes, &new.eval_tunes);
+        for x in new.difference(old) {
+            self.edges.insert(*x);
+        }
     }
 
-    /// Moves every input to `epoch` and flushes.
+    /// Moves the input to `epoch` and flushes.
     pub fn advance_to(&mut self, epoch: u64) {
-        self.datasets.advance_to(epoch);
-        self.trains.advance_to(epoch);
-        self.prunes.advance_to(epoch);
-        self.prune_tunes.advance_to(epoch);
-        self.root_tunes.advance_to(epoch);
-        self.evals.advance_to(epoch);
-        self.eval_tunes.advance_to(epoch);
-        self.datasets.flush();
-        self.trains.flush();
-        self.prunes.flush();
-        self.prune_tunes.flush();
-        self.root_tunes.flush();
-        self.evals.flush();
-        self.eval_tunes.flush();
+        self.edges.advance_to(epoch);
+        self.edges.flush();
     }
 }
 
@@ -96,9 +69,13 @@ pub struct Built {
     pub schemas: Schemas,
 }
 
-/// (key, its failure if it failed) of each instance's rows.
-fn statuses(rows: Rows<'_>) -> VecCollection<'_, u64, (AnyKey, Option<String>), isize> {
-    rows.map(|(k, row)| (k, status(&row)))
+type Rows<'s> = VecCollection<'s, u64, (AnyKey, Row), isize>;
+type Statuses<'s> = VecCollection<'s, u64, (AnyKey, Option<String>), isize>;
+
+/// (key, its failure if it failed) of each instance (one record per instance, however many
+/// rows it has).
+fn statuses(rows: Rows<'_>) -> Statuses<'_> {
+    rows.map(|(k, row)| (k, status(&row))).distinct()
 }
 
 fn status(row: &Row) -> Option<String> {
@@ -111,19 +88,11 @@ fn status(row: &Row) -> Option<String> {
     }
 }
 
-type Rows<'s> = VecCollection<'s, u64, (AnyKey, Row), isize>;
-
 /// Builds the dataflow on one worker.
 pub fn build(worker: &mut Worker, engine: Arc<Engine>) -> Built {
     let index = worker.index();
     let mut inputs = Inputs {
-        datasets: InputSession::new(),
-        trains: InputSession::new(),
-        prunes: InputSession::new(),
-        prune_tunes: InputSession::new(),
-        root_tunes: InputSession::new(),
-        evals: InputSession::new(),
-        eval_tunes: InputSession::new(),
+        edges: InputSession::new(),
     };
     let view = View::default();
     let aggregates = Aggregates::default();
@@ -138,79 +107,69 @@ pub fn build(worker: &mut Worker, engine: Arc<Engine>) -> Built {
         probe.clone(),
     );
     worker.dataflow::<u64, _, _>(|scope| {
-        let e = || engine.clone();
-        // dataset
-        let datasets = inputs.datasets.to_collection(scope);
-        let ds_out: Rows =
-            datasets
-                .map(|k| (k, (k, None::<String>)))
-                .run_stage("dataset", e(), index);
-        // train
-        let ds_status = statuses(ds_out.clone());
-        let trains = inputs.trains.to_collection(scope);
-        let tr_out = trains
-            .join(ds_status)
-            .map(|(dk, (tk, s)): (AnyKey, (AnyKey, Option<String>))| (tk, (dk, s)))
-            .run_stage("train", e(), index);
-        // prune
-        let tr_status = statuses(tr_out.clone());
-        let prunes = inputs.prunes.to_collection(scope);
-        let pr_out = prunes
-            .join(tr_status)
-            .map(|(tk, (pk, s)): (AnyKey, (AnyKey, Option<String>))| (pk, (tk, s)))
-            .run_stage("prune", e(), index);
-        // kernel tune: requested by successful prunes (and kernel-only roots), made distinct
-        let pr_status = statuses(pr_out.clone());
-        let pr_ok = pr_status
-            .clone()
-            .filter(|(_, s)| s.is_none())
-            .map(|(k, _)| (k, ()));
-        let demanded = inputs
-            .prune_tunes
-            .to_collection(scope)
-            .join(pr_ok)
-            .map(|(_, (tk, ())): (AnyKey, (AnyKey, ()))| tk)
-            .concat(inputs.root_tunes.to_collection(scope))
-            .distinct();
-        let tune_out =
-            demanded
-                .map(|k| (k, (k, None::<String>)))
-                .run_stage("kernel_tune", e(), index);
-        let tune_best = aggregates::best_per_key(tune_out.clone());
-        // evaluate: joins the pruned model and the best config of each of its layers' tunings
-        let tune_status = statuses(tune_best.clone());
-        let from_prune = inputs
-            .evals
-            .to_collection(scope)
-            .join(pr_status)
-            .map(|(pk, (ek, s)): (AnyKey, (AnyKey, Option<String>))| (ek, (pk, s)));
-        let from_tunes = inputs
-            .eval_tunes
-            .to_collection(scope)
-            .join(tune_status)
-            .map(|(tk, (ek, s)): (AnyKey, (AnyKey, Option<String>))| (ek, (tk, s)));
-        let ev_out = from_prune
-            .concat(from_tunes)
-            .run_stage("evaluate", e(), index);
-
-        let outputs = [
-            ("dataset", ds_out),
-            ("train", tr_out),
-            ("prune", pr_out),
-            ("kernel_tune", tune_out),
-            ("evaluate", ev_out.clone()),
-        ];
-        for (stage, rows) in outputs {
-            let (v, st) = (v.clone(), st.clone());
-            let counted = rows
+        let edges = inputs.edges.to_collection(scope);
+        let table = &engine.table;
+        let mut status: Vec<Statuses> = vec![];
+        let mut outputs: Vec<(&'static str, Rows)> = vec![];
+        for (i, stage) in table.entries().iter().enumerate() {
+            let i = i as u8;
+            let mine = edges.clone().filter(move |e| e.stage == i);
+            let mut requests = mine
                 .clone()
-                .inspect(move |((_, row), _, diff)| v.update(stage, row, *diff));
-            counted.probe_with(&pr);
-            view::stats_stream(stage, rows.clone(), st).probe_with(&pr);
-            view::schema_stream(stage, rows, sc.clone()).probe_with(&pr);
+                .filter(|e| e.kind == EdgeKind::Root)
+                .map(|e| (e.to, (e.to, None::<String>)));
+            let index_of = |name: &str| table.index(name).map(usize::from);
+            for p in stage.parent_stages().iter().filter_map(|s| index_of(s)) {
+                let from = p as u8;
+                let inputs = mine
+                    .clone()
+                    .filter(move |e| e.kind == EdgeKind::Input && e.from_stage == from)
+                    .map(|e| (e.from, e.to))
+                    .join(status[p].clone())
+                    .map(|(pk, (ck, s)): (AnyKey, (AnyKey, Option<String>))| (ck, (pk, s)));
+                requests = requests.concat(inputs);
+            }
+            for r in stage.requested_by().iter().filter_map(|s| index_of(s)) {
+                let from = r as u8;
+                let ok = status[r]
+                    .clone()
+                    .filter(|(_, s)| s.is_none())
+                    .map(|(k, _)| (k, ()));
+                let asked = mine
+                    .clone()
+                    .filter(move |e| e.kind == EdgeKind::Request && e.from_stage == from)
+                    .map(|e| (e.from, e.to))
+                    .join(ok)
+                    .map(|(_, (ck, ())): (AnyKey, (AnyKey, ()))| ck)
+                    .distinct()
+                    .map(|k| (k, (k, None::<String>)));
+                requests = requests.concat(asked);
+            }
+            let out = requests.run_stage(stage.name(), engine.clone(), index);
+            status.push(statuses(out.clone()));
+            outputs.push((stage.name(), out));
         }
-        aggregates::best_kernels(tune_best, a.clone()).probe_with(&pr);
-        aggregates::pareto(ev_out, a).probe_with(&pr);
+        for (stage, rows) in &outputs {
+            let (v, st, stage) = (v.clone(), st.clone(), *stage);
+            rows.clone()
+                .inspect(move |((_, row), _, diff)| v.update(stage, row, *diff))
+                .probe_with(&pr);
+            view::stats_stream(stage, rows.clone(), st).probe_with(&pr);
+            view::schema_stream(stage, rows.clone(), sc.clone()).probe_with(&pr);
+        }
+        let output = |name: &str| {
+            outputs
+                .iter()
+                .find(|(s, _)| *s == name)
+                .map(|(_, r)| r.clone())
+        };
+        if let Some(tunes) = output(KernelTune::NAME) {
+            let best = aggregates::best_per_key(tunes);
+            aggregates::best_kernels(best, a.clone()).probe_with(&pr);
+        }
+        if let Some(evals) = output(Evaluate::NAME) {
+            aggregates::pareto(evals, a).probe_with(&pr);
+        }
     });
     Built {
         inputs,

@@ -1,19 +1,18 @@
-//! Experiment files: parsing (with spans), validation, and expansion into trials.
+//! Experiment files: parsing (with spans) and validation into an [`Experiment`], which the
+//! stage table then plans ([`crate::stage::StageTable::plan`]).
 //!
 //! A bad file yields one [`ExperimentError`] with `path:line:col`, what was found and what is
 //! allowed; nothing runs.
 
 mod axis;
 pub mod error;
-mod expand;
 mod prune_space;
 pub mod schema;
 mod validate;
 
 pub use axis::Axis;
 pub use error::{ExperimentError, SourceMap};
-pub use expand::expand;
-pub use validate::{validate, Experiment, PrunePoint};
+pub use validate::{validate, Experiment, ModelPart};
 
 use std::path::Path;
 

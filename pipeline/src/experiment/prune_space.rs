@@ -3,8 +3,10 @@
 
 use super::error::{ExperimentError, SourceMap};
 use super::schema::*;
-use super::validate::{check, dedup, values, PrunePoint};
-use crate::trial::{ObsParams, PatternTrial, PruneTrial};
+use super::validate::{check, dedup, values};
+use crate::kinds::PrunePoint;
+use kernels::Pattern;
+use stages::{Method, Schedule};
 use std::ops::Range;
 use toml::Spanned;
 
@@ -37,24 +39,12 @@ fn sparsity_to_nm(
     Ok((2, mr as u64))
 }
 
-pub(super) fn dense_trial() -> PruneTrial {
-    PruneTrial {
-        pattern: PatternTrial::dense(),
-        method: None,
-        schedule: None,
-        obs: None,
-        gradual_steps: None,
-        finetune_epochs: 0,
-        finetune_lr: f64::NAN,
-    }
-}
-
 struct PruneAxes {
     sparsity: Vec<(f64, Range<usize>)>,
     nm: Vec<((u64, u64), Range<usize>)>,
     v: Vec<(u64, Range<usize>)>,
-    method: Vec<Method>,
-    schedule: Vec<Schedule>,
+    method: Vec<MethodKind>,
+    schedule: Vec<ScheduleKind>,
 }
 
 pub(super) fn prune_points(
@@ -94,17 +84,24 @@ pub(super) fn prune_points(
         sparsity,
         nm,
         v,
-        method: raw.method.as_ref().map_or(vec![Method::Magnitude], |m| {
-            dedup(values(m).into_iter().map(|x| x.0).collect())
-        }),
-        schedule: raw.schedule.as_ref().map_or(vec![Schedule::Oneshot], |m| {
-            dedup(values(m).into_iter().map(|x| x.0).collect())
-        }),
+        method: raw
+            .method
+            .as_ref()
+            .map_or(vec![MethodKind::Magnitude], |m| {
+                dedup(values(m).into_iter().map(|x| x.0).collect())
+            }),
+        schedule: raw
+            .schedule
+            .as_ref()
+            .map_or(vec![ScheduleKind::Oneshot], |m| {
+                dedup(values(m).into_iter().map(|x| x.0).collect())
+            }),
     };
     let finetune_epochs = raw.finetune_epochs.as_ref().map_or(0, |x| *x.get_ref());
-    let obs = ObsParams {
-        gradients: pos(&raw.obs_gradients, 256, map, "obs_gradients")?,
-        block: pos(&raw.obs_block, 64, map, "obs_block")?,
+    let (grads, block, damp) = stages::prune::OBS_DEFAULTS;
+    let obs = Method::Obs {
+        grads: pos(&raw.obs_gradients, grads as u64, map, "obs_gradients")? as usize,
+        block: pos(&raw.obs_block, block as u64, map, "obs_block")? as usize,
         damp: match &raw.obs_damp {
             Some(d) => {
                 check(
@@ -115,22 +112,34 @@ pub(super) fn prune_points(
                 )?;
                 *d.get_ref()
             }
-            None => 0.01,
+            None => damp,
         },
     };
-    let steps = pos(&raw.gradual_steps, 4, map, "gradual_steps")?;
-    let finish =
-        |pattern: PatternTrial, method: Option<Method>, schedule: Option<Schedule>| PruneTrial {
+    let steps = pos(
+        &raw.gradual_steps,
+        stages::prune::GRADUAL_STEPS_DEFAULT as u64,
+        map,
+        "gradual_steps",
+    )? as usize;
+    let method_of = |m: MethodKind| match m {
+        MethodKind::Magnitude => Method::Magnitude,
+        MethodKind::Obs => obs.clone(),
+    };
+    let schedule_of = |s: ScheduleKind| match s {
+        ScheduleKind::Oneshot => Schedule::Oneshot,
+        ScheduleKind::Gradual => Schedule::Gradual { steps },
+    };
+    let finish = |pattern: Pattern, how: Option<(MethodKind, ScheduleKind)>| match how {
+        None => PrunePoint::dense(),
+        Some((m, s)) => PrunePoint {
             pattern,
-            obs: (method == Some(Method::Obs)).then(|| obs.clone()),
-            gradual_steps: (schedule == Some(Schedule::Gradual)).then_some(steps),
-            method,
-            schedule,
-            finetune_epochs: if method.is_some() { finetune_epochs } else { 0 },
-            finetune_lr: f64::NAN,
-        };
-    let mut points: Vec<PruneTrial> = vec![];
-    let mut push = |t: PruneTrial| {
+            method: Some(method_of(m)),
+            schedule: Some(schedule_of(s)),
+            finetune_epochs,
+        },
+    };
+    let mut points: Vec<PrunePoint> = vec![];
+    let mut push = |t: PrunePoint| {
         if !points.contains(&t) {
             points.push(t);
         }
@@ -138,12 +147,12 @@ pub(super) fn prune_points(
     for (kind, span) in values(&raw.pattern) {
         for pattern in patterns_of(kind, span, &axes, map)? {
             if kind == PatternKind::Dense {
-                push(finish(pattern, None, None));
+                push(finish(pattern, None));
                 continue;
             }
             for &m in &axes.method {
                 for &s in &axes.schedule {
-                    push(finish(pattern.clone(), Some(m), Some(s)));
+                    push(finish(pattern.clone(), Some((m, s))));
                 }
             }
         }
@@ -170,17 +179,15 @@ pub(super) fn prune_points(
         };
         for pattern in patterns_of(*kind.get_ref(), kind.span(), &one, map)? {
             let dense = *kind.get_ref() == PatternKind::Dense;
-            let method = (!dense).then(|| {
-                pt.method
-                    .as_ref()
-                    .map_or(Method::Magnitude, |m| *m.get_ref())
-            });
-            let schedule = (!dense).then(|| {
-                pt.schedule
-                    .as_ref()
-                    .map_or(Schedule::Oneshot, |m| *m.get_ref())
-            });
-            push(finish(pattern, method, schedule));
+            let method = pt
+                .method
+                .as_ref()
+                .map_or(MethodKind::Magnitude, |m| *m.get_ref());
+            let schedule = pt
+                .schedule
+                .as_ref()
+                .map_or(ScheduleKind::Oneshot, |m| *m.get_ref());
+            push(finish(pattern, (!dense).then_some((method, schedule))));
         }
     }
     for exc in &raw.exclude {
@@ -190,33 +197,34 @@ pub(super) fn prune_points(
             None => None,
         };
         points.retain(|t| {
+            let (pt_nm, pt_v) = match t.pattern {
+                Pattern::Nm { n, m } => (Some((n as u64, m as u64)), None),
+                Pattern::Vnm { v, m } => (Some((2, m as u64)), Some(v as u64)),
+                Pattern::Vector { v, .. } => (None, Some(v as u64)),
+                _ => (None, None),
+            };
             let hit = e
                 .pattern
                 .as_ref()
-                .is_none_or(|x| *x.get_ref() == t.pattern.kind)
+                .is_none_or(|x| *x.get_ref() == t.pattern.kind())
                 && e.sparsity
                     .as_ref()
-                    .is_none_or(|x| (t.pattern.nominal_sparsity() - x.get_ref()).abs() < 1e-9)
-                && nm.is_none_or(|x| t.pattern.nm == Some(x))
-                && e.v
-                    .as_ref()
-                    .is_none_or(|x| t.pattern.v == Some(*x.get_ref()))
+                    .is_none_or(|x| (t.pattern.sparsity() - x.get_ref()).abs() < 1e-9)
+                && nm.is_none_or(|x| pt_nm == Some(x))
+                && e.v.as_ref().is_none_or(|x| pt_v == Some(*x.get_ref()))
                 && e.method
                     .as_ref()
-                    .is_none_or(|x| t.method == Some(*x.get_ref()))
+                    .is_none_or(|x| t.method.as_ref().map(Method::kind) == Some(*x.get_ref()))
                 && e.schedule
                     .as_ref()
-                    .is_none_or(|x| t.schedule == Some(*x.get_ref()));
+                    .is_none_or(|x| t.schedule.as_ref().map(Schedule::kind) == Some(*x.get_ref()));
             !hit
         });
     }
     if points.is_empty() {
         return Err(map.error(p.span(), "the prune space is empty after [[prune.exclude]]"));
     }
-    Ok(points
-        .into_iter()
-        .map(|trial| PrunePoint { trial })
-        .collect())
+    Ok(points)
 }
 
 fn pos(
@@ -236,89 +244,74 @@ fn pos(
     }
 }
 
-/// The patterns (with only the axes that apply) of one pattern kind.
+/// An N:M value with the span it came from.
+type SpannedNm = ((u64, u64), Range<usize>);
+
+/// The patterns (with only the axes that apply) of one pattern kind, each checked.
 fn patterns_of(
     kind: PatternKind,
     span: Range<usize>,
     a: &PruneAxes,
     map: &SourceMap,
-) -> Result<Vec<PatternTrial>, ExperimentError> {
+) -> Result<Vec<Pattern>, ExperimentError> {
     let need = |ok: bool, what: &str| {
         check(ok, map, span.clone(), || {
-            format!(
-                "pattern \"{}\" needs {what}",
-                format!("{kind:?}").to_lowercase()
-            )
+            format!("pattern \"{kind}\" needs {what}")
         })
     };
-    let nm_values = || -> Result<Vec<(u64, u64)>, ExperimentError> {
+    let nm_values = || -> Result<Vec<SpannedNm>, ExperimentError> {
         if !a.nm.is_empty() {
-            return Ok(a.nm.iter().map(|x| x.0).collect());
+            return Ok(a.nm.clone());
         }
         need(!a.sparsity.is_empty(), "`nm = [\"N:M\"]` or `sparsity`")?;
         a.sparsity
             .iter()
-            .map(|(s, sp)| sparsity_to_nm(*s, map, sp.clone()))
+            .map(|(s, sp)| Ok((sparsity_to_nm(*s, map, sp.clone())?, sp.clone())))
             .collect()
     };
     let mut out = vec![];
     match kind {
-        PatternKind::Dense => out.push(PatternTrial::dense()),
+        PatternKind::Dense => out.push((Pattern::Dense, span.clone())),
         PatternKind::Unstructured => {
             need(!a.sparsity.is_empty(), "`sparsity`")?;
-            for (s, _) in &a.sparsity {
-                out.push(PatternTrial {
-                    kind,
-                    sparsity: Some(*s),
-                    nm: None,
-                    v: None,
-                });
+            for (s, sp) in &a.sparsity {
+                out.push((Pattern::Unstructured { sparsity: *s }, sp.clone()));
             }
         }
         PatternKind::Nm => {
-            for nm in nm_values()? {
-                out.push(PatternTrial {
-                    kind,
-                    sparsity: None,
-                    nm: Some(nm),
-                    v: None,
-                });
+            for ((n, m), sp) in nm_values()? {
+                let (n, m) = (n as usize, m as usize);
+                out.push((Pattern::Nm { n, m }, sp));
             }
         }
         PatternKind::Vnm => {
             need(!a.v.is_empty(), "`v`")?;
-            for (n, m) in nm_values()? {
-                let sp =
-                    a.nm.iter()
-                        .find(|x| x.0 == (n, m))
-                        .map_or(span.clone(), |x| x.1.clone());
-                check(n == 2 && m >= 4, map, sp, || {
+            for ((n, m), sp) in nm_values()? {
+                check(n == 2 && m >= 4, map, sp.clone(), || {
                     format!("V:N:M needs N = 2 and M ≥ 4 (each V×M block keeps 4 columns, each row 2 of them), found {n}:{m}")
                 })?;
                 for (v, _) in &a.v {
-                    out.push(PatternTrial {
-                        kind,
-                        sparsity: None,
-                        nm: Some((n, m)),
-                        v: Some(*v),
-                    });
+                    let (v, m) = (*v as usize, m as usize);
+                    out.push((Pattern::Vnm { v, m }, sp.clone()));
                 }
             }
         }
         PatternKind::Vector => {
             need(!a.v.is_empty(), "`v`")?;
             need(!a.sparsity.is_empty(), "`sparsity`")?;
-            for (s, _) in &a.sparsity {
+            for (s, sp) in &a.sparsity {
                 for (v, _) in &a.v {
-                    out.push(PatternTrial {
-                        kind,
-                        sparsity: Some(*s),
-                        nm: None,
-                        v: Some(*v),
-                    });
+                    let v = *v as usize;
+                    out.push((Pattern::Vector { v, sparsity: *s }, sp.clone()));
                 }
             }
         }
     }
-    Ok(out)
+    // The kernels' own limits (M ≤ 256, …), at the value that sets them.
+    out.into_iter()
+        .map(|(p, sp)| match p.validate() {
+            Ok(()) => Ok(p),
+            Err(e) => Err(map.error(sp, e.to_string())),
+        })
+        .collect()
 }

@@ -1,8 +1,13 @@
 //! The experiment file as written: serde types that mirror the TOML, with spans kept on every
-//! value that a later check may need to point at.
+//! value that a later check may need to point at. Enumerated values are the domain enums of
+//! the crates that own them, read by their tags.
 
 use super::axis::Axis;
+pub use datasets::Source as DatasetSource;
+pub use kernels::PatternKind;
 use serde::Deserialize;
+pub use stages::kernel_tune::{Backend, StrategyKind};
+pub use stages::{MethodKind, ModelKind, Optimizer, ScheduleKind};
 use toml::Spanned;
 
 /// A whole experiment file.
@@ -28,22 +33,6 @@ pub struct RawExperiment {
     pub evaluate: Option<RawEvaluate>,
     /// Search strategy over the joint space.
     pub search: Option<RawSearch>,
-}
-
-/// Dataset sources.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DatasetSource {
-    /// The UCI optical digits shipped with cotune.
-    Digits,
-    /// Teacher–student data from a seeded random teacher.
-    Synthetic,
-    /// MNIST-style IDX files.
-    Idx,
-    /// A Parquet table.
-    Parquet,
-    /// A CSV table.
-    Csv,
 }
 
 /// `[dataset]`.
@@ -74,16 +63,6 @@ pub struct RawDataset {
     pub test_fraction: Option<Spanned<f64>>,
 }
 
-/// Model kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ModelKind {
-    /// Multi-layer perceptron.
-    Mlp,
-    /// Small convolutional network.
-    Cnn,
-}
-
 /// `[model]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,16 +75,6 @@ pub struct RawModel {
     /// Convolution channels (cnn only).
     #[serde(default)]
     pub channels: Vec<Spanned<u64>>,
-}
-
-/// Optimisers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Optimizer {
-    /// AdamW.
-    Adamw,
-    /// Plain SGD.
-    Sgd,
 }
 
 /// `[train]`.
@@ -124,42 +93,6 @@ pub struct RawTrain {
     pub weight_decay: Option<Spanned<f64>>,
 }
 
-/// Pruning patterns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PatternKind {
-    /// No pruning.
-    Dense,
-    /// Any weight may go (CSR).
-    Unstructured,
-    /// N of every M consecutive weights in a row.
-    Nm,
-    /// VENOM V:N:M.
-    Vnm,
-    /// Whole V×1 column vectors.
-    Vector,
-}
-
-/// Pruning methods.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Method {
-    /// |w|.
-    Magnitude,
-    /// Second-order (OBS / oBERT).
-    Obs,
-}
-
-/// Pruning schedules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Schedule {
-    /// Prune once, then fine-tune with the mask fixed.
-    Oneshot,
-    /// Cubic ramp (N:M: decaying N).
-    Gradual,
-}
-
 /// `[prune]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,9 +106,9 @@ pub struct RawPrune {
     /// Vector length V (axis; vnm and vector only).
     pub v: Option<Spanned<Axis<u64>>>,
     /// Methods (axis; not for dense).
-    pub method: Option<Spanned<Axis<Method>>>,
+    pub method: Option<Spanned<Axis<MethodKind>>>,
     /// Schedule (axis; not for dense).
-    pub schedule: Option<Spanned<Axis<Schedule>>>,
+    pub schedule: Option<Spanned<Axis<ScheduleKind>>>,
     /// Fine-tuning epochs after pruning (default 0).
     pub finetune_epochs: Option<Spanned<u64>>,
     /// Fine-tuning learning rate (default: the training learning rate).
@@ -209,31 +142,9 @@ pub struct RawPoint {
     /// V.
     pub v: Option<Spanned<u64>>,
     /// Method.
-    pub method: Option<Spanned<Method>>,
+    pub method: Option<Spanned<MethodKind>>,
     /// Schedule.
-    pub schedule: Option<Spanned<Schedule>>,
-}
-
-/// Kernel backends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// CPU kernels.
-    Cpu,
-    /// CUDA kernels.
-    Cuda,
-}
-
-/// Tuning strategies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Strategy {
-    /// Measure every valid point.
-    Exhaustive,
-    /// Measure `budget` points drawn at random.
-    Random,
-    /// Rank all points with the cost model, measure the top `budget`.
-    Model,
+    pub schedule: Option<Spanned<ScheduleKind>>,
 }
 
 /// `[kernel_tune]`.
@@ -243,7 +154,7 @@ pub struct RawKernelTune {
     /// Backends (axis).
     pub backend: Option<Spanned<Axis<Backend>>>,
     /// Strategy (default model).
-    pub strategy: Option<Spanned<Strategy>>,
+    pub strategy: Option<Spanned<StrategyKind>>,
     /// Measurements per (format, shape) for random/model (default 24).
     pub budget: Option<Spanned<u64>>,
     /// Batch tokens N of the products (axis).
@@ -260,12 +171,12 @@ pub struct RawEvaluate {
     pub batch_sizes: Option<Spanned<Vec<Spanned<u64>>>>,
 }
 
-/// Search strategies over the joint space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SearchStrategy {
-    /// Run every trial.
-    Grid,
+keytag::tagged_enum! {
+    /// Search strategies over the joint space.
+    pub enum SearchStrategy {
+        /// Run every trial.
+        Grid = "grid",
+    }
 }
 
 /// `[search]`.

@@ -1,14 +1,17 @@
 //! Checks of meaning that the TOML types cannot express, each pointing at the value at fault.
+//! A value is validated once, here, into a type that cannot hold an invalid one.
 
 use super::axis::Axis;
 use super::error::{ExperimentError, SourceMap};
-use super::prune_space::{dense_trial, prune_points};
+use super::prune_space::prune_points;
 use super::schema::*;
-use crate::trial::{DatasetTrial, EvalTrial, ModelTrial, PruneTrial, TrainTrial};
+use crate::kinds::{DatasetTrial, PrunePoint, TrainTrial};
+use stages::kernel_tune::Strategy;
+use stages::{ModelSpec, TrainSpec};
 use std::ops::Range;
 use toml::Spanned;
 
-/// A validated experiment: typed, every value checked, not yet expanded into keys.
+/// A validated experiment: typed, every value checked, not yet planned into keys.
 #[derive(Clone, Debug)]
 pub struct Experiment {
     /// Name (the result folder).
@@ -25,10 +28,8 @@ pub struct Experiment {
     pub backends: Vec<Backend>,
     /// Batch tokens.
     pub batch_tokens: Vec<u64>,
-    /// Tuning strategy.
+    /// Tuning strategy, with its budget and seed.
     pub strategy: Strategy,
-    /// Tuning budget.
-    pub budget: u64,
     /// Evaluation batch sizes.
     pub batch_sizes: Vec<u64>,
 }
@@ -39,20 +40,11 @@ pub struct ModelPart {
     /// Dataset.
     pub dataset: DatasetTrial,
     /// Model.
-    pub model: ModelTrial,
+    pub model: ModelSpec,
     /// Training grid.
     pub trains: Vec<TrainTrial>,
     /// Fine-tuning learning rate, if given (else each training's lr).
     pub finetune_lr: Option<f64>,
-    /// Hidden widths, for checking V, with their span.
-    pub v_must_divide: Vec<u64>,
-}
-
-/// One point of the prune space (without the fine-tuning lr, which follows the training).
-#[derive(Clone, Debug, PartialEq)]
-pub struct PrunePoint {
-    /// The prune config (its `finetune_lr` is NaN until bound to a training).
-    pub trial: PruneTrial,
 }
 
 pub(super) fn values<T: Clone>(axis: &Spanned<Axis<T>>) -> Vec<(T, Range<usize>)> {
@@ -129,15 +121,19 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
             shapes.push((v[0], v[1]));
         }
     }
+    // V must divide every hidden width of an MLP (every layer but the classifier takes the
+    // pattern) and every row count of a kernel-only study.
     let v_must_divide: Vec<u64> = match &model_part {
-        Some(mp) => mp.v_must_divide.clone(),
+        Some(ModelPart {
+            model: ModelSpec::Mlp { hidden },
+            ..
+        }) => hidden.iter().map(|&h| h as u64).collect(),
+        Some(_) => vec![],
         None => shapes.iter().map(|s| s.0).collect(),
     };
     let prune_points = match &raw.prune {
         Some(p) => prune_points(p, map, &v_must_divide)?,
-        None => vec![PrunePoint {
-            trial: dense_trial(),
-        }],
+        None => vec![PrunePoint::dense()],
     };
     let backends = match kt.and_then(|k| k.get_ref().backend.as_ref()) {
         Some(b) => dedup(values(b).into_iter().map(|x| x.0).collect()),
@@ -153,17 +149,25 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         batch_tokens.push(64);
     }
     let batch_tokens = dedup(batch_tokens);
-    let strategy = kt
-        .and_then(|k| k.get_ref().strategy.as_ref())
-        .map_or(Strategy::Model, |s| *s.get_ref());
     let budget = match kt.and_then(|k| k.get_ref().budget.as_ref()) {
         Some(b) => {
             check(*b.get_ref() >= 1, map, b.span(), || {
                 "budget must be ≥ 1 measurement".into()
             })?;
-            *b.get_ref()
+            *b.get_ref() as usize
         }
         None => 24,
+    };
+    let strategy = match kt
+        .and_then(|k| k.get_ref().strategy.as_ref())
+        .map_or(StrategyKind::Model, |s| *s.get_ref())
+    {
+        StrategyKind::Exhaustive => Strategy::Exhaustive,
+        StrategyKind::Random => Strategy::Random {
+            budget,
+            seed: raw.seed,
+        },
+        StrategyKind::Model => Strategy::Model { budget },
     };
     let mut batch_sizes = vec![];
     if let Some(bs) = raw.evaluate.as_ref().and_then(|e| e.batch_sizes.as_ref()) {
@@ -188,7 +192,6 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         backends,
         batch_tokens,
         strategy,
-        budget,
         batch_sizes: dedup(batch_sizes),
     })
 }
@@ -219,21 +222,36 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
     let train = raw.train.as_ref().ok_or_else(|| missing(map, "train"))?;
     let dataset = dataset_trial(ds, map, raw.seed)?;
     let kind = *model.kind.get_ref();
-    let hidden: Vec<u64> = model.hidden.iter().map(|h| *h.get_ref()).collect();
+    let hidden: Vec<usize> = model.hidden.iter().map(|h| *h.get_ref() as usize).collect();
     for h in &model.hidden {
         check(*h.get_ref() > 0, map, h.span(), || {
             "hidden widths must be > 0".into()
         })?;
     }
-    let channels: Vec<u64> = model.channels.iter().map(|h| *h.get_ref()).collect();
-    match kind {
-        ModelKind::Mlp => check(channels.is_empty(), map, model.kind.span(), || {
-            "`channels` applies to kind = \"cnn\" only".into()
-        })?,
-        ModelKind::Cnn => check(!channels.is_empty(), map, model.kind.span(), || {
-            "kind = \"cnn\" needs `channels = [c1, c2, ...]`".into()
-        })?,
+    let channels: Vec<usize> = model
+        .channels
+        .iter()
+        .map(|h| *h.get_ref() as usize)
+        .collect();
+    for c in &model.channels {
+        check(*c.get_ref() > 0, map, c.span(), || {
+            "channels must be > 0".into()
+        })?;
     }
+    let model_spec = match kind {
+        ModelKind::Mlp => {
+            check(channels.is_empty(), map, model.kind.span(), || {
+                "`channels` applies to kind = \"cnn\" only".into()
+            })?;
+            ModelSpec::Mlp { hidden }
+        }
+        ModelKind::Cnn => {
+            check(!channels.is_empty(), map, model.kind.span(), || {
+                "kind = \"cnn\" needs `channels = [c1, c2, ...]`".into()
+            })?;
+            ModelSpec::Cnn { channels, hidden }
+        }
+    };
     let mut trains = Vec::new();
     let optimizer = train
         .optimizer
@@ -260,16 +278,14 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
                     format!("lr must be a finite number > 0, found {lr}")
                 })?;
                 let t = TrainTrial {
-                    model: ModelTrial {
-                        kind,
-                        hidden: hidden.clone(),
-                        channels: channels.clone(),
+                    model: model_spec.clone(),
+                    train: TrainSpec {
+                        epochs: epochs as usize,
+                        batch_size: batch_size as usize,
+                        lr,
+                        optimizer,
+                        weight_decay,
                     },
-                    epochs,
-                    batch_size,
-                    lr,
-                    optimizer,
-                    weight_decay,
                     seed: raw.seed,
                 };
                 if !trains.contains(&t) {
@@ -296,18 +312,9 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
     };
     Ok(ModelPart {
         dataset,
-        model: ModelTrial {
-            kind,
-            hidden: hidden.clone(),
-            channels,
-        },
+        model: model_spec,
         trains,
         finetune_lr,
-        v_must_divide: if kind == ModelKind::Mlp {
-            hidden
-        } else {
-            vec![]
-        },
     })
 }
 
@@ -316,6 +323,7 @@ fn dataset_trial(
     map: &SourceMap,
     seed: u64,
 ) -> Result<DatasetTrial, ExperimentError> {
+    use datasets::DatasetSpec as D;
     let source = *ds.source.get_ref();
     let test_fraction = match &ds.test_fraction {
         Some(f) => {
@@ -327,6 +335,8 @@ fn dataset_trial(
         }
         None => 0.2,
     };
+    // One seed for the split and for synthetic data: the experiment's.
+    let split_seed = seed;
     let base = map
         .path()
         .parent()
@@ -337,59 +347,10 @@ fn dataset_trial(
             f.clone().ok_or_else(|| {
                 map.error(
                     ds.source.span(),
-                    format!("source = \"{source:?}\" needs `{name}`").to_lowercase(),
+                    format!("source = \"{source}\" needs `{name}`"),
                 )
             })
         };
-    let forbid = |present: bool, span: Range<usize>, name: &str| {
-        check(!present, map, span, || {
-            format!(
-                "`{name}` does not apply to source = \"{}\"",
-                format!("{source:?}").to_lowercase()
-            )
-        })
-    };
-    let mut files = Vec::new();
-    let mut synthetic = None;
-    let mut label = None;
-    match source {
-        DatasetSource::Digits => {}
-        DatasetSource::Synthetic => {
-            let get =
-                |f: &Option<Spanned<u64>>, name: &str, min: u64| -> Result<u64, ExperimentError> {
-                    let v = f.as_ref().ok_or_else(|| {
-                        map.error(
-                            ds.source.span(),
-                            format!("source = \"synthetic\" needs `{name}`"),
-                        )
-                    })?;
-                    check(*v.get_ref() >= min, map, v.span(), || {
-                        format!("{name} must be ≥ {min}")
-                    })?;
-                    Ok(*v.get_ref())
-                };
-            synthetic = Some((
-                get(&ds.samples, "samples", 10)?,
-                get(&ds.features, "features", 1)?,
-                get(&ds.classes, "classes", 2)?,
-            ));
-        }
-        DatasetSource::Idx => {
-            files.push(need(&ds.train_images, "train_images")?);
-            files.push(need(&ds.train_labels, "train_labels")?);
-            match (&ds.test_images, &ds.test_labels) {
-                (Some(i), Some(l)) => files.extend([i.clone(), l.clone()]),
-                (None, None) => {}
-                (Some(x), None) | (None, Some(x)) => {
-                    return Err(map.error(x.span(), "give both `test_images` and `test_labels`, or neither (then the training files are split)"));
-                }
-            }
-        }
-        DatasetSource::Parquet | DatasetSource::Csv => {
-            files.push(need(&ds.path, "path")?);
-            label = Some(need(&ds.label, "label")?.get_ref().clone());
-        }
-    }
     if source != DatasetSource::Synthetic {
         for (f, name) in [
             (&ds.samples, "samples"),
@@ -397,13 +358,17 @@ fn dataset_trial(
             (&ds.classes, "classes"),
         ] {
             if let Some(v) = f {
-                forbid(true, v.span(), name)?;
+                return Err(map.error(
+                    v.span(),
+                    format!("`{name}` does not apply to source = \"{source}\""),
+                ));
             }
         }
     }
-    let mut paths = Vec::new();
+    // Each data file as written, its digest, and its path resolved against the file's folder.
+    let mut files = Vec::new();
     let mut file_digests = Vec::new();
-    for f in &files {
+    let mut file = |f: Spanned<String>| -> Result<std::path::PathBuf, ExperimentError> {
         let p = base.join(f.get_ref());
         let mut h = blake3::Hasher::new();
         let digest = std::fs::File::open(&p)
@@ -415,29 +380,78 @@ fn dataset_trial(
                     format!("cannot read data file {}: {e}", p.display()),
                 )
             })?;
-        paths.push(p);
+        files.push(f.into_inner());
         file_digests.push(digest);
-    }
+        Ok(p)
+    };
+    let spec = match source {
+        DatasetSource::Digits => D::Digits {
+            test_fraction,
+            split_seed,
+        },
+        DatasetSource::Synthetic => {
+            let get = |f: &Option<Spanned<u64>>,
+                       name: &str,
+                       min: u64|
+             -> Result<usize, ExperimentError> {
+                let v = f.as_ref().ok_or_else(|| {
+                    map.error(
+                        ds.source.span(),
+                        format!("source = \"synthetic\" needs `{name}`"),
+                    )
+                })?;
+                check(*v.get_ref() >= min, map, v.span(), || {
+                    format!("{name} must be ≥ {min}")
+                })?;
+                Ok(*v.get_ref() as usize)
+            };
+            D::Synthetic {
+                n_samples: get(&ds.samples, "samples", 10)?,
+                n_features: get(&ds.features, "features", 1)?,
+                n_classes: get(&ds.classes, "classes", 2)?,
+                seed,
+                test_fraction,
+                split_seed,
+            }
+        }
+        DatasetSource::Idx => {
+            let images = file(need(&ds.train_images, "train_images")?)?;
+            let labels = file(need(&ds.train_labels, "train_labels")?)?;
+            let (test_images, test_labels) = match (&ds.test_images, &ds.test_labels) {
+                (Some(i), Some(l)) => (Some(file(i.clone())?), Some(file(l.clone())?)),
+                (None, None) => (None, None),
+                (Some(x), None) | (None, Some(x)) => {
+                    return Err(map.error(x.span(), "give both `test_images` and `test_labels`, or neither (then the training files are split)"));
+                }
+            };
+            D::Idx {
+                images,
+                labels,
+                test_images,
+                test_labels,
+                n_classes: None,
+                test_fraction,
+                split_seed,
+            }
+        }
+        DatasetSource::Parquet | DatasetSource::Csv => {
+            let path = file(need(&ds.path, "path")?)?;
+            let label = need(&ds.label, "label")?.into_inner();
+            let table = datasets::TableSpec {
+                test_fraction,
+                split_seed,
+                ..datasets::TableSpec::new(path, label)
+            };
+            if source == DatasetSource::Parquet {
+                D::Parquet(table)
+            } else {
+                D::Csv(table)
+            }
+        }
+    };
     Ok(DatasetTrial {
-        source,
-        synthetic,
-        files: files.iter().map(|f| f.get_ref().clone()).collect(),
-        paths,
-        label,
-        test_fraction,
-        seed,
+        spec,
+        files,
         file_digests,
     })
-}
-
-/// Evaluate trials of an experiment (one per backend).
-pub fn eval_trials(exp: &Experiment, device: impl Fn(Backend) -> String) -> Vec<EvalTrial> {
-    exp.backends
-        .iter()
-        .map(|&b| EvalTrial {
-            backend: b,
-            batch_sizes: exp.batch_sizes.clone(),
-            device: device(b),
-        })
-        .collect()
 }

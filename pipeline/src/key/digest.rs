@@ -1,30 +1,8 @@
 //! Typed digests: a `Key<Train>` cannot be passed where a `Key<KernelTune>` is wanted.
 
+use crate::stage::StageKind;
 use std::fmt;
 use std::marker::PhantomData;
-
-/// A stage, as a type-level marker for keys.
-pub trait StageMarker: 'static {
-    /// The stage's name, as it appears in keys, the store and the result folders.
-    const NAME: &'static str;
-}
-
-macro_rules! stage_marker {
-    ($ty:ident, $name:literal, $doc:literal) => {
-        #[doc = $doc]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum $ty {}
-        impl StageMarker for $ty {
-            const NAME: &'static str = $name;
-        }
-    };
-}
-
-stage_marker!(Dataset, "dataset", "The dataset stage.");
-stage_marker!(Train, "train", "The train stage.");
-stage_marker!(Prune, "prune", "The prune stage.");
-stage_marker!(KernelTune, "kernel_tune", "The kernel-tune stage.");
-stage_marker!(Evaluate, "evaluate", "The evaluate stage.");
 
 /// A 32-byte key whose stage is erased (what the store and the dataflow records carry).
 #[derive(
@@ -61,7 +39,7 @@ impl AnyKey {
     }
 
     /// Re-types the key (the caller asserts which stage it belongs to).
-    pub fn typed<S: StageMarker>(self) -> Key<S> {
+    pub fn typed<S: StageKind>(self) -> Key<S> {
         Key::from_bytes(self.0)
     }
 }
@@ -84,7 +62,7 @@ pub struct Key<S> {
     _stage: PhantomData<fn() -> S>,
 }
 
-impl<S: StageMarker> Key<S> {
+impl<S: StageKind> Key<S> {
     /// Wraps raw bytes.
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         Key {
@@ -131,12 +109,12 @@ impl<S> std::hash::Hash for Key<S> {
         self.bytes.hash(state)
     }
 }
-impl<S: StageMarker> fmt::Debug for Key<S> {
+impl<S: StageKind> fmt::Debug for Key<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", S::NAME, self.any().short())
     }
 }
-impl<S: StageMarker> fmt::Display for Key<S> {
+impl<S: StageKind> fmt::Display for Key<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.hex())
     }

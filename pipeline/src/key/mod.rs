@@ -11,13 +11,15 @@ mod canon;
 mod digest;
 
 pub use canon::{CanonConfig, CanonValue};
-pub use digest::{AnyKey, Dataset, Evaluate, KernelTune, Key, Prune, StageMarker, Train};
+pub use digest::{AnyKey, Key};
+
+use crate::stage::StageKind;
 
 /// The blake3 derive-key context of stage keys. Changing it changes every key.
 pub const KEY_CONTEXT: &str = "cotune 2026-11 stage key v1";
 
 /// Computes the key of a stage instance.
-pub fn stage_key<S: StageMarker>(version: u32, config: &CanonConfig, inputs: &[AnyKey]) -> Key<S> {
+pub fn stage_key<S: StageKind>(version: u32, config: &CanonConfig, inputs: &[AnyKey]) -> Key<S> {
     let mut h = blake3::Hasher::new_derive_key(KEY_CONTEXT);
     canon::write_str(&mut h, S::NAME);
     h.update(&version.to_le_bytes());

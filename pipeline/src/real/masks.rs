@@ -8,6 +8,9 @@ use crate::stage::StageError;
 use kernels::Mask;
 use std::path::Path;
 
+/// The artifact's file name in a prune entry.
+pub const MASKS: &str = "masks.bin";
+
 const MAGIC: &[u8; 8] = b"COTUNEM1";
 
 /// Writes the masks.
@@ -25,14 +28,16 @@ pub fn save(path: &Path, masks: &[Option<Mask>]) -> Result<(), StageError> {
             }
         }
     }
-    std::fs::write(path, out).map_err(|e| StageError::new(format!("{}: {e}", path.display())))
+    std::fs::write(path, out).map_err(StageError::io(path))
 }
 
 /// Reads masks written by [`save`].
 pub fn load(path: &Path) -> Result<Vec<Option<Mask>>, StageError> {
-    let bytes =
-        std::fs::read(path).map_err(|e| StageError::new(format!("{}: {e}", path.display())))?;
-    let bad = |what: &str| StageError::new(format!("{}: {what}", path.display()));
+    let bytes = std::fs::read(path).map_err(StageError::io(path))?;
+    let bad = |what: &str| StageError::Artifact {
+        path: path.to_owned(),
+        what: what.to_owned(),
+    };
     let mut at = 0usize;
     let mut take = |n: usize| -> Result<&[u8], StageError> {
         let s = bytes.get(at..at + n).ok_or_else(|| bad("truncated"))?;
@@ -42,7 +47,11 @@ pub fn load(path: &Path) -> Result<Vec<Option<Mask>>, StageError> {
     if take(8)? != MAGIC {
         return Err(bad("not a cotune masks file"));
     }
-    let u64_of = |s: &[u8]| u64::from_le_bytes(s.try_into().expect("8 bytes"));
+    let u64_of = |s: &[u8]| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(s);
+        u64::from_le_bytes(b)
+    };
     let n = u64_of(take(8)?) as usize;
     let mut out = Vec::with_capacity(n.min(1 << 16));
     for _ in 0..n {

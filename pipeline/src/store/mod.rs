@@ -3,7 +3,7 @@
 //!
 //! An entry is written into `tmp/`, its artifacts hashed into `meta.json`, synced, and renamed
 //! into place: a complete entry is never rewritten, and an interrupted write leaves only a
-//! folder in `tmp/` (removed by `gc`). Reads verify the recorded digests; a damaged entry is
+//! folder in `tmp/` (removed by the next run, [`Store::sweep_tmp`], or `gc`). Reads verify the recorded digests; a damaged entry is
 //! moved to `quarantine/` and recomputed, never used. A per-key file lock makes two processes
 //! sharing a store wait for each other instead of computing one key twice.
 
@@ -228,35 +228,50 @@ impl Store {
         Ok(out)
     }
 
-    /// Removes unfinished writes and quarantined entries; with `keep`, also every entry whose
-    /// key is not in it. Returns (folders removed, bytes freed).
+    /// Removes the unfinished writes that no live process owns: the `tmp/` folders of runs that
+    /// died (kill -9, power loss) mid-write. A live writer holds its key's lock, so its folder is
+    /// left alone. Returns (folders removed, bytes freed). Every run does this when it opens the
+    /// store.
+    pub fn sweep_tmp(&self) -> Result<(usize, u64), StoreError> {
+        let d = self.root.join("tmp");
+        let mut removed = (0, 0);
+        for e in io(&d, fs::read_dir(&d))? {
+            let p = io(&d, e)?.path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let _lock = match name.get(..64).and_then(AnyKey::from_hex) {
+                Some(key) => match KeyLock::try_acquire(&self.root.join("locks"), &key)? {
+                    Some(lock) => Some(lock),
+                    None => continue,
+                },
+                None => None,
+            };
+            removed.1 += dir_size(&p);
+            match fs::remove_dir_all(&p) {
+                Ok(()) => removed.0 += 1,
+                // Another sweeper got there first.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::Io { path: p, source: e }),
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Removes unfinished writes of dead processes and quarantined entries; with `keep`, also
+    /// every entry whose key is not in it. Returns (folders removed, bytes freed).
     pub fn gc(
         &self,
         keep: Option<&std::collections::BTreeSet<AnyKey>>,
     ) -> Result<(usize, u64), StoreError> {
-        let mut removed = 0;
-        let mut bytes = 0;
+        let (mut removed, mut bytes) = self.sweep_tmp()?;
         let mut drop_dir = |p: &Path| -> Result<(), StoreError> {
             bytes += dir_size(p);
             io(p, fs::remove_dir_all(p))?;
             removed += 1;
             Ok(())
         };
-        for sub in ["tmp", "quarantine"] {
-            let d = self.root.join(sub);
-            for e in io(&d, fs::read_dir(&d))? {
-                let p = io(&d, e)?.path();
-                // A tmp folder of a live process is skipped: its key lock is held.
-                if sub == "tmp" {
-                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                    if let Some(key) = name.get(..64).and_then(AnyKey::from_hex) {
-                        if KeyLock::try_acquire(&self.root.join("locks"), &key)?.is_none() {
-                            continue;
-                        }
-                    }
-                }
-                drop_dir(&p)?;
-            }
+        let q = self.root.join("quarantine");
+        for e in io(&q, fs::read_dir(&q))? {
+            drop_dir(&io(&q, e)?.path())?;
         }
         if let Some(keep) = keep {
             for (key, path) in self.entries()? {

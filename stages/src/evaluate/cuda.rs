@@ -17,11 +17,11 @@ use super::{
     add_bias_relu, agreement, check_shapes, guiding_tuning, weight_bytes, BatchLatency, Evaluation,
     LayerRun,
 };
-use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, Gpu, REPS};
+use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, REPS};
 use crate::kernel_tune::{summarise, Timing};
 use crate::StageError;
 use datasets::Dataset;
-use kernels::cuda::{cuda_space, GpuModel};
+use kernels::cuda::{cuda_space, Gpu, GpuModel};
 use kernels::{ParamPoint, SparseMatrix};
 
 /// Largest |output − reference| allowed, relative to the reference's largest |logit|.

@@ -22,11 +22,11 @@
 use super::{argmin, choose, summarise, Measured, TuneSpec, Tuned};
 use crate::StageError;
 use kernels::cuda::{
-    cuda_predicted_cost, cuda_space, CudaDevice, CudaError, DeviceInfo, GpuModel, PtxCache,
-    RegisterSource, Timing,
+    cuda_predicted_cost, cuda_space, CudaDevice, CudaError, Gpu, GpuModel, PtxCache, RegisterSource,
 };
 use kernels::{
-    FormatSignature, KernelError, KernelSpace, Mask, ParamPoint, Pattern, PatternKind, SparseMatrix,
+    FormatSignature, KernelFamily, KernelSpace, Mask, ParamPoint, Pattern, PatternKind,
+    SparseMatrix,
 };
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -37,71 +37,6 @@ pub const REPS: usize = 7;
 
 /// The kernel name of the dense baseline's rows.
 pub const DENSE_KERNEL: &str = "cublas-f16";
-
-/// What the CUDA stages need of a device. [`CudaDevice`] is the real one (or, built without
-/// the `cuda` feature, its stub); the stages' tests run the same stage code on a CPU stand-in,
-/// so that the paths a GPU takes are exercised where there is none.
-pub trait Gpu {
-    /// What the device is.
-    fn info(&self) -> &DeviceInfo;
-    /// C = A·B with the kernel and configuration of `point` ([`CudaDevice::spmm`]).
-    fn spmm(
-        &self,
-        a: &SparseMatrix,
-        b: &[f32],
-        n: usize,
-        point: &ParamPoint,
-    ) -> Result<Vec<f32>, KernelError>;
-    /// Device-timed samples of A·B for a B of `n` columns ([`CudaDevice::measure`]).
-    fn measure(
-        &self,
-        a: &SparseMatrix,
-        n: usize,
-        point: &ParamPoint,
-        reps: usize,
-    ) -> Result<Timing, KernelError>;
-    /// Device-timed samples of the cuBLAS baseline ([`CudaDevice::measure_dense`]).
-    fn measure_dense(
-        &self,
-        rows: usize,
-        cols: usize,
-        n: usize,
-        reps: usize,
-    ) -> Result<Timing, CudaError>;
-}
-
-impl Gpu for CudaDevice {
-    fn info(&self) -> &DeviceInfo {
-        CudaDevice::info(self)
-    }
-    fn spmm(
-        &self,
-        a: &SparseMatrix,
-        b: &[f32],
-        n: usize,
-        point: &ParamPoint,
-    ) -> Result<Vec<f32>, KernelError> {
-        CudaDevice::spmm(self, a, b, n, point)
-    }
-    fn measure(
-        &self,
-        a: &SparseMatrix,
-        n: usize,
-        point: &ParamPoint,
-        reps: usize,
-    ) -> Result<Timing, KernelError> {
-        CudaDevice::measure(self, a, n, point, reps)
-    }
-    fn measure_dense(
-        &self,
-        rows: usize,
-        cols: usize,
-        n: usize,
-        reps: usize,
-    ) -> Result<Timing, CudaError> {
-        CudaDevice::measure_dense(self, rows, cols, n, reps)
-    }
-}
 
 static DEVICE: OnceLock<Result<CudaDevice, CudaError>> = OnceLock::new();
 static PTX_DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -142,6 +77,22 @@ pub fn dtype(pattern: &Pattern, rows: usize, cols: usize) -> &'static str {
         "f16"
     } else {
         "f32"
+    }
+}
+
+/// The kernel family that runs `pattern` at `rows × cols` on the CUDA backend: the
+/// tensor-core kernel for the formats it implements, cuBLAS for dense, CSR for the rest.
+pub fn family(pattern: &Pattern, rows: usize, cols: usize) -> KernelFamily {
+    let sig = kernels::FormatSignature::for_pattern(pattern, rows, cols);
+    match sig {
+        Ok(sig) if sig.kind == PatternKind::Dense => KernelFamily::CudaDense,
+        Ok(sig)
+            if matches!(sig.kind, PatternKind::Vnm | PatternKind::Nm)
+                && !cuda_space(&sig, 1).points().is_empty() =>
+        {
+            KernelFamily::CudaVnm
+        }
+        _ => KernelFamily::CudaCsr,
     }
 }
 

@@ -14,11 +14,9 @@ use std::hash::{Hash, Hasher};
 
 use kernels::cuda::{
     cuda_predicted_cost, emulate_vnm, from_f16_bits, pack_vnm, to_f16_bits, vnm_from_nm, CsrConfig,
-    CudaError, DeviceInfo, GpuModel, Timing, VnmConfig,
+    CudaError, DeviceInfo, Gpu, GpuModel, Timing, VnmConfig,
 };
 use kernels::{spmm_reference, KernelError, ParamPoint, Pattern, SparseMatrix};
-
-use super::cuda::Gpu;
 
 /// The stand-in (see the module's notes).
 pub struct StandIn {

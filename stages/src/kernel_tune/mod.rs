@@ -22,10 +22,22 @@ mod measure;
 pub use measure::{samples, summarise, time, Timing};
 
 use crate::StageError;
-use kernels::{FormatSignature, KernelSpace, ParamPoint, SparseMatrix};
+use kernels::{FormatSignature, KernelFamily, KernelSpace, ParamPoint, Pattern, SparseMatrix};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+
+keytag::tagged_enum! {
+    /// The family of a [`Strategy`], without its parameters.
+    pub enum StrategyKind {
+        /// [`Strategy::Exhaustive`].
+        Exhaustive = "exhaustive",
+        /// [`Strategy::Random`].
+        Random = "random",
+        /// [`Strategy::Model`].
+        Model = "model",
+    }
+}
 
 /// How points are chosen.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,14 +58,57 @@ pub enum Strategy {
     },
 }
 
-/// Which kernels a tuning measures.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Backend {
-    /// The CPU kernels of [`kernels`] (f32).
-    #[default]
-    Cpu,
-    /// The CUDA kernels of [`kernels::cuda`] on the process's device ([`cuda::shared_device`]).
-    Cuda,
+impl Strategy {
+    /// The strategy's family.
+    pub fn kind(&self) -> StrategyKind {
+        match self {
+            Strategy::Exhaustive => StrategyKind::Exhaustive,
+            Strategy::Random { .. } => StrategyKind::Random,
+            Strategy::Model { .. } => StrategyKind::Model,
+        }
+    }
+}
+
+keytag::tagged_enum! {
+    /// Which kernels a tuning measures.
+    #[derive(Default)]
+    pub enum Backend {
+        /// The CPU kernels of [`kernels`] (f32).
+        #[default]
+        Cpu = "cpu",
+        /// The CUDA kernels of [`kernels::cuda`] on the process's device ([`cuda::shared_device`]).
+        Cuda = "cuda",
+    }
+}
+
+/// The kernel families a tuning of `pattern` at `rows × cols` on `backend` measures: the
+/// format's kernel (on CUDA, the CSR kernel for a format the tensor-core kernel does not run)
+/// and the dense baseline that every tuning also measures.
+pub fn families(
+    backend: Backend,
+    pattern: &Pattern,
+    rows: usize,
+    cols: usize,
+) -> Vec<KernelFamily> {
+    use kernels::PatternKind as K;
+    let (sparse, dense) = match backend {
+        Backend::Cpu => (
+            match pattern.kind() {
+                K::Dense => KernelFamily::CpuDense,
+                K::Unstructured => KernelFamily::CpuCsr,
+                K::Nm => KernelFamily::CpuNm,
+                K::Vnm => KernelFamily::CpuVnm,
+                K::Vector => KernelFamily::CpuVector,
+            },
+            KernelFamily::CpuDense,
+        ),
+        Backend::Cuda => (cuda::family(pattern, rows, cols), KernelFamily::CudaDense),
+    };
+    if sparse == dense {
+        vec![dense]
+    } else {
+        vec![sparse, dense]
+    }
 }
 
 /// One tuning problem.

@@ -23,9 +23,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::StageError;
 
+keytag::tagged_enum! {
+    /// The family of a [`ModelSpec`], without its widths.
+    pub enum ModelKind {
+        /// [`ModelSpec::Mlp`].
+        Mlp = "mlp",
+        /// [`ModelSpec::Cnn`].
+        Cnn = "cnn",
+    }
+}
+
 /// The `[model]` table: the network's architecture. Input and output sizes come from the data.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum ModelSpec {
     /// Fully connected layers of the given widths, ReLU between, then a linear classifier.
     Mlp {
@@ -38,9 +47,18 @@ pub enum ModelSpec {
         /// Output channels of each convolution.
         channels: Vec<usize>,
         /// Hidden widths of the fully connected part after the convolutions.
-        #[serde(default)]
         hidden: Vec<usize>,
     },
+}
+
+impl ModelSpec {
+    /// The model's family.
+    pub fn kind(&self) -> ModelKind {
+        match self {
+            ModelSpec::Mlp { .. } => ModelKind::Mlp,
+            ModelSpec::Cnn { .. } => ModelKind::Cnn,
+        }
+    }
 }
 
 /// What a layer computes with its weight matrix.

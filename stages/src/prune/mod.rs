@@ -7,7 +7,7 @@ mod linalg;
 mod obs;
 mod schedule;
 
-pub use schedule::Schedule;
+pub use schedule::{Schedule, ScheduleKind, GRADUAL_STEPS_DEFAULT};
 
 use datasets::Dataset;
 use kernels::{build_mask, Mask, Pattern, SparseMatrix};
@@ -19,19 +19,21 @@ use crate::model::net::Net;
 use crate::train::{check_fits, fit, net_accuracy, stream_seed, FitConfig};
 use crate::{Optimizer, StageError, Weights};
 
-fn default_grads() -> usize {
-    256
-}
-fn default_block() -> usize {
-    64
-}
-fn default_damp() -> f64 {
-    1e-2
+/// OBS defaults (an experiment file may set each): gradients G, block size B, dampening λ.
+pub const OBS_DEFAULTS: (usize, usize, f64) = (256, 64, 1e-2);
+
+keytag::tagged_enum! {
+    /// The family of a [`Method`], without its parameters.
+    pub enum MethodKind {
+        /// [`Method::Magnitude`].
+        Magnitude = "magnitude",
+        /// [`Method::Obs`].
+        Obs = "obs",
+    }
 }
 
 /// How weights are scored for removal.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Method {
     /// Score `|w|`; removed weights are simply zeroed.
     Magnitude,
@@ -39,36 +41,41 @@ pub enum Method {
     /// Fisher, then the OBS update of the kept weights (see `prune/obs.rs`). Each pruning step
     /// recomputes the Fisher in sub-steps that at most halve the density (no training between).
     Obs {
-        /// Per-sample gradients G in the empirical Fisher (default 256).
-        #[serde(default = "default_grads")]
+        /// Per-sample gradients G in the empirical Fisher.
         grads: usize,
-        /// Block size B of the block-diagonal Fisher (default 64).
-        #[serde(default = "default_block")]
+        /// Block size B of the block-diagonal Fisher.
         block: usize,
-        /// Dampening λ relative to the mean Fisher diagonal of the layer (default 0.01).
-        #[serde(default = "default_damp")]
+        /// Dampening λ relative to the mean Fisher diagonal of the layer.
         damp: f64,
     },
 }
 
+impl Method {
+    /// The method's family.
+    pub fn kind(&self) -> MethodKind {
+        match self {
+            Method::Magnitude => MethodKind::Magnitude,
+            Method::Obs { .. } => MethodKind::Obs,
+        }
+    }
+}
+
 /// One prune trial (the engine has expanded the `[prune]` axes into a point).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PruneSpec {
     /// Target pattern.
     pub pattern: Pattern,
-    /// Scoring method.
-    pub method: Method,
-    /// One-shot or gradual.
-    pub schedule: Schedule,
+    /// Scoring method (`None` exactly for the dense pattern, which scores nothing).
+    pub method: Option<Method>,
+    /// One-shot or gradual (`None` exactly for the dense pattern).
+    pub schedule: Option<Schedule>,
     /// Fine-tune epochs in total (shared out over gradual steps).
     pub finetune_epochs: usize,
     /// Fine-tune learning rate.
     pub finetune_lr: f64,
     /// Fine-tune batch size.
     pub batch_size: usize,
-    /// Fine-tune optimiser (AdamW by default, fresh moments: none carried over from training).
-    #[serde(default)]
+    /// Fine-tune optimiser (fresh moments: none carried over from training).
     pub optimizer: Optimizer,
 }
 
@@ -83,14 +90,22 @@ impl PruneSpec {
                 self.batch_size, self.finetune_lr
             ));
         }
-        if let Method::Obs { grads, block, damp } = self.method {
+        let dense = self.pattern == Pattern::Dense;
+        if dense != self.method.is_none() || dense != self.schedule.is_none() {
+            return bad(format!(
+                "the dense pattern takes no method or schedule and every other pattern takes both; \
+                 got {} with method {:?} and schedule {:?}",
+                self.pattern, self.method, self.schedule
+            ));
+        }
+        if let Some(Method::Obs { grads, block, damp }) = self.method {
             if grads == 0 || block == 0 || !(damp.is_finite() && damp > 0.0) {
                 return bad(format!(
                     "obs needs grads >= 1, block >= 1, damp > 0; got {grads}, {block}, {damp}"
                 ));
             }
         }
-        if self.schedule == (Schedule::Gradual { steps: 0 }) {
+        if self.schedule == Some(Schedule::Gradual { steps: 0 }) {
             return bad("gradual needs steps >= 1".into());
         }
         Ok(())
@@ -281,18 +296,12 @@ pub fn prune(
     let mut masks = vec![None; weights.layers.len()];
     let mut accuracy_after_prune = accuracy_before;
     let mut finetune_loss_curve = Vec::new();
-    if prunable.iter().any(|&p| p) {
-        let steps = schedule::plan(&spec.pattern, &spec.schedule, spec.finetune_epochs);
+    let how = spec.method.as_ref().zip(spec.schedule.as_ref());
+    if let Some((method, sched)) = how.filter(|_| prunable.iter().any(|&p| p)) {
+        let steps = schedule::plan(&spec.pattern, sched, spec.finetune_epochs);
         let last = steps.len() - 1;
         for (k, (pattern, epochs)) in steps.iter().enumerate() {
-            masks = prune_step(
-                data,
-                &mut current,
-                pattern,
-                &prunable,
-                &spec.method,
-                &mut rng,
-            )?;
+            masks = prune_step(data, &mut current, pattern, &prunable, method, &mut rng)?;
             let net = Net::from_weights(&current)?;
             if k == last {
                 accuracy_after_prune = net_accuracy(&net, data)?;

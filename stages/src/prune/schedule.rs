@@ -7,11 +7,22 @@
 //! the remainder going to the last step.
 
 use kernels::Pattern;
-use serde::{Deserialize, Serialize};
+
+/// Gradual steps when an experiment file does not say.
+pub const GRADUAL_STEPS_DEFAULT: usize = 4;
+
+keytag::tagged_enum! {
+    /// The family of a [`Schedule`], without its parameters.
+    pub enum ScheduleKind {
+        /// [`Schedule::Oneshot`].
+        Oneshot = "oneshot",
+        /// [`Schedule::Gradual`].
+        Gradual = "gradual",
+    }
+}
 
 /// How the target sparsity is reached.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Schedule {
     /// Prune to the target at once, then fine-tune with the mask fixed.
     Oneshot,
@@ -20,6 +31,16 @@ pub enum Schedule {
         /// Number of pruning steps (at least 1).
         steps: usize,
     },
+}
+
+impl Schedule {
+    /// The schedule's family.
+    pub fn kind(&self) -> ScheduleKind {
+        match self {
+            Schedule::Oneshot => ScheduleKind::Oneshot,
+            Schedule::Gradual { .. } => ScheduleKind::Gradual,
+        }
+    }
 }
 
 /// Sparsity of step `t` of `steps` on the cubic ramp to `target`.

@@ -11,29 +11,24 @@ pub(crate) use fit::{fit, gather, shuffled, FitConfig};
 use datasets::Dataset;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 
 use crate::model::net::Net;
 use crate::{ModelSpec, StageError, Weights};
 
-/// The optimiser.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Optimizer {
-    /// AdamW (β = 0.9, 0.999; ε = 1e-8), decoupled weight decay.
-    #[default]
-    Adamw,
-    /// Plain SGD; weight decay is added to the gradient.
-    Sgd,
-}
-
-fn default_optimizer() -> Optimizer {
-    Optimizer::Adamw
+keytag::tagged_enum! {
+    /// The optimiser.
+    #[derive(Default)]
+    pub enum Optimizer {
+        /// AdamW (β = 0.9, 0.999; ε = 1e-8), decoupled weight decay.
+        #[default]
+        Adamw = "adamw",
+        /// Plain SGD; weight decay is added to the gradient.
+        Sgd = "sgd",
+    }
 }
 
 /// The `[train]` table for one trial (the engine has already expanded any list into points).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TrainSpec {
     /// Passes over the training set.
     pub epochs: usize,
@@ -42,10 +37,8 @@ pub struct TrainSpec {
     /// Learning rate.
     pub lr: f64,
     /// Optimiser.
-    #[serde(default = "default_optimizer")]
     pub optimizer: Optimizer,
     /// Weight decay.
-    #[serde(default)]
     pub weight_decay: f64,
 }
 

@@ -3,6 +3,6 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    let code = pipeline::cli::main_with(std::env::args(), std::sync::Arc::new(e2e::TestStages));
+    let code = pipeline::cli::main_with(std::env::args(), |_| e2e::table());
     std::process::ExitCode::from(code)
 }

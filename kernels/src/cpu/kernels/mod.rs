@@ -1,0 +1,141 @@
+//! The CPU SpMM micro-kernels, written once against [`Simd`] and instantiated per ISA, rows
+//! together (`R`) and vectors per N tile (`U`) by `cpu::dispatch`.
+//!
+//! Each call computes, for one N tile and one chunk of K (a [`Step`]), `C[rows, tile] (+)=
+//! A[rows, kchunk] · B[kchunk, tile]`, keeping an `R × U` block of accumulators in registers and
+//! touching C once per row and chunk. Chunking K keeps the B rows a chunk touches in L1 while
+//! every row block of the thread streams through them. V:N:M instead chunks inside its kernel,
+//! per V-block, over a panel of the block's gathered columns (see `vnm`). Each format's kernel
+//! has its own file: editing one re-tunes only that format's tunings (`crate::family`). B is read through a
+//! [`BTile`] whose every
+//! row has `U · LANES` readable floats (the caller pads a partial last tile), so there is no tail
+//! loop over N.
+
+mod csr;
+mod nm;
+mod vector;
+mod vnm;
+
+pub(crate) use csr::csr;
+pub(crate) use nm::nm;
+pub(crate) use vector::vector;
+pub(crate) use vnm::vnm;
+
+use std::ops::Range;
+
+use super::simd::Simd;
+
+/// A tile of B: row `k` starts at `ptr + k · stride`, with the tile's full width readable.
+#[derive(Clone, Copy)]
+pub(crate) struct BTile {
+    pub(crate) ptr: *const f32,
+    pub(crate) stride: usize,
+}
+
+/// A tile of C: local row `i` starts at `ptr + i · stride`; `width` columns are real.
+#[derive(Clone, Copy)]
+pub(crate) struct CTile {
+    pub(crate) ptr: *mut f32,
+    pub(crate) stride: usize,
+    pub(crate) width: usize,
+}
+
+/// One step of the K loop: the columns of A (rows of B) covered, whether it is the first step
+/// (C is overwritten rather than accumulated), per-row (CSR) or per-block (vector-wise)
+/// cursors into the entry lists, advanced as the chunks go by, and V:N:M's chunking and scratch.
+pub(crate) struct Step<'a> {
+    pub(crate) k: Range<usize>,
+    pub(crate) first: bool,
+    pub(crate) cursors: &'a mut [u32],
+    /// K columns per internal chunk (V:N:M, which chunks inside the kernel; 0 = all).
+    pub(crate) k_chunk: usize,
+    /// Per-thread scratch (V:N:M's gathered panel).
+    pub(crate) scratch: &'a mut [f32],
+}
+
+/// Loads one row of C into accumulators (zeros on the first step).
+///
+/// # Safety
+/// `src` is valid for `min(width, U · LANES)` reads; `U · LANES ≤ 128`.
+#[inline(always)]
+pub(super) unsafe fn load_row<S: Simd, const U: usize>(
+    first: bool,
+    src: *const f32,
+    width: usize,
+) -> [S::V; U] {
+    // SAFETY: full tiles read U·LANES floats from `src`; partial ones copy `width` floats into a
+    // 128-float stack buffer first.
+    unsafe {
+        let mut acc = [S::zero(); U];
+        if first {
+            return acc;
+        }
+        if width >= U * S::LANES {
+            for (u, a) in acc.iter_mut().enumerate() {
+                *a = S::load(src.add(u * S::LANES));
+            }
+        } else {
+            let mut tmp = [0.0f32; 128];
+            std::ptr::copy_nonoverlapping(src, tmp.as_mut_ptr(), width);
+            for (u, a) in acc.iter_mut().enumerate() {
+                *a = S::load(tmp.as_ptr().add(u * S::LANES));
+            }
+        }
+        acc
+    }
+}
+
+/// Stores one row of accumulators, only the first `width` floats when the tile is partial.
+///
+/// # Safety
+/// `dst` is valid for `min(width, U · LANES)` writes; `U · LANES ≤ 128`.
+#[inline(always)]
+pub(super) unsafe fn store_row<S: Simd, const U: usize>(
+    acc: &[S::V; U],
+    dst: *mut f32,
+    width: usize,
+) {
+    // SAFETY: per the contract, full tiles write U·LANES floats into `dst`; partial tiles go
+    // through a stack buffer of 128 ≥ U·LANES floats and copy `width` of them.
+    unsafe {
+        if width >= U * S::LANES {
+            for (u, &a) in acc.iter().enumerate() {
+                S::store(dst.add(u * S::LANES), a);
+            }
+        } else {
+            let mut tmp = [0.0f32; 128];
+            for (u, &a) in acc.iter().enumerate() {
+                S::store(tmp.as_mut_ptr().add(u * S::LANES), a);
+            }
+            std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, width);
+        }
+    }
+}
+
+/// `acc[u] += a · row[u]` for the `U` vectors of a B row.
+///
+/// # Safety
+/// `row` is readable for `U · LANES` floats.
+#[inline(always)]
+pub(super) unsafe fn axpy<S: Simd, const U: usize>(acc: &mut [S::V; U], a: f32, row: *const f32) {
+    // SAFETY: forwarded contract.
+    unsafe { fma_row::<S, U>(acc, S::splat(a), row) }
+}
+
+/// `acc[u] += av · row[u]` with `av` already splat.
+///
+/// # Safety
+/// `row` is readable for `U · LANES` floats.
+#[inline(always)]
+pub(super) unsafe fn fma_row<S: Simd, const U: usize>(
+    acc: &mut [S::V; U],
+    av: S::V,
+    row: *const f32,
+) {
+    // SAFETY: the caller guarantees the row is readable for U·LANES floats.
+    unsafe {
+        for (u, x) in acc.iter_mut().enumerate() {
+            *x = S::fma(*x, av, S::load(row.add(u * S::LANES)));
+        }
+    }
+}

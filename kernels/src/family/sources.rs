@@ -1,0 +1,118 @@
+//! Which source files make up each kernel family (paths relative to the `kernels` crate).
+//!
+//! Plain data, read by `build.rs` (which embeds each family's digest) and by the family tests.
+//! A file shared by several families is listed in each; a file that no tuning's results depend
+//! on is in [`NOT_MEASURED`]. A test fails when a source file of the crate is in neither.
+
+/// Code every family runs: matrix types, patterns, masks and the synthetic weights tunings
+/// are measured on.
+const COMMON: &[&str] = &[
+    "src/format/mod.rs",
+    "src/mask/mod.rs",
+    "src/mask/select.rs",
+    "src/mask/vnm.rs",
+    "src/pattern.rs",
+    "src/synthetic.rs",
+];
+
+/// The CPU kernels' driver, SIMD layer, parameter spaces and cost model.
+const CPU: &[&str] = &[
+    "src/cost.rs",
+    "src/cpu/dispatch.rs",
+    "src/cpu/kernels/mod.rs",
+    "src/cpu/mod.rs",
+    "src/cpu/pool.rs",
+    "src/cpu/simd.rs",
+    "src/isa.rs",
+    "src/space.rs",
+];
+
+/// The CUDA device, compilation, launch geometry, spaces and cost model.
+const CUDA: &[&str] = &[
+    "src/cuda/config.rs",
+    "src/cuda/cost.rs",
+    "src/cuda/device.rs",
+    "src/cuda/launch.rs",
+    "src/cuda/mod.rs",
+    "src/cuda/nvrtc.rs",
+    "src/cuda/source.rs",
+    "src/cuda/space.rs",
+    "src/cuda/tune.rs",
+];
+
+/// Each family's tag and its files (groups concatenated in order).
+pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
+    (
+        "cpu-dense",
+        &[COMMON, CPU, &["src/dense.rs", "src/format/dense.rs"]],
+    ),
+    (
+        "cpu-csr",
+        &[
+            COMMON,
+            CPU,
+            &["src/cpu/kernels/csr.rs", "src/format/csr.rs"],
+        ],
+    ),
+    (
+        "cpu-nm",
+        &[COMMON, CPU, &["src/cpu/kernels/nm.rs", "src/format/nm.rs"]],
+    ),
+    (
+        "cpu-vnm",
+        &[
+            COMMON,
+            CPU,
+            &["src/cpu/kernels/vnm.rs", "src/format/vnm.rs"],
+        ],
+    ),
+    (
+        "cpu-vector",
+        &[
+            COMMON,
+            CPU,
+            &["src/cpu/kernels/vector.rs", "src/format/vector.rs"],
+        ],
+    ),
+    (
+        "cuda-vnm",
+        &[
+            COMMON,
+            CUDA,
+            &[
+                "cuda/spmm_vnm_f16.cu",
+                "cuda/ptxas_resources.csv",
+                "src/cuda/pack.rs",
+                "src/format/nm.rs",
+                "src/format/vnm.rs",
+            ],
+        ],
+    ),
+    (
+        "cuda-csr",
+        &[COMMON, CUDA, &["cuda/spmm_csr_f32.cu", "src/format/csr.rs"]],
+    ),
+    ("cuda-dense", &[COMMON, CUDA, &["src/cuda/blas.rs"]]),
+];
+
+/// Source files that no tuning's results depend on: re-exports, messages, the scalar reference
+/// used by tests and checks, tools, the host emulator, and the stub of a build without CUDA.
+pub const NOT_MEASURED: &[&str] = &[
+    "src/lib.rs",
+    "src/error.rs",
+    "src/reference.rs",
+    "src/family/mod.rs",
+    "src/family/normalize.rs",
+    "src/family/sources.rs",
+    "src/family/tests.rs",
+    "src/mask/tests.rs",
+    "src/cuda/cost_check.rs",
+    "src/cuda/error.rs",
+    "src/cuda/gpu.rs",
+    "src/cuda/ptxas.rs",
+    "src/cuda/random.rs",
+    "src/cuda/stub.rs",
+];
+
+/// Folders whose files are never measured code (binaries, the emulator, recorded results).
+pub const NOT_MEASURED_DIRS: &[&str] = &["src/bin", "cuda/emu", "cuda/results"];

@@ -1,0 +1,68 @@
+//! The evaluate stage kind: one pruned model run end to end through its layers' tuned kernels
+//! on one backend.
+
+use super::kernel_tune::{DeviceState, KernelTune};
+use super::prune::Prune;
+use crate::fields::{canon_u64s, Fields, Tag};
+use crate::key::Key;
+use crate::plan::{PlanError, Planner};
+use crate::stage::{StageKind, Trial};
+use stages::kernel_tune::Backend;
+
+/// The evaluate stage.
+pub enum Evaluate {}
+
+impl StageKind for Evaluate {
+    const NAME: &'static str = "evaluate";
+    type Trial = EvalTrial;
+    /// The pruned model, then the tunings of its layers (per layer, per batch tokens).
+    type Parents = (Key<Prune>, Vec<Key<KernelTune>>);
+}
+
+/// One evaluation of one pruned model on one backend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalTrial {
+    /// Backend.
+    pub backend: Backend,
+    /// Batch sizes at which latency is measured.
+    pub batch_sizes: Vec<u64>,
+    /// The device.
+    pub device: DeviceState,
+}
+
+impl Trial for EvalTrial {
+    fn describe(&self, f: &mut Fields) {
+        f.both("backend", "evaluate.backend", &Tag(self.backend));
+        f.key_only("batch_sizes", || {
+            canon_u64s(self.batch_sizes.iter().copied())
+        });
+        f.both("device", "device", &self.device);
+    }
+
+    fn label(&self) -> String {
+        format!("{} batch sizes {:?}", self.backend, self.batch_sizes)
+    }
+}
+
+/// Plans one evaluation per (prune, backend), reading the tunings that prune requested on
+/// that backend. `device` is the backend's device as the kernel-tune stage found it.
+pub fn plan(p: &mut Planner, device: impl Fn(Backend) -> DeviceState) -> Result<(), PlanError> {
+    let exp = p.experiment();
+    for (prune, _) in p.instances::<Prune>() {
+        let requested = p.requested_by::<KernelTune>(prune.any());
+        for &backend in &exp.backends {
+            let tunings = requested
+                .iter()
+                .filter(|(_, t)| t.trial.backend == backend)
+                .map(|(k, _)| *k)
+                .collect();
+            let trial = EvalTrial {
+                backend,
+                batch_sizes: exp.batch_sizes.clone(),
+                device: device(backend),
+            };
+            p.add::<Evaluate>(trial, (prune, tunings));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! The kernel-tune stage kind: one search of a kernel's parameter space for one format
+//! signature, shape and batch size on one backend. Keyed on the structure, never the weights,
+//! so that every pruned model with the same layer structure shares one tuning; requested by the
+//! prunes whose layers take that format, or a root of a kernel-only study.
+
+use super::prune::{describe_pattern, pattern_label, Prune};
+use crate::fields::{FieldValue, Fields, Tag};
+use crate::key::CanonValue;
+use crate::plan::{PlanError, Planner};
+use crate::stage::{StageKind, Trial};
+use kernels::Pattern;
+use results::Value;
+use stages::kernel_tune::{Backend, Strategy};
+
+/// The kernel-tune stage.
+pub enum KernelTune {}
+
+impl StageKind for KernelTune {
+    const NAME: &'static str = "kernel_tune";
+    type Trial = TuneTrial;
+    type Parents = ();
+    const REQUESTED_BY: &'static [&'static str] = &[Prune::NAME];
+}
+
+/// The device a backend runs on, as found at planning time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeviceState {
+    /// Its fingerprint (CPU model and ISA, or GPU name, SM and driver).
+    Ready(String),
+    /// Why the backend cannot run here (its trials fail with this reason).
+    Unavailable(String),
+}
+
+impl DeviceState {
+    /// What keys and the `device` column record.
+    pub fn text(&self) -> String {
+        match self {
+            DeviceState::Ready(f) => f.clone(),
+            DeviceState::Unavailable(why) => format!("unavailable: {why}"),
+        }
+    }
+}
+
+impl FieldValue for DeviceState {
+    fn canon(&self) -> CanonValue {
+        CanonValue::Str(self.text())
+    }
+    fn column(&self) -> Value {
+        Value::Str(self.text())
+    }
+}
+
+/// One kernel tuning: a format signature on a shape, a backend and a search.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TuneTrial {
+    /// Pattern of the format.
+    pub pattern: Pattern,
+    /// Rows of the sparse operand.
+    pub rows: u64,
+    /// Columns of the sparse operand.
+    pub cols: u64,
+    /// Batch tokens (columns of the dense operand).
+    pub batch_tokens: u64,
+    /// Backend.
+    pub backend: Backend,
+    /// Element type the backend computes this format in.
+    pub dtype: String,
+    /// Search strategy (with its budget and seed).
+    pub strategy: Strategy,
+    /// The device.
+    pub device: DeviceState,
+    /// Digests of the kernel families the tuning measures (the format's and the dense
+    /// baseline's), so that editing one kernel re-tunes only the tunings that measured it.
+    pub kernel_version: String,
+}
+
+impl Trial for TuneTrial {
+    fn describe(&self, f: &mut Fields) {
+        let (budget, seed) = match self.strategy {
+            Strategy::Exhaustive => (None, 0),
+            Strategy::Random { budget, seed } => (Some(budget as u64), seed),
+            Strategy::Model { budget } => (Some(budget as u64), 0),
+        };
+        describe_pattern(f, &self.pattern, "format.", "format.");
+        f.both("rows", "format.rows", &self.rows);
+        f.both("cols", "format.cols", &self.cols);
+        f.both(
+            "batch_tokens",
+            "kernel_tune.batch_tokens",
+            &self.batch_tokens,
+        );
+        f.both("backend", "kernel_tune.backend", &Tag(self.backend));
+        f.both("dtype", "kernel_tune.dtype", &self.dtype);
+        f.both(
+            "strategy",
+            "kernel_tune.strategy",
+            &Tag(self.strategy.kind()),
+        );
+        // Exhaustive search has no budget: 0 in the key, null in the column.
+        f.key_only("budget", || CanonValue::U64(budget.unwrap_or(0)));
+        f.column_only("kernel_tune.budget", || budget.column());
+        f.key_only("seed", || CanonValue::U64(seed));
+        f.both("device", "device", &self.device);
+        f.key_only("kernel_digest", || {
+            CanonValue::Str(self.kernel_version.clone())
+        });
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "{} {}x{} n={} {}",
+            pattern_label(&self.pattern),
+            self.rows,
+            self.cols,
+            self.batch_tokens,
+            self.backend
+        )
+    }
+}
+
+/// What a kernel-tune implementation tells the planner about this build and machine.
+pub trait TuneFacts {
+    /// The device a backend runs on.
+    fn device(&self, backend: Backend) -> DeviceState;
+    /// The element type a backend computes a format in (`f32` unless it says otherwise).
+    fn dtype(&self, backend: Backend, pattern: &Pattern, rows: u64, cols: u64) -> String;
+    /// The version of the kernels a tuning of this format measures.
+    fn kernel_version(&self, backend: Backend, pattern: &Pattern, rows: u64, cols: u64) -> String;
+}
+
+/// Plans the tunings: in a kernel-only study every (pattern, shape, batch tokens, backend) as
+/// a root; otherwise every layer format of every prune, per batch tokens and backend, requested
+/// by that prune.
+pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
+    let exp = p.experiment();
+    let tune = |pattern: &Pattern, rows: u64, cols: u64, batch_tokens: u64, backend| TuneTrial {
+        pattern: pattern.clone(),
+        rows,
+        cols,
+        batch_tokens,
+        backend,
+        dtype: facts.dtype(backend, pattern, rows, cols),
+        strategy: exp.strategy.clone(),
+        device: facts.device(backend),
+        kernel_version: facts.kernel_version(backend, pattern, rows, cols),
+    };
+    if exp.model_part.is_none() {
+        for point in &exp.prune_points {
+            for &(rows, cols) in &exp.shapes {
+                for &bt in &exp.batch_tokens {
+                    for &backend in &exp.backends {
+                        p.add::<KernelTune>(tune(&point.pattern, rows, cols, bt, backend), ());
+                    }
+                }
+            }
+        }
+        return Ok(());
+    }
+    for (prune, planned) in p.instances::<Prune>() {
+        for &backend in &exp.backends {
+            for layer in &planned.trial.layers {
+                for &bt in &exp.batch_tokens {
+                    let t = tune(&layer.pattern, layer.rows, layer.cols, bt, backend);
+                    let key = p.add::<KernelTune>(t, ());
+                    p.request(prune, key);
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,17 @@
+//! The product's stage kinds, in pipeline order: each module holds a kind's marker, its trial
+//! (fields declared once: key and columns), its parents, and the planning its stages share.
+//!
+//! `dataset → train → prune → kernel_tune → evaluate`; a kernel tuning is requested by the
+//! prunes whose layers take its format, and an evaluation reads its prune and those tunings.
+
+pub mod dataset;
+pub mod evaluate;
+pub mod kernel_tune;
+pub mod prune;
+pub mod train;
+
+pub use dataset::{Dataset, DatasetTrial};
+pub use evaluate::{EvalTrial, Evaluate};
+pub use kernel_tune::{DeviceState, KernelTune, TuneFacts, TuneTrial};
+pub use prune::{pattern_label, LayerFormat, Prune, PrunePoint, PruneTrial};
+pub use train::{Train, TrainTrial};

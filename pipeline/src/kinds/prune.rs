@@ -1,0 +1,198 @@
+//! The prune stage kind: one pruning (and fine-tuning) of one trained model into a pattern.
+
+use super::dataset::Dataset;
+use super::train::Train;
+use crate::fields::{canon_u64s, Fields, Tag};
+use crate::key::{CanonValue, Key};
+use crate::plan::{PlanError, Planner};
+use crate::stage::{StageKind, Trial};
+use kernels::Pattern;
+use results::Value;
+use stages::{Method, ModelSpec, PruneSpec, Schedule};
+
+/// The prune stage.
+pub enum Prune {}
+
+impl StageKind for Prune {
+    const NAME: &'static str = "prune";
+    type Trial = PruneTrial;
+    type Parents = Key<Train>;
+}
+
+/// One point of the prune space: a pattern and how to reach it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrunePoint {
+    /// The pattern.
+    pub pattern: Pattern,
+    /// How weights are scored (`None` exactly for the dense pattern: nothing is removed).
+    pub method: Option<Method>,
+    /// How the target is reached (`None` exactly for the dense pattern).
+    pub schedule: Option<Schedule>,
+    /// Fine-tuning epochs after pruning (0 for the dense pattern).
+    pub finetune_epochs: u64,
+}
+
+impl PrunePoint {
+    /// The dense point: the trained model as it is.
+    pub fn dense() -> Self {
+        PrunePoint {
+            pattern: Pattern::Dense,
+            method: None,
+            schedule: None,
+            finetune_epochs: 0,
+        }
+    }
+}
+
+/// The structure of one layer's weights under a pruning: what kernel tuning is keyed on
+/// (never the values).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerFormat {
+    /// Layer name.
+    pub layer: String,
+    /// Pattern applied (dense when the layer cannot take the trial's pattern).
+    pub pattern: Pattern,
+    /// Output rows.
+    pub rows: u64,
+    /// Input columns.
+    pub cols: u64,
+    /// Why the trial's pattern was not applied, if it was not.
+    pub skipped: Option<String>,
+}
+
+/// One pruning of one trained model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PruneTrial {
+    /// What the prune stage runs: the point's pattern, method, schedule and fine-tuning epochs;
+    /// the fine-tuning learning rate (the file's `finetune_lr`, else the training's); and the
+    /// training's batch size and optimiser, which the key covers through the training.
+    pub spec: PruneSpec,
+    /// The format each layer takes. Derived at planning time from the model and the pattern,
+    /// which the key covers (through the training and the pattern), so it is not a key field.
+    pub layers: Vec<LayerFormat>,
+}
+
+/// (sparsity, N:M, V) of a pattern as the key records them: each only where it applies.
+fn pattern_parts(p: &Pattern) -> (Option<f64>, Option<(u64, u64)>, Option<u64>) {
+    match *p {
+        Pattern::Dense => (None, None, None),
+        Pattern::Unstructured { sparsity } => (Some(sparsity), None, None),
+        Pattern::Nm { n, m } => (None, Some((n as u64, m as u64)), None),
+        Pattern::Vnm { v, m } => (None, Some((2, m as u64)), Some(v as u64)),
+        Pattern::Vector { v, sparsity } => (Some(sparsity), None, Some(v as u64)),
+    }
+}
+
+/// Declares a pattern's fields: key fields `{key}kind`, `{key}sparsity`, `{key}nm`, `{key}v`;
+/// columns `{column}pattern`, `{column}sparsity` (nominal), `{column}n`, `{column}m`,
+/// `{column}v`.
+pub(crate) fn describe_pattern(f: &mut Fields, p: &Pattern, key: &str, column: &str) {
+    let (sparsity, nm, v) = pattern_parts(p);
+    f.both(
+        &format!("{key}kind"),
+        &format!("{column}pattern"),
+        &Tag(p.kind()),
+    );
+    f.key_only(&format!("{key}sparsity"), || {
+        CanonValue::List(sparsity.into_iter().map(CanonValue::f64).collect())
+    });
+    f.column_only(&format!("{column}sparsity"), || Value::F64(p.sparsity()));
+    f.key_only(&format!("{key}nm"), || {
+        canon_u64s(nm.into_iter().flat_map(|(n, m)| [n, m]))
+    });
+    let int = |x: Option<u64>| x.map_or(Value::Null, |x| Value::I64(x as i64));
+    f.column_only(&format!("{column}n"), || int(nm.map(|x| x.0)));
+    f.column_only(&format!("{column}m"), || int(nm.map(|x| x.1)));
+    f.both(&format!("{key}v"), &format!("{column}v"), &v);
+}
+
+/// A short label such as `vnm 64:2:8`, `nm 2:4`, `unstructured 0.75`, `vector 16x1 0.5`.
+pub fn pattern_label(p: &Pattern) -> String {
+    let kind = p.kind();
+    match *p {
+        Pattern::Dense => kind.to_string(),
+        Pattern::Unstructured { sparsity } => format!("{kind} {sparsity}"),
+        Pattern::Nm { n, m } => format!("{kind} {n}:{m}"),
+        Pattern::Vnm { v, m } => format!("{kind} {v}:2:{m}"),
+        Pattern::Vector { v, sparsity } => format!("{kind} {v}x1 {sparsity}"),
+    }
+}
+
+impl Trial for PruneTrial {
+    fn describe(&self, f: &mut Fields) {
+        let pt = &self.spec;
+        describe_pattern(f, &pt.pattern, "pattern.", "prune.");
+        f.both(
+            "method",
+            "prune.method",
+            &pt.method.as_ref().map(|m| Tag(m.kind())),
+        );
+        f.both(
+            "schedule",
+            "prune.schedule",
+            &pt.schedule.as_ref().map(|s| Tag(s.kind())),
+        );
+        f.key_only("obs", || match pt.method {
+            Some(Method::Obs { grads, block, damp }) => CanonValue::List(vec![
+                CanonValue::U64(grads as u64),
+                CanonValue::U64(block as u64),
+                CanonValue::f64(damp),
+            ]),
+            _ => CanonValue::List(vec![]),
+        });
+        f.key_only("gradual_steps", || match pt.schedule {
+            Some(Schedule::Gradual { steps }) => canon_u64s([steps as u64]),
+            _ => canon_u64s([]),
+        });
+        f.both(
+            "finetune_epochs",
+            "prune.finetune_epochs",
+            &pt.finetune_epochs,
+        );
+        f.both("finetune_lr", "prune.finetune_lr", &pt.finetune_lr);
+    }
+
+    fn label(&self) -> String {
+        match &self.spec.method {
+            Some(m) => format!("{} {}", pattern_label(&self.spec.pattern), m.kind()),
+            None => pattern_label(&self.spec.pattern),
+        }
+    }
+}
+
+/// Plans one pruning per (training, prune point). `layers` gives the format each layer of the
+/// model takes under a pattern (it knows the model's shapes; an error names what is wrong).
+pub fn plan(
+    p: &mut Planner,
+    layers: impl Fn(&super::DatasetTrial, &ModelSpec, &Pattern) -> Result<Vec<LayerFormat>, String>,
+) -> Result<(), PlanError> {
+    let exp = p.experiment();
+    let Some(mp) = &exp.model_part else {
+        return Ok(());
+    };
+    for (train, planned) in p.instances::<Train>() {
+        let dataset = p
+            .planned::<Dataset>(planned.parents)
+            .map(|d| d.trial.clone())
+            .ok_or_else(|| p.error(0..0, "a training was planned without its data set"))?;
+        for point in &exp.prune_points {
+            let formats = layers(&dataset, &planned.trial.model, &point.pattern)
+                .map_err(|e| p.error(0..0, format!("[model]: {e}")))?;
+            let train_spec = &planned.trial.train;
+            let trial = PruneTrial {
+                spec: PruneSpec {
+                    pattern: point.pattern.clone(),
+                    method: point.method.clone(),
+                    schedule: point.schedule.clone(),
+                    finetune_epochs: point.finetune_epochs as usize,
+                    finetune_lr: mp.finetune_lr.unwrap_or(train_spec.lr),
+                    batch_size: train_spec.batch_size,
+                    optimizer: train_spec.optimizer,
+                },
+                layers: formats,
+            };
+            p.add::<Prune>(trial, train);
+        }
+    }
+    Ok(())
+}

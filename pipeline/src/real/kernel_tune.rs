@@ -1,0 +1,115 @@
+//! The kernel-tune stage: tunes one format signature on one backend; writes `tuned.txt`.
+
+use super::rows;
+use crate::kinds::{kernel_tune, DeviceState, KernelTune, TuneFacts, TuneTrial};
+use crate::plan::{PlanError, Planner};
+use crate::stage::{Outcome, RunCtx, Stage, StageError};
+use kernels::cuda::Gpu;
+use kernels::Pattern;
+use stages::kernel_tune::{self as tune, Backend, TuneSpec};
+
+/// Seconds spent measuring each kernel configuration in a tuning.
+const SECONDS_PER_POINT: f64 = 0.05;
+
+/// The kernel-tune stage.
+pub struct KernelTuneStage;
+
+/// The device of a backend on this machine, or why there is none.
+pub(super) fn device(backend: Backend) -> DeviceState {
+    match backend {
+        Backend::Cpu => DeviceState::Ready(kernels::cpu_fingerprint()),
+        Backend::Cuda => match tune::cuda::shared_device() {
+            Ok(d) => DeviceState::Ready(d.info().fingerprint()),
+            Err(e) => DeviceState::Unavailable(e.to_string()),
+        },
+    }
+}
+
+/// Fails a trial whose backend could not be opened when it was planned.
+pub(super) fn ready(backend: Backend, device: &DeviceState) -> Result<(), StageError> {
+    match device {
+        DeviceState::Ready(_) => Ok(()),
+        DeviceState::Unavailable(why) => Err(StageError::Unavailable {
+            backend,
+            why: why.clone(),
+        }),
+    }
+}
+
+/// The `isa` column of a backend's rows: the CPU's SIMD level, or the CUDA target (`sm_90`).
+pub(super) fn isa(backend: Backend) -> Result<String, StageError> {
+    match backend {
+        Backend::Cpu => Ok(kernels::isa().to_string()),
+        Backend::Cuda => tune::cuda::shared_device()
+            .map(|d| d.info().arch.to_owned())
+            .map_err(|e| StageError::Unavailable {
+                backend,
+                why: e.to_string(),
+            }),
+    }
+}
+
+impl TuneFacts for KernelTuneStage {
+    fn device(&self, backend: Backend) -> DeviceState {
+        device(backend)
+    }
+
+    fn dtype(&self, backend: Backend, pattern: &Pattern, rows: u64, cols: u64) -> String {
+        match backend {
+            Backend::Cpu => "f32".into(),
+            Backend::Cuda => tune::cuda::dtype(pattern, rows as usize, cols as usize).into(),
+        }
+    }
+
+    fn kernel_version(&self, backend: Backend, pattern: &Pattern, rows: u64, cols: u64) -> String {
+        kernels::family_version(&tune::families(
+            backend,
+            pattern,
+            rows as usize,
+            cols as usize,
+        ))
+    }
+}
+
+impl Stage for KernelTuneStage {
+    type Kind = KernelTune;
+    const MEASURES: bool = true;
+
+    fn version(&self) -> u32 {
+        2
+    }
+
+    fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
+        kernel_tune::plan(p, self)
+    }
+
+    fn run(&self, ctx: &RunCtx, t: &TuneTrial, (): ()) -> Result<Outcome, StageError> {
+        ready(t.backend, &t.device)?;
+        let sig =
+            kernels::FormatSignature::for_pattern(&t.pattern, t.rows as usize, t.cols as usize)?;
+        let n = t.batch_tokens as usize;
+        let spec = TuneSpec {
+            sig,
+            n,
+            strategy: t.strategy.clone(),
+            seconds_per_point: SECONDS_PER_POINT,
+            backend: t.backend,
+        };
+        let tuned = {
+            let _timing = ctx.measuring()?;
+            tune::tune(&spec)?
+        };
+        let (metrics, points) = rows::tune(&tuned, &sig, n, &isa(t.backend)?);
+        let text = format!(
+            "{}\n{}\n",
+            tune::format_params(&tuned.best().params),
+            tune::format_params(&tuned.dense_best().params)
+        );
+        let path = ctx.out_dir.join("tuned.txt");
+        std::fs::write(&path, text).map_err(StageError::io(&path))?;
+        Ok(Outcome {
+            metrics,
+            rows: points,
+        })
+    }
+}

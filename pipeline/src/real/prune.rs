@@ -1,0 +1,82 @@
+//! The prune stage: prunes (and fine-tunes) a trained model; writes its weights and masks.
+
+use super::train::WEIGHTS;
+use super::{masks, rows, Datasets};
+use crate::kinds::{prune, DatasetTrial, LayerFormat, Prune, PruneTrial, Train};
+use crate::plan::{PlanError, Planner};
+use crate::stage::{Done, Outcome, RunCtx, Stage, StageError};
+use kernels::Pattern;
+use stages::{ModelSpec, Weights};
+use std::sync::Arc;
+
+/// The prune stage.
+pub struct PruneStage(pub(super) Arc<Datasets>);
+
+impl PruneStage {
+    /// The format each layer of `model` takes under `pattern` on `data`: the pattern where it
+    /// fits the layer's shape, dense (with the reason) where it does not.
+    fn layer_formats(
+        &self,
+        data: &DatasetTrial,
+        model: &ModelSpec,
+        pattern: &Pattern,
+    ) -> Result<Vec<LayerFormat>, StageError> {
+        let ds = self.0.load(&data.spec)?;
+        // A CNN reads square single-channel images (the digits' 8×8, MNIST's 28×28).
+        let image = matches!(model, ModelSpec::Cnn { .. }).then(|| {
+            let side = (ds.n_features as f64).sqrt() as usize;
+            (1, side, side)
+        });
+        let w = Weights::init(model, ds.n_features, image, ds.n_classes, 0)?;
+        Ok(w.layers
+            .iter()
+            .map(|l| {
+                let (rows, cols) = (l.rows() as u64, l.cols() as u64);
+                let (pattern, skipped) = match pattern.validate_for(l.rows(), l.cols()) {
+                    Ok(()) => (pattern.clone(), None),
+                    Err(e) => (Pattern::Dense, Some(e.to_string())),
+                };
+                LayerFormat {
+                    layer: l.name.clone(),
+                    pattern,
+                    rows,
+                    cols,
+                    skipped,
+                }
+            })
+            .collect())
+    }
+}
+
+impl Stage for PruneStage {
+    type Kind = Prune;
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
+        prune::plan(p, |data, model, pattern| {
+            self.layer_formats(data, model, pattern)
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn run(
+        &self,
+        ctx: &RunCtx,
+        p: &PruneTrial,
+        trained: Done<Train>,
+    ) -> Result<Outcome, StageError> {
+        let data = trained.parents()?;
+        let ds = self.0.load(&data.trial().spec)?;
+        let weights = Weights::load(&trained.artifact(WEIGHTS))?;
+        let pruned = stages::prune(&ds, &weights, &p.spec, trained.trial().seed)?;
+        pruned.weights.save(&ctx.out_dir.join(WEIGHTS))?;
+        masks::save(&ctx.out_dir.join(masks::MASKS), &pruned.masks)?;
+        Ok(Outcome {
+            metrics: rows::prune(&pruned),
+            rows: vec![],
+        })
+    }
+}

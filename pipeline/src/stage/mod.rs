@@ -1,0 +1,184 @@
+//! The seam between the engine and the stages: one trait per stage kind, typed inputs and
+//! outputs, and one table that wires them.
+//!
+//! - A **stage kind** ([`StageKind`]) is a marker type that names the stage, its [`Trial`]
+//!   (the config its key covers and its rows show, declared once in [`Trial::describe`]) and its
+//!   [`Parents`] (typed parent keys such as `Key<Train>`, whose results it reads).
+//! - A **stage** ([`Stage`]) implements a kind: its version, how it plans its instances from the
+//!   experiment and the instances planned before it, and how it runs one instance from its trial
+//!   and its resolved inputs ([`Done`]). The product's stages are in [`crate::real`]; the engine's
+//!   tests bring their own implementations of the same kinds.
+//! - A **stage table** ([`StageTable`]) lists the stages in pipeline order. The planner, the
+//!   dataflow, the progress bars and the result tables all come from it: adding a stage is one
+//!   module and one line of the table.
+
+mod error;
+mod parents;
+mod table;
+
+pub use error::{RunError, StageError};
+pub use parents::{Done, Parents, Resolver};
+pub use table::{StageTable, TableError};
+
+use crate::fields::Fields;
+use crate::key::{AnyKey, CanonConfig};
+use crate::plan::{PlanError, Planner};
+use crate::store::{MeasureGuard, MeasureLock};
+use results::Row;
+use std::fmt::Debug;
+use std::path::Path;
+
+/// A stage kind: its name, its trial type and its parents. Implemented by marker types
+/// (`enum Train {}`) next to their trial.
+pub trait StageKind: 'static + Send + Sync {
+    /// The stage's name: in keys, the store, the result folders and the progress bars.
+    const NAME: &'static str;
+    /// The config of one instance.
+    type Trial: Trial;
+    /// The typed keys of its inputs.
+    type Parents: Parents;
+    /// Stages whose successful instances ask for this stage's instances without being inputs
+    /// of their keys (a kernel tuning is shared by every pruned model of the same structure, so
+    /// it is requested by prunes, never keyed by them). An instance nobody requests and that has
+    /// no parents runs as a root.
+    const REQUESTED_BY: &'static [&'static str] = &[];
+}
+
+/// The config of one stage instance, with its fields declared once.
+pub trait Trial: Clone + Debug + PartialEq + Send + Sync + 'static {
+    /// Visits every field in key order: what the key covers and what the rows show.
+    fn describe(&self, f: &mut Fields);
+    /// A short human label (`cotune plan`, logs).
+    fn label(&self) -> String;
+
+    /// The canonical config the key covers.
+    fn canon(&self) -> CanonConfig {
+        let mut c = CanonConfig::new();
+        self.describe(&mut Fields::key(&mut c));
+        c
+    }
+
+    /// Writes the config columns of a row.
+    fn columns(&self, row: &mut Row) {
+        self.describe(&mut Fields::columns(row));
+    }
+}
+
+/// The trial type of a kind.
+pub type TrialOf<K> = <K as StageKind>::Trial;
+/// The resolved inputs of a kind.
+pub type InputsOf<K> = <<K as StageKind>::Parents as Parents>::Resolved;
+
+/// A planned instance: its trial and its typed parents.
+pub struct Planned<K: StageKind> {
+    /// The config.
+    pub trial: K::Trial,
+    /// The inputs.
+    pub parents: K::Parents,
+}
+
+// By hand: a derive would ask the marker `K` itself for Clone, Debug and PartialEq.
+impl<K: StageKind> Clone for Planned<K> {
+    fn clone(&self) -> Self {
+        Planned {
+            trial: self.trial.clone(),
+            parents: self.parents.clone(),
+        }
+    }
+}
+
+impl<K: StageKind> Debug for Planned<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(K::NAME)
+            .field("trial", &self.trial)
+            .field("parents", &self.parents)
+            .finish()
+    }
+}
+
+impl<K: StageKind> PartialEq for Planned<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.trial == other.trial && self.parents == other.parents
+    }
+}
+
+/// What a stage instance produced besides its artifacts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// The instance's metrics (one result row).
+    pub metrics: Row,
+    /// Extra rows: kernel_tune has one per measured point (the metrics row then summarises).
+    pub rows: Vec<Row>,
+}
+
+/// Run-time context of one stage instance.
+pub struct RunCtx<'a> {
+    /// Empty folder for the instance's artifacts.
+    pub out_dir: &'a Path,
+    pub(crate) measure: &'a MeasureLock,
+}
+
+impl RunCtx<'_> {
+    /// Holds the per-host measurement lock exclusively (for a stage with
+    /// [`Stage::MEASURES`], around its timings only).
+    pub fn measuring(&self) -> Result<MeasureGuard, StageError> {
+        self.measure.exclusive().map_err(StageError::MeasureLock)
+    }
+}
+
+/// A stage: the implementation of a kind.
+pub trait Stage: Send + Sync + 'static {
+    /// The kind it implements.
+    type Kind: StageKind;
+    /// True when the stage times things: it takes the measurement lock itself
+    /// ([`RunCtx::measuring`]) around its timings. Otherwise the engine holds the lock shared
+    /// while it runs, so that it never overlaps another stage's timing on this host.
+    const MEASURES: bool = false;
+
+    /// The stage version its keys cover: bump it when its results change meaning.
+    fn version(&self) -> u32;
+
+    /// Adds this stage's instances to the plan, from the experiment and the instances of the
+    /// stages before it in the table.
+    fn plan(&self, planner: &mut Planner) -> Result<(), PlanError>;
+
+    /// Runs one instance. `inputs` are its parents' finished entries.
+    fn run(
+        &self,
+        ctx: &RunCtx,
+        trial: &TrialOf<Self::Kind>,
+        inputs: InputsOf<Self::Kind>,
+    ) -> Result<Outcome, StageError>;
+}
+
+/// A node's planned instance with its type erased (the registry and the dataflow hold these).
+pub(crate) trait AnyPlanned: Debug + Send + Sync + 'static {
+    /// The trial's config columns.
+    fn trial_columns(&self, row: &mut Row);
+    /// The parent-key columns (`train_key`, `kernel_tune_keys`, …).
+    fn parent_columns(&self, row: &mut Row);
+    /// The parent whose config columns rows inherit.
+    fn primary(&self) -> Option<AnyKey>;
+    /// The trial's label.
+    fn label(&self) -> String;
+    /// For downcasting to `Planned<K>`.
+    fn into_any(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn std::any::Any + Send + Sync>;
+}
+
+impl<K: StageKind> AnyPlanned for Planned<K> {
+    fn trial_columns(&self, row: &mut Row) {
+        self.trial.columns(row);
+    }
+    fn parent_columns(&self, row: &mut Row) {
+        self.parents.columns(row);
+    }
+    fn primary(&self) -> Option<AnyKey> {
+        self.parents.primary()
+    }
+    fn label(&self) -> String {
+        self.trial.label()
+    }
+    fn into_any(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
