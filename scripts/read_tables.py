@@ -3,8 +3,11 @@
 
 Usage: python3 scripts/read_tables.py OUT_DIR    (e.g. cotune-out/)
 
-A table is either a folder of worker parts (`<experiment>/<stage>/part-*.parquet`), read the
-one-line way each tool documents, or a single file such as `<experiment>/pareto.parquet`.
+Each `<experiment>` entry is a link to the experiment's current generation (a hidden folder
+beside it). A table is either a folder of worker parts (`<experiment>/<stage>/part-*.parquet`),
+read through the link the one-line way each tool documents, or a single file such as
+`<experiment>/pareto.parquet`. The tables of one experiment must all be of one step: their
+footers carry one `cotune.generation`, the one `run.json` names.
 For each table the three readers must agree on the row count and the column names; the footer
 must carry cotune's provenance keys; `run.json` files must parse. Prints one line per table and
 exits 1 if anything failed (2 on bad usage).
@@ -28,14 +31,22 @@ def visible(path: Path) -> bool:
     return not path.name.startswith((".", "_"))
 
 
-def find_tables(out: Path):
-    """Folder tables (those holding part-*.parquet) and single-file tables, sorted."""
+def experiments(out: Path):
+    """The experiment links (or folders) of an output folder, sorted."""
+    return [p for p in sorted(out.iterdir()) if visible(p) and p.is_dir()]
+
+
+def find_tables(exp: Path):
+    """Folder tables (those holding part-*.parquet) and single-file tables of one experiment,
+    as paths through its link, sorted."""
+    root = exp.resolve()
+    through = lambda p: exp / p.relative_to(root)  # noqa: E731
     tables = []
-    for folder in sorted({p.parent for p in out.rglob("part-*.parquet") if visible(p)}):
-        tables.append(("folder", folder))
-    for path in sorted(out.rglob("*.parquet")):
+    for folder in sorted({p.parent for p in root.rglob("part-*.parquet") if visible(p)}):
+        tables.append(("folder", through(folder)))
+    for path in sorted(root.rglob("*.parquet")):
         if visible(path) and not path.name.startswith("part-") and path.is_file():
-            tables.append(("file", path))
+            tables.append(("file", through(path)))
     return tables
 
 
@@ -90,10 +101,13 @@ def check_table(kind: str, path: Path, out: Path) -> list:
     return [name] if problems else []
 
 
-def check_run_json(path: Path, out: Path) -> list:
+def check_run_json(path: Path, out: Path, generations: set) -> list:
     name = str(path.relative_to(out))
     try:
         summary = json.loads(path.read_text())
+        named = summary.get("extra", {}).get("generation")
+        if generations != {named}:
+            raise ValueError(f"tables of generations {sorted(generations)}, run.json names {named!r}")
         stages = summary["stages"]
         total = {k: sum(s[k] for s in stages.values()) for k in ("executed", "cached", "failed")}
     except Exception as exc:  # noqa: BLE001
@@ -108,12 +122,15 @@ def main(argv) -> int:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     out = Path(argv[1])
-    tables = find_tables(out)
+    tables = []
     failed = []
-    for kind, path in tables:
-        failed += check_table(kind, path, out)
-    for path in sorted(out.rglob("run.json")):
-        failed += check_run_json(path, out)
+    for exp in experiments(out):
+        mine = find_tables(exp)
+        tables += mine
+        for kind, path in mine:
+            failed += check_table(kind, path, out)
+        generations = {footer(kind, path).get("cotune.generation") for kind, path in mine}
+        failed += check_run_json(exp / "run.json", out, generations)
     if not tables:
         print(f"FAIL no Parquet tables under {out}")
         return 1

@@ -1,8 +1,10 @@
 //! Drives the dataflow: starts timely workers (threads, or a cluster of processes), feeds the
 //! plan's edges on worker 0 (the only one holding inputs), steps until each epoch completes,
-//! and has every worker write its own Parquet parts; worker 0 also writes the aggregates and
-//! `run.json`.
+//! and has every worker write its own Parquet parts into the epoch's generation folder; worker
+//! 0 then writes the aggregates and `run.json` there and publishes the generation (one atomic
+//! switch of `<out>/<experiment>`, see [`results::Generation`]).
 
+use crate::cluster::Cluster;
 use crate::dataflow::{self, Built};
 use crate::engine::{Engine, COTUNE_VERSION};
 use crate::plan::{Edge, Plan};
@@ -12,41 +14,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use timely::worker::Worker;
-
-/// How to run the workers.
-#[derive(Clone, Debug)]
-pub struct Cluster {
-    /// Worker threads per process.
-    pub workers: usize,
-    /// Processes.
-    pub processes: usize,
-    /// This process's index.
-    pub process: usize,
-    /// Addresses of all processes (`host:port`, one per process), when `processes > 1`.
-    pub addresses: Vec<String>,
-}
-
-impl Cluster {
-    fn config(&self) -> timely::Config {
-        let communication = if self.processes > 1 {
-            timely::CommunicationConfig::Cluster {
-                threads: self.workers,
-                process: self.process,
-                addresses: self.addresses.clone(),
-                report: false,
-                zerocopy: false,
-            }
-        } else if self.workers > 1 {
-            timely::CommunicationConfig::Process(self.workers)
-        } else {
-            timely::CommunicationConfig::Thread
-        };
-        timely::Config {
-            communication,
-            worker: timely::WorkerConfig::default(),
-        }
-    }
-}
 
 /// Where results go.
 #[derive(Clone, Debug)]
@@ -82,7 +49,9 @@ pub fn execute(
 ) -> Result<Report, String> {
     let source = Arc::new(Mutex::new(Some(source)));
     let cluster_c = cluster.clone();
-    let guards = timely::execute(cluster.config(), move |worker| {
+    let (builders, others) = cluster.allocators().map_err(|e| e.to_string())?;
+    let config = timely::WorkerConfig::default();
+    let guards = timely::execute::execute_from(builders, others, config, move |worker| {
         let built = dataflow::build(worker, engine.clone());
         let src = if worker.index() == 0 {
             source.lock().ok().and_then(|mut s| s.take())
@@ -103,6 +72,9 @@ pub fn execute(
     Ok(report)
 }
 
+/// How long worker 0 waits for the other workers' parts of a generation.
+const PARTS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 fn lead(
     worker: &mut Worker,
     built: Built,
@@ -118,7 +90,10 @@ fn lead(
         aggregates,
         stats,
         schemas,
+        ..
     } = built;
+    // Generation tokens sort in time order across runs: this run's start, then its epoch.
+    let run_id = format!("{:020}", crate::store::nanos());
     let mut current: BTreeSet<Edge> = BTreeSet::new();
     let mut old_nodes = std::collections::BTreeSet::new();
     let mut epoch = 0u64;
@@ -142,13 +117,21 @@ fn lead(
         engine.progress.start(&totals);
         inputs.feed(&current, &plan.edges);
         current = plan.edges.clone();
+        let token = format!("{run_id}-{epoch:06}");
+        inputs.set_generation(&token);
         epoch += 1;
         inputs.advance_to(epoch);
         worker.step_while(|| probe.less_than(&epoch));
         engine.progress.done();
         let digest = plan.digest();
-        report = write_parts(worker, &view, &schemas, engine, output, &digest);
-        let peers = worker.peers();
+        let generation = match results::Generation::new(&output.out, &engine.experiment, &token) {
+            Ok(g) => g,
+            Err(e) => {
+                report.errors.push(e.to_string());
+                continue;
+            }
+        };
+        report = write_parts(worker, &view, &schemas, engine, &generation, &digest);
         let mut summary = RunSummary {
             experiment: engine.experiment.clone(),
             experiment_digest: digest.clone(),
@@ -159,6 +142,9 @@ fn lead(
             processes: cluster.processes as u64,
             ..RunSummary::default()
         };
+        summary
+            .extra
+            .insert("generation".into(), serde_json::Value::from(token.clone()));
         for stage in engine.table.names() {
             let c = stats
                 .epoch(epoch - 1)
@@ -184,30 +170,24 @@ fn lead(
             .max(count_failed(&view, engine));
         report.failed = report.failed.max(failed_total);
         let pareto = aggregates.pareto();
-        let meta = table_meta(engine, &digest, results::TableSchema::new());
-        let exp = &engine.experiment;
-        let mut errs = vec![];
-        let mut w = |r: Result<(), results::ResultsError>| {
-            if let Err(e) = r {
-                errs.push(e.to_string())
-            }
-        };
-        for stage in engine.table.names() {
-            w(results::prune_parts(&output.out, exp, stage, peers));
+        let meta = table_meta(engine, &digest, &token, results::TableSchema::new());
+        let dir = generation.dir();
+        // The step is published only whole: every worker's parts, the aggregates and run.json.
+        let published = generation
+            .wait_written(worker.peers(), PARTS_TIMEOUT)
+            .and_then(|()| results::write_parquet(&dir.join("pareto.parquet"), &pareto, &meta))
+            .and_then(|()| {
+                let best = aggregates.best_kernels();
+                results::write_parquet(&dir.join("kernel_best.parquet"), &best, &meta)
+            })
+            .and_then(|()| {
+                summary.wall_s = t0.elapsed().as_secs_f64();
+                results::write_run_json(&dir.join("run.json"), &summary)
+            })
+            .and_then(|()| generation.publish());
+        if let Err(e) = published {
+            report.errors.push(e.to_string());
         }
-        w(results::pareto_path(&output.out, exp)
-            .and_then(|p| results::write_parquet(&p, &pareto, &meta)));
-        w(results::experiment_dir(&output.out, exp).and_then(|d| {
-            results::write_parquet(
-                &d.join("kernel_best.parquet"),
-                &aggregates.best_kernels(),
-                &meta,
-            )
-        }));
-        summary.wall_s = t0.elapsed().as_secs_f64();
-        w(results::run_json_path(&output.out, exp)
-            .and_then(|p| results::write_run_json(&p, &summary)));
-        report.errors.extend(errs);
         source.epoch_done(&summary, &pareto, failed_total);
     }
     drop(inputs);
@@ -221,6 +201,7 @@ fn follow(worker: &mut Worker, built: Built, engine: &Engine, output: &Output) -
         probe,
         view,
         schemas,
+        generations,
         ..
     } = built;
     drop(inputs);
@@ -228,15 +209,23 @@ fn follow(worker: &mut Worker, built: Built, engine: &Engine, output: &Output) -
     let mut report = Report::default();
     loop {
         worker.step_or_park(Some(std::time::Duration::from_millis(50)));
-        let done = probe.done();
         let frontier = probe.with_frontier(|f| f.first().copied());
-        let advanced = frontier.is_some_and(|f| f > 0 && written.is_none_or(|w| w < f));
-        if advanced || done {
-            let digest = engine.digest.read().map(|d| d.clone()).unwrap_or_default();
-            report = write_parts(worker, &view, &schemas, engine, output, &digest);
+        // Everything before the frontier is final: write this worker's parts of the
+        // generation fed at the last complete time.
+        if let Some(f) = frontier.filter(|&f| f > 0 && written.is_none_or(|w| w < f)) {
+            if let Some(token) = generations.at(f - 1) {
+                let digest = engine.digest.read().map(|d| d.clone()).unwrap_or_default();
+                report = match results::Generation::new(&output.out, &engine.experiment, &token) {
+                    Ok(g) => write_parts(worker, &view, &schemas, engine, &g, &digest),
+                    Err(e) => Report {
+                        failed: count_failed(&view, engine),
+                        errors: vec![e.to_string()],
+                    },
+                };
+            }
             written = frontier;
         }
-        if done {
+        if probe.done() {
             break;
         }
     }
@@ -255,23 +244,29 @@ fn count_failed(view: &dataflow::View, engine: &Engine) -> u64 {
     keys.len() as u64
 }
 
-fn table_meta(engine: &Engine, digest: &str, schema: results::TableSchema) -> TableMeta {
+fn table_meta(
+    engine: &Engine,
+    digest: &str,
+    generation: &str,
+    schema: results::TableSchema,
+) -> TableMeta {
     TableMeta {
         experiment: engine.experiment.clone(),
         experiment_digest: digest.to_owned(),
         cotune_version: COTUNE_VERSION.into(),
         schema_version: results::SCHEMA_VERSION,
-        extra: Default::default(),
+        extra: [("cotune.generation".to_owned(), generation.to_owned())].into(),
         schema,
     }
 }
 
+/// Writes this worker's part of every stage table into `generation`, then marks it written.
 fn write_parts(
     worker: &Worker,
     view: &dataflow::View,
     schemas: &dataflow::Schemas,
     engine: &Engine,
-    output: &Output,
+    generation: &results::Generation,
     digest: &str,
 ) -> Report {
     let mut report = Report {
@@ -280,15 +275,13 @@ fn write_parts(
     };
     for stage in engine.table.names() {
         let rows = view.rows(stage);
-        let meta = table_meta(engine, digest, schemas.schema(stage));
-        if let Err(e) = results::replace_table_part(
-            &output.out,
-            &engine.experiment,
-            stage,
-            worker.index(),
-            &rows,
-            &meta,
-        ) {
+        let meta = table_meta(engine, digest, generation.token(), schemas.schema(stage));
+        if let Err(e) = generation.write_part(stage, worker.index(), &rows, &meta) {
+            report.errors.push(e.to_string());
+        }
+    }
+    if report.errors.is_empty() {
+        if let Err(e) = generation.mark_written(worker.index()) {
             report.errors.push(e.to_string());
         }
     }

@@ -8,6 +8,7 @@
 #![forbid(missing_docs)]
 
 pub mod cli;
+pub mod cluster;
 pub mod dataflow;
 pub mod driver;
 pub mod engine;

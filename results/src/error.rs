@@ -67,6 +67,14 @@ pub enum ResultsError {
         /// The path given.
         path: PathBuf,
     },
+    /// Workers of a generation did not write their parts in time.
+    #[error("{}: workers {workers:?} did not write their tables", generation.display())]
+    Unwritten {
+        /// The generation's folder.
+        generation: PathBuf,
+        /// The workers whose parts are missing.
+        workers: Vec<usize>,
+    },
     /// `run.json` could not be encoded or decoded.
     #[error("{}: json: {source}", path.display())]
     Json {

@@ -23,6 +23,7 @@
 
 mod atomic;
 mod error;
+mod generation;
 mod pareto;
 mod read;
 mod run;
@@ -32,13 +33,13 @@ mod value;
 mod write;
 
 pub use error::ResultsError;
+pub use generation::{current, generations_dir, Generation};
 pub use pareto::{pareto_front, Objectives};
 pub use read::{read_created_by, read_metadata, read_table, table_files};
 pub use run::{read_run_json, write_run_json, RunSummary, StageCounts};
 pub use schema::TableSchema;
 pub use table::{
-    experiment_dir, pareto_path, part_file_name, prune_parts, replace_table_part, run_json_path,
-    table_dir,
+    experiment_dir, pareto_path, part_file_name, replace_table_part, run_json_path, table_dir,
 };
 pub use value::{ColumnType, Row, Value};
 pub use write::{

@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 
 use common::{dir_entries, row};
 use results::{
-    prune_parts, read_run_json, read_table, replace_table_part, run_json_path, table_dir,
-    write_parquet, write_run_json, ColumnType, Row, RunSummary, StageCounts, TableMeta,
-    TableSchema, Value,
+    read_run_json, read_table, replace_table_part, run_json_path, table_dir, write_parquet,
+    write_run_json, ColumnType, Row, RunSummary, StageCounts, TableMeta, TableSchema, Value,
 };
 
 fn meta() -> TableMeta {
@@ -78,39 +77,6 @@ fn a_folder_reads_as_all_its_parts_in_worker_order() {
     std::fs::write(dir.join("_SUCCESS"), b"").unwrap();
     let expected: Vec<Row> = (0..3).flat_map(|w| rows(w, w + 1)).collect();
     assert_eq!(read_table(&dir).unwrap(), expected);
-}
-
-#[test]
-fn prune_parts_removes_workers_past_the_count_and_nothing_else() {
-    let out = tempfile::tempdir().unwrap();
-    for worker in [0, 1, 2, 3, 1000] {
-        replace_table_part(
-            out.path(),
-            "quickstart",
-            "evaluate",
-            worker,
-            &rows(worker, 1),
-            &meta(),
-        )
-        .unwrap();
-    }
-    let dir = table_dir(out.path(), "quickstart", "evaluate").unwrap();
-    std::fs::write(dir.join("notes.txt"), b"keep me").unwrap();
-    std::fs::write(dir.join("other-009.parquet"), b"not a part").unwrap();
-    prune_parts(out.path(), "quickstart", "evaluate", 2).unwrap();
-    assert_eq!(
-        dir_entries(&dir),
-        [
-            "notes.txt",
-            "other-009.parquet",
-            "part-000.parquet",
-            "part-001.parquet"
-        ]
-    );
-    prune_parts(out.path(), "quickstart", "evaluate", 0).unwrap();
-    assert_eq!(dir_entries(&dir), ["notes.txt", "other-009.parquet"]);
-    // Nothing there yet is not an error.
-    prune_parts(out.path(), "quickstart", "never_written", 1).unwrap();
 }
 
 #[test]

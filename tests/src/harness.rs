@@ -61,9 +61,10 @@ impl Default for Workspace {
     }
 }
 
-/// Reads every table of an experiment's output, provenance columns removed, rows sorted.
+/// Reads every table of an experiment's output, provenance columns removed, rows sorted. The
+/// experiment's link is resolved once, so all tables are of one published step.
 pub fn tables(out: &Path, experiment: &str) -> BTreeMap<String, Vec<Row>> {
-    let dir = out.join(experiment);
+    let dir = results::current(out, experiment).expect("a published generation");
     let mut t = BTreeMap::new();
     for stage in ["dataset", "train", "prune", "kernel_tune", "evaluate"] {
         t.insert(

@@ -252,3 +252,148 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Spawns process `i` of a two-process cluster on `hosts`, its stderr captured.
+fn cluster_process(
+    ws: &Workspace,
+    store: &str,
+    out: &str,
+    hosts: &str,
+    i: &str,
+    extra: &[&str],
+) -> std::process::Child {
+    let mut a = args(ws, store, out);
+    a.extend(["--processes", "2", "--process", i, "--hostfile", hosts].map(String::from));
+    a.extend(extra.iter().map(|s| s.to_string()));
+    Command::new(BIN)
+        .args(&a)
+        .env("COTUNE_TEST_LOG", ws.path(&format!("{store}.log")))
+        .env("COTUNE_TEST_SLEEP_MS", "150")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a child to exit, at most `limit`; kills it and fails the test past that.
+fn exit_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> (std::process::ExitStatus, Duration) {
+    let t0 = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, t0.elapsed());
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut s = String::new();
+    use std::io::Read;
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut s);
+    }
+    s
+}
+
+// Regression: a cluster whose peer died waited for it forever.
+#[test]
+fn killing_one_cluster_process_stops_the_other_and_a_rerun_resumes() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    let (p0, p1) = (free_port(), free_port());
+    ws.write("hosts", &format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n"));
+    let hosts = ws.path("hosts").display().to_string();
+    let mut first = cluster_process(&ws, "s", "o", &hosts, "0", &[]);
+    let mut second = cluster_process(&ws, "s", "o", &hosts, "1", &[]);
+    let log = ws.path("s.log");
+    let t0 = Instant::now();
+    while log_lines(&log).len() < 6 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(log_lines(&log).len() >= 6, "the cluster computed nothing");
+    second.kill().unwrap(); // SIGKILL
+    second.wait().unwrap();
+    let (status, took) = exit_within(&mut first, Duration::from_secs(40));
+    let err = stderr_of(&mut first);
+    assert!(!status.success(), "the survivor must fail: {err}");
+    eprintln!("the survivor exited {took:?} after its peer was killed");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert!(
+        err.contains("cluster process 1"),
+        "the error names the lost process: {err}"
+    );
+    // Whatever finished is in the store: a new cluster resumes from it and completes.
+    let (p0, p1) = (free_port(), free_port());
+    ws.write("hosts2", &format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n"));
+    let hosts2 = ws.path("hosts2").display().to_string();
+    let mut a = cluster_process(&ws, "s", "o", &hosts2, "0", &[]);
+    let mut b = cluster_process(&ws, "s", "o", &hosts2, "1", &[]);
+    let (sa, _) = exit_within(&mut a, Duration::from_secs(120));
+    let (sb, _) = exit_within(&mut b, Duration::from_secs(120));
+    assert!(sa.success() && sb.success(), "{}", stderr_of(&mut a));
+    let r = run_json(&ws.path("o"), "rob");
+    let cached: u64 = ["dataset", "train", "prune", "kernel_tune", "evaluate"]
+        .iter()
+        .map(|s| counts(&r, s).1)
+        .sum();
+    assert!(
+        cached > 0,
+        "the re-run found nothing of the first run in the store"
+    );
+    assert!(run(&ws, "fresh", "fo", &[]).status.success());
+    assert_eq!(tables(&ws.path("o"), "rob"), tables(&ws.path("fo"), "rob"));
+}
+
+// Regression: a cluster process whose peer never started waited for it forever.
+#[test]
+fn a_cluster_process_whose_peer_never_connects_names_it() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    let (p0, p1) = (free_port(), free_port());
+    ws.write("hosts", &format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n"));
+    let hosts = ws.path("hosts").display().to_string();
+    for (me, other) in [("0", "1"), ("1", "0")] {
+        let mut alone = cluster_process(&ws, "s", "o", &hosts, me, &["--connect-timeout", "2"]);
+        let (status, took) = exit_within(&mut alone, Duration::from_secs(30));
+        let err = stderr_of(&mut alone);
+        assert_eq!(status.code(), Some(1), "{err}");
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        assert!(err.contains(&format!("cluster process {other}")), "{err}");
+    }
+}
+
+// Regression: a run killed with kill -9 left its half-written entry under the store's tmp/.
+#[test]
+fn a_run_killed_mid_write_leaves_nothing_under_tmp_after_the_next_run() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    let log = ws.path("s.log");
+    let mut child = Command::new(BIN)
+        .args(args(&ws, "s", "o"))
+        .env("COTUNE_TEST_LOG", &log)
+        .env("COTUNE_TEST_SLEEP_MS", "3000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first stage logs when it starts writing, then sleeps inside its entry's tmp folder.
+    let t0 = Instant::now();
+    while log_lines(&log).is_empty() && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let tmp = ws.path("s/tmp");
+    let leftovers = || std::fs::read_dir(&tmp).unwrap().count();
+    assert!(leftovers() > 0, "the kill did not land mid-write");
+    assert!(run(&ws, "s", "o", &[]).status.success());
+    assert_eq!(leftovers(), 0, "tmp/ still holds a dead run's entry");
+}

@@ -95,3 +95,93 @@ fn watch_applies_each_save() {
     child.wait().unwrap();
     assert_eq!(watched(), Some(fresh));
 }
+
+/// The generation every table of a published step carries, or an error naming the mix.
+fn one_step(out: &std::path::Path) -> Result<Option<String>, String> {
+    let Ok(dir) = results::current(out, "w") else {
+        return Ok(None); // nothing published yet
+    };
+    let run = results::read_run_json(&dir.join("run.json")).map_err(|e| e.to_string())?;
+    let generation = run.extra.get("generation").and_then(|g| g.as_str());
+    let want = (
+        generation.map(str::to_owned),
+        Some(run.experiment_digest.clone()),
+    );
+    let mut files = vec![dir.join("pareto.parquet"), dir.join("kernel_best.parquet")];
+    for stage in ["dataset", "train", "prune", "kernel_tune", "evaluate"] {
+        files.extend(results::table_files(&dir.join(stage)).map_err(|e| e.to_string())?);
+    }
+    for f in files {
+        let meta = results::read_metadata(&f).map_err(|e| e.to_string())?;
+        let got = (
+            meta.get("cotune.generation").cloned(),
+            meta.get(results::keys::EXPERIMENT_DIGEST).cloned(),
+        );
+        if got != want {
+            return Err(format!(
+                "{} is of {got:?}, run.json of {want:?}",
+                f.display()
+            ));
+        }
+    }
+    want.0
+        .map(Some)
+        .ok_or_else(|| "run.json names no generation".to_owned())
+}
+
+// Regression: a reader during `watch` could see one table updated and another not.
+#[test]
+fn a_reader_never_sees_tables_of_two_steps_together() {
+    let ws = Workspace::new();
+    let f = ws.write("exp.toml", &exp("[8]"));
+    let mut child = Command::new(BIN)
+        .args([
+            "watch",
+            f.to_str().unwrap(),
+            "--store",
+            ws.path("s").to_str().unwrap(),
+            "--out",
+            ws.path("out").to_str().unwrap(),
+            "-q",
+        ])
+        .env_remove("COTUNE_TEST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = ws.path("out");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (out, stop) = (out.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut reads = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match one_step(&out) {
+                    Ok(Some(g)) => {
+                        seen.insert(g);
+                        reads += 1;
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok((seen, reads))
+        })
+    };
+    wait_for(|| one_step(&out).ok().flatten().is_some());
+    for v in ["[8, 16]", "[16]", "[8]", "[8, 16, 32]"] {
+        let before = one_step(&out).ok().flatten();
+        ws.write("exp.toml", &exp(v));
+        wait_for(|| one_step(&out).ok().flatten() != before);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let result = reader.join().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (seen, reads) = result.expect("a read mixed two steps");
+    assert!(
+        seen.len() >= 3,
+        "the reader saw only {seen:?} in {reads} reads"
+    );
+}

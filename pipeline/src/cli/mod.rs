@@ -50,6 +50,9 @@ pub struct RunArgs {
     /// Host file of the cluster: one `host:port` line per process.
     #[arg(long)]
     pub hostfile: Option<PathBuf>,
+    /// Seconds to wait for the other processes of a cluster to connect.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub connect_timeout: u64,
     /// No progress bars.
     #[arg(long, short)]
     pub quiet: bool,

@@ -1,7 +1,8 @@
 //! `cotune run` and `cotune watch`.
 
 use super::{load_plan, RunArgs, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-use crate::driver::{self, Cluster, Output, PlanSource};
+use crate::cluster::Cluster;
+use crate::driver::{self, Output, PlanSource};
 use crate::engine::Engine;
 use crate::plan::Plan;
 use crate::progress::Progress;
@@ -166,6 +167,7 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         processes: args.processes as usize,
         process: args.process as usize,
         addresses,
+        connect_timeout: Duration::from_secs(args.connect_timeout),
     };
     let source: Box<dyn PlanSource> = if watch {
         Box::new(Watch {

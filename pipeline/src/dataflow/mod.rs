@@ -30,12 +30,22 @@ use std::sync::Arc;
 use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
-/// The input of the dataflow: the plan's edges.
+/// The inputs of the dataflow: the plan's edges, and the generation its tables go to.
 pub struct Inputs {
     edges: InputSession<u64, Edge, isize>,
+    generation: InputSession<u64, String, isize>,
+    current: Option<String>,
 }
 
 impl Inputs {
+    /// Names the generation this epoch's tables are written to (every worker learns it).
+    pub fn set_generation(&mut self, token: &str) {
+        if let Some(old) = self.current.replace(token.to_owned()) {
+            self.generation.remove(old);
+        }
+        self.generation.insert(token.to_owned());
+    }
+
     /// Feeds the difference between two plans' edges (insertions and retractions).
     pub fn feed(&mut self, old: &BTreeSet<Edge>, new: &BTreeSet<Edge>) {
         for x in old.difference(new) {
@@ -46,10 +56,25 @@ impl Inputs {
         }
     }
 
-    /// Moves the input to `epoch` and flushes.
+    /// Moves the inputs to `epoch` and flushes.
     pub fn advance_to(&mut self, epoch: u64) {
         self.edges.advance_to(epoch);
+        self.generation.advance_to(epoch);
         self.edges.flush();
+        self.generation.flush();
+    }
+}
+
+/// The generation token of each epoch, as every worker received it.
+#[derive(Clone, Default)]
+pub struct Generations {
+    tokens: std::rc::Rc<std::cell::RefCell<std::collections::BTreeMap<u64, String>>>,
+}
+
+impl Generations {
+    /// The token fed at time `time`, if any.
+    pub fn at(&self, time: u64) -> Option<String> {
+        self.tokens.borrow().get(&time).cloned()
     }
 }
 
@@ -67,6 +92,8 @@ pub struct Built {
     pub stats: Stats,
     /// Union schemas of the tables (complete on every worker).
     pub schemas: Schemas,
+    /// Generation tokens (complete on every worker).
+    pub generations: Generations,
 }
 
 type Rows<'s> = VecCollection<'s, u64, (AnyKey, Row), isize>;
@@ -93,7 +120,11 @@ pub fn build(worker: &mut Worker, engine: Arc<Engine>) -> Built {
     let index = worker.index();
     let mut inputs = Inputs {
         edges: InputSession::new(),
+        generation: InputSession::new(),
+        current: None,
     };
+    let generations = Generations::default();
+    let gens = generations.clone();
     let view = View::default();
     let aggregates = Aggregates::default();
     let stats = Stats::default();
@@ -107,6 +138,22 @@ pub fn build(worker: &mut Worker, engine: Arc<Engine>) -> Built {
         probe.clone(),
     );
     worker.dataflow::<u64, _, _>(|scope| {
+        {
+            use differential_dataflow::AsCollection;
+            use timely::dataflow::operators::vec::Broadcast;
+            inputs
+                .generation
+                .to_collection(scope)
+                .inner
+                .broadcast()
+                .as_collection()
+                .inspect(move |(token, time, diff)| {
+                    if *diff > 0 {
+                        gens.tokens.borrow_mut().insert(*time, token.clone());
+                    }
+                })
+                .probe_with(&pr);
+        }
         let edges = inputs.edges.to_collection(scope);
         let table = &engine.table;
         let mut status: Vec<Statuses> = vec![];
@@ -178,5 +225,6 @@ pub fn build(worker: &mut Worker, engine: Arc<Engine>) -> Built {
         aggregates,
         stats,
         schemas,
+        generations,
     }
 }

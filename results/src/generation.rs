@@ -1,0 +1,262 @@
+//! Generations: each run (and each `watch` step) writes all of its tables into a fresh folder,
+//! and the experiment's folder `<out>/<experiment>` — a symbolic link — is switched to it with
+//! one atomic rename once every table in it is whole.
+//!
+//! ```text
+//! <out>/<experiment>                      -> .<experiment>.generations/<token>
+//! <out>/.<experiment>.generations/<token>/{train,prune,…}/part-NNN.parquet, pareto.parquet, run.json
+//! ```
+//!
+//! A one-table read (`pd.read_parquet("<out>/<experiment>/prune")`) goes through the link as
+//! before. A reader that wants several tables of one step resolves the link once
+//! ([`current`], or `os.path.realpath` in Python) and reads them under the folder it names: they
+//! are always of one step. The previous generations are kept for a while, so that a reader that
+//! resolved the link just before a switch can finish.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::atomic::sync_dir;
+use crate::error::ResultsError;
+use crate::table::{check_name, part_file_name};
+use crate::value::Row;
+use crate::write::{write_parquet, TableMeta};
+
+/// Published generations kept besides the current one.
+const KEEP_PUBLISHED: usize = 2;
+/// An unpublished generation (of a run that died) older than this is removed.
+const STALE_UNPUBLISHED: Duration = Duration::from_secs(24 * 3600);
+/// The file that marks a generation as published (written just before the switch).
+const PUBLISHED: &str = ".published";
+/// The folder of per-worker "my parts are written" markers.
+const WRITTEN: &str = ".written";
+
+/// `<out>/.<experiment>.generations`: every generation of one experiment.
+pub fn generations_dir(out: &Path, experiment: &str) -> Result<PathBuf, ResultsError> {
+    check_name("experiment", experiment)?;
+    Ok(out.join(format!(".{experiment}.generations")))
+}
+
+/// The folder that `<out>/<experiment>` names right now (the link resolved once; a plain folder
+/// from before generations is returned as it is).
+pub fn current(out: &Path, experiment: &str) -> Result<PathBuf, ResultsError> {
+    check_name("experiment", experiment)?;
+    let link = out.join(experiment);
+    fs::canonicalize(&link).map_err(ResultsError::io(&link))
+}
+
+/// One generation of an experiment's tables, being written.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    out: PathBuf,
+    experiment: String,
+    token: String,
+    dir: PathBuf,
+}
+
+impl Generation {
+    /// The generation `token` (a folder name every worker of the step agrees on), created if
+    /// needed.
+    pub fn new(out: &Path, experiment: &str, token: &str) -> Result<Self, ResultsError> {
+        check_name("generation", token)?;
+        let dir = generations_dir(out, experiment)?.join(token);
+        fs::create_dir_all(dir.join(WRITTEN)).map_err(ResultsError::io(&dir))?;
+        Ok(Generation {
+            out: out.to_owned(),
+            experiment: experiment.to_owned(),
+            token: token.to_owned(),
+            dir,
+        })
+    }
+
+    /// Its token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Its folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The folder of a stage's table in it.
+    pub fn table_dir(&self, stage: &str) -> Result<PathBuf, ResultsError> {
+        check_name("stage", stage)?;
+        Ok(self.dir.join(stage))
+    }
+
+    /// Writes worker `worker`'s part of a stage table (an empty part when `rows` is empty, with
+    /// the columns of `meta.schema`).
+    pub fn write_part(
+        &self,
+        stage: &str,
+        worker: usize,
+        rows: &[Row],
+        meta: &TableMeta,
+    ) -> Result<PathBuf, ResultsError> {
+        let path = self.table_dir(stage)?.join(part_file_name(worker));
+        write_parquet(&path, rows, meta)?;
+        Ok(path)
+    }
+
+    /// Records that `worker` has written all its parts.
+    pub fn mark_written(&self, worker: usize) -> Result<(), ResultsError> {
+        let path = self.dir.join(WRITTEN).join(format!("w{worker}"));
+        fs::write(&path, b"").map_err(ResultsError::io(&path))?;
+        sync_dir(&self.dir.join(WRITTEN))
+    }
+
+    /// Waits until workers `0..workers` have all marked their parts written.
+    pub fn wait_written(&self, workers: usize, timeout: Duration) -> Result<(), ResultsError> {
+        let t0 = Instant::now();
+        loop {
+            let missing: Vec<usize> = (0..workers)
+                .filter(|w| !self.dir.join(WRITTEN).join(format!("w{w}")).exists())
+                .collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if t0.elapsed() > timeout {
+                return Err(ResultsError::Unwritten {
+                    generation: self.dir.clone(),
+                    workers: missing,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Makes this generation the one `<out>/<experiment>` names, in one atomic rename, then
+    /// removes old generations (keeping the last few published ones).
+    pub fn publish(&self) -> Result<(), ResultsError> {
+        let marker = self.dir.join(PUBLISHED);
+        fs::write(&marker, self.token.as_bytes()).map_err(ResultsError::io(&marker))?;
+        sync_dir(&self.dir)?;
+        let link = self.out.join(&self.experiment);
+        let gens = generations_dir(&self.out, &self.experiment)?;
+        // An experiment folder from before generations becomes one (old tables stay readable).
+        if fs::symlink_metadata(&link).is_ok_and(|m| m.is_dir()) {
+            let legacy = gens.join(format!("legacy-{}", unique()));
+            fs::rename(&link, &legacy).map_err(ResultsError::io(&link))?;
+        }
+        let target = Path::new(gens.file_name().unwrap_or_default()).join(&self.token);
+        let temp = self
+            .out
+            .join(format!(".{}.link-{}", self.experiment, unique()));
+        symlink(&target, &temp).map_err(ResultsError::io(&temp))?;
+        if let Err(e) = fs::rename(&temp, &link) {
+            let _ = fs::remove_file(&temp);
+            return Err(ResultsError::Io {
+                path: link,
+                source: e,
+            });
+        }
+        sync_dir(&self.out)?;
+        self.remove_old(&gens)
+    }
+
+    fn remove_old(&self, gens: &Path) -> Result<(), ResultsError> {
+        let mut published = vec![];
+        for e in fs::read_dir(gens).map_err(ResultsError::io(gens))? {
+            let e = e.map_err(ResultsError::io(gens))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == self.token {
+                continue;
+            }
+            let p = e.path();
+            if p.join(PUBLISHED).exists() {
+                published.push((modified(&p.join(PUBLISHED)), p));
+            } else if modified(&p)
+                .elapsed()
+                .is_ok_and(|age| age > STALE_UNPUBLISHED)
+            {
+                let _ = fs::remove_dir_all(&p);
+            }
+        }
+        published.sort();
+        let n = published.len().saturating_sub(KEEP_PUBLISHED);
+        for (_, p) in published.into_iter().take(n) {
+            // Best effort: a reader may hold a file open; it goes with the next publish.
+            let _ = fs::remove_dir_all(&p);
+        }
+        Ok(())
+    }
+}
+
+fn modified(p: &Path) -> SystemTime {
+    fs::metadata(p)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+fn unique() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos}", std::process::id())
+}
+
+#[cfg(unix)]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+#[cfg(not(unix))]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::windows::fs::symlink_dir(target, link)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::read_table;
+    use crate::value::Value;
+
+    fn rows(tag: &str) -> Vec<Row> {
+        vec![[("step".to_owned(), Value::from(tag))]
+            .into_iter()
+            .collect()]
+    }
+
+    #[test]
+    fn a_published_generation_replaces_the_view_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        // A folder of an older cotune is kept as a generation.
+        fs::create_dir_all(out.join("exp/prune")).unwrap();
+        for (i, tag) in ["a", "b", "c", "d"].iter().enumerate() {
+            let g = Generation::new(out, "exp", &format!("g{i}")).unwrap();
+            for stage in ["prune", "evaluate"] {
+                g.write_part(stage, 0, &rows(tag), &TableMeta::new("exp", *tag))
+                    .unwrap();
+            }
+            g.mark_written(0).unwrap();
+            g.wait_written(1, Duration::from_secs(1)).unwrap();
+            // Until the switch, readers see the previous step.
+            if i > 0 {
+                let seen = read_table(&out.join("exp/prune")).unwrap();
+                assert_eq!(seen, rows(["a", "b", "c"][i - 1]));
+            }
+            g.publish().unwrap();
+            let now = current(out, "exp").unwrap();
+            assert_eq!(now, fs::canonicalize(g.dir()).unwrap());
+            assert_eq!(read_table(&now.join("evaluate")).unwrap(), rows(tag));
+        }
+        let kept: Vec<_> = fs::read_dir(generations_dir(out, "exp").unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('g'))
+            .collect();
+        assert_eq!(kept.len(), 1 + KEEP_PUBLISHED, "{kept:?}");
+    }
+
+    #[test]
+    fn a_missing_worker_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = Generation::new(dir.path(), "exp", "g0").unwrap();
+        g.mark_written(0).unwrap();
+        let e = g.wait_written(3, Duration::from_millis(50)).unwrap_err();
+        assert!(e.to_string().contains("[1, 2]"), "{e}");
+    }
+}
