@@ -101,13 +101,8 @@ fn prepare_all(dev: &CudaDevice, configs: &[VnmConfig]) -> Result<(), CudaError>
 #[test]
 #[ignore = "device benchmark: run by scripts/device-check.sh"]
 fn bench_vnm_vs_cublas_bert() {
-    let dev = match CudaDevice::new(0) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("SKIPPED bench_vnm_vs_cublas_bert: {e}");
-            return;
-        }
-    };
+    let dev = CudaDevice::new(0)
+        .unwrap_or_else(|e| panic!("bench_vnm_vs_cublas_bert needs a CUDA device: {e}"));
     let quick = std::env::var("COTUNE_BENCH_QUICK").is_ok_and(|v| v == "1");
     let out = std::path::PathBuf::from(
         std::env::var("COTUNE_BENCH_OUT").unwrap_or_else(|_| "target/cuda-bench".into()),

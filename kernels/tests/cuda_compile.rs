@@ -12,24 +12,20 @@ use kernels::cuda::{
     CI_ARCHS,
 };
 
-fn nvrtc_or_skip(test: &str) -> bool {
-    if nvrtc_available() {
-        return true;
-    }
-    eprintln!(
-        "SKIPPED {test}: libnvrtc not found (pip install nvidia-cuda-nvrtc-cu12 and put \
+fn require_nvrtc(test: &str) {
+    assert!(
+        nvrtc_available(),
+        "{test}: libnvrtc not found (pip install nvidia-cuda-nvrtc-cu12 and put \
          site-packages/nvidia/cuda_nvrtc/lib on LD_LIBRARY_PATH)"
     );
-    false
 }
 
 type Job = (KernelSource, Vec<(&'static str, usize)>, &'static str);
 
 #[test]
+#[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
 fn every_configuration_compiles_for_sm80_and_sm90() {
-    if !nvrtc_or_skip("every_configuration_compiles_for_sm80_and_sm90") {
-        return;
-    }
+    require_nvrtc("every_configuration_compiles_for_sm80_and_sm90");
     let (vnm, csr) = all_configs();
     // Each distinct program (source + defines) once per arch: configurations shared by
     // several spaces compile once.
@@ -94,10 +90,9 @@ fn every_configuration_compiles_for_sm80_and_sm90() {
 }
 
 #[test]
+#[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
 fn ptx_cache_compiles_once_per_program_and_arch() {
-    if !nvrtc_or_skip("ptx_cache_compiles_once_per_program_and_arch") {
-        return;
-    }
+    require_nvrtc("ptx_cache_compiles_once_per_program_and_arch");
     let dir = std::env::temp_dir().join(format!("cotune-ptx-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let cache = PtxCache::new(&dir);
@@ -144,10 +139,9 @@ fn ptx_cache_compiles_once_per_program_and_arch() {
 }
 
 #[test]
+#[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
 fn compile_errors_name_the_kernel_and_configuration() {
-    if !nvrtc_or_skip("compile_errors_name_the_kernel_and_configuration") {
-        return;
-    }
+    require_nvrtc("compile_errors_name_the_kernel_and_configuration");
     // Without its defines the source stops at its own #error.
     let err = compile_ptx(KernelSource::SpmmVnmF16, &[], "sm_90").unwrap_err();
     let text = err.to_string();
@@ -158,6 +152,7 @@ fn compile_errors_name_the_kernel_and_configuration() {
 }
 
 #[test]
+#[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
 fn ptxas_log_is_parsed() {
     let log = "ptxas info    : Compiling entry function 'spmm_vnm_f16' for 'sm_90'\n\
                ptxas info    : Function properties for spmm_vnm_f16\n    \

@@ -1,5 +1,5 @@
-//! The CUDA kernels against the CPU reference on awkward shapes (needs a GPU; each test skips
-//! with the reason printed when there is none). Inputs are multiples of 1/8 (exact in fp16,
+//! The CUDA kernels against the CPU reference on awkward shapes. They need a GPU, so they are
+//! `#[ignore]`d: `scripts/device-check.sh` runs them (`--ignored`) on a machine with one. Inputs are multiples of 1/8 (exact in fp16,
 //! their products and sums exact in f32), so fp16 results must equal the reference up to the
 //! final fp16 rounding, and fp32 CSR results must equal it exactly.
 #![cfg(feature = "cuda")]
@@ -10,14 +10,8 @@ use kernels::cuda::{
 };
 use kernels::{spmm_reference, NmMatrix, SparseMatrix, VnmMatrix};
 
-fn device_or_skip(test: &str) -> Option<CudaDevice> {
-    match CudaDevice::new(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            eprintln!("SKIPPED {test}: {e}");
-            None
-        }
-    }
+fn device(test: &str) -> CudaDevice {
+    CudaDevice::new(0).unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"))
 }
 
 fn reference(a: &SparseMatrix, b: &[f32], n: usize) -> Vec<f32> {
@@ -72,10 +66,9 @@ fn check_vnm(dev: &CudaDevice, a: &VnmMatrix, n: usize, configs: &[VnmConfig], s
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-check.sh runs it"]
 fn vnm_every_configuration_matches_reference() {
-    let Some(dev) = device_or_skip("vnm_every_configuration_matches_reference") else {
-        return;
-    };
+    let dev = device("vnm_every_configuration_matches_reference");
     for (i, v) in [16, 32, 64, 128].into_iter().enumerate() {
         let configs = vnm_configs(v);
         prepare_all(&dev, &configs);
@@ -86,10 +79,9 @@ fn vnm_every_configuration_matches_reference() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-check.sh runs it"]
 fn vnm_matches_reference_on_awkward_shapes() {
-    let Some(dev) = device_or_skip("vnm_matches_reference_on_awkward_shapes") else {
-        return;
-    };
+    let dev = device("vnm_matches_reference_on_awkward_shapes");
     let shapes = [
         // rows, cols, v, m, n
         (16, 1, 16, 4, 1),
@@ -114,10 +106,9 @@ fn vnm_matches_reference_on_awkward_shapes() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-check.sh runs it"]
 fn two_four_runs_as_vnm_with_m4() {
-    let Some(dev) = device_or_skip("two_four_runs_as_vnm_with_m4") else {
-        return;
-    };
+    let dev = device("two_four_runs_as_vnm_with_m4");
     use kernels::{build_mask, Pattern};
     let (rows, cols, n) = (96, 90, 40);
     let vals = exact_values(rows * cols, 7);
@@ -134,10 +125,9 @@ fn two_four_runs_as_vnm_with_m4() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-check.sh runs it"]
 fn csr_every_configuration_matches_reference_exactly() {
-    let Some(dev) = device_or_skip("csr_every_configuration_matches_reference_exactly") else {
-        return;
-    };
+    let dev = device("csr_every_configuration_matches_reference_exactly");
     let shapes = [
         (1, 1, 1, 1.0),
         (7, 13, 33, 0.3),
@@ -159,10 +149,9 @@ fn csr_every_configuration_matches_reference_exactly() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-check.sh runs it"]
 fn cublas_gemm_matches_reference() {
-    let Some(dev) = device_or_skip("cublas_gemm_matches_reference") else {
-        return;
-    };
+    let dev = device("cublas_gemm_matches_reference");
     for (i, &(rows, k, n)) in [(1, 1, 1), (17, 33, 9), (128, 96, 200)].iter().enumerate() {
         let a = exact_values(rows * k, i as u64);
         let b = exact_values(k * n, 9 + i as u64);
@@ -174,10 +163,9 @@ fn cublas_gemm_matches_reference() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-check.sh runs it"]
 fn mismatched_configuration_is_an_error_not_a_launch() {
-    let Some(dev) = device_or_skip("mismatched_configuration_is_an_error_not_a_launch") else {
-        return;
-    };
+    let dev = device("mismatched_configuration_is_an_error_not_a_launch");
     let a = random_vnm(64, 64, 64, 8, 1).unwrap();
     let b = exact_values(64 * 8, 2);
     let wrong_bm = vnm_configs(32)[0];
@@ -195,10 +183,9 @@ fn mismatched_configuration_is_an_error_not_a_launch() {
 /// Every pattern with a CUDA kernel runs and times through the middle point of its space, and
 /// 2:4 through a point of every block height it tunes.
 #[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-check.sh runs it"]
 fn spaces_points_run_and_time_through_dispatch() {
-    let Some(dev) = device_or_skip("spaces_points_run_and_time_through_dispatch") else {
-        return;
-    };
+    let dev = device("spaces_points_run_and_time_through_dispatch");
     use kernels::cuda::cuda_space;
     use kernels::{build_mask, DenseMatrix, Pattern};
     // 128 rows: 2:4 tunes block heights 16, 32, 64 and 128.

@@ -1,10 +1,11 @@
 //! The `cuda` backend through the real `cotune` binary (real stages, a tiny synthetic model).
 //!
-//! Without a device (built without feature `cuda`, or no NVIDIA driver) a cuda experiment
-//! fails its cuda kernel-tune rows with the reason, completes with exit code 1, and leaves the
-//! CPU trials exactly as a CPU-only run computes them. With a device (`--features cuda` on a GPU
-//! machine) it tunes a V:N:M shape with random(budget 3) and evaluates the model end to end.
-//! Each test prints why it skipped when the other case holds.
+//! Without a device (built without feature `cuda`, no NVIDIA driver, or its devices hidden by
+//! `CUDA_VISIBLE_DEVICES=""`, as the first test runs it) a cuda experiment fails its cuda
+//! kernel-tune rows with the reason, completes with exit code 1, and leaves the CPU trials
+//! exactly as a CPU-only run computes them. With a device (`--features cuda` on a GPU machine)
+//! it tunes a V:N:M shape with random(budget 3) and evaluates the model end to end: that test is
+//! `#[ignore]`d, and the device script runs the same path through `experiments/cuda-smoke.toml`.
 
 use results::{Row, Value};
 use std::collections::BTreeSet;
@@ -51,6 +52,16 @@ batch_sizes = [1, 8]
 /// Runs `cotune run` on `text` with a store and output folder under `dir`; returns the exit
 /// code and the experiment's tables.
 fn run(dir: &Path, name: &str, text: &str) -> (i32, Vec<(String, Vec<Row>)>) {
+    run_with(dir, name, text, &[])
+}
+
+/// [`run`] with extra environment variables for `cotune`.
+fn run_with(
+    dir: &Path,
+    name: &str,
+    text: &str,
+    env: &[(&str, &str)],
+) -> (i32, Vec<(String, Vec<Row>)>) {
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, text).expect("write experiment");
     let out = dir.join(format!("{name}-out"));
@@ -63,6 +74,7 @@ fn run(dir: &Path, name: &str, text: &str) -> (i32, Vec<(String, Vec<Row>)>) {
         .arg(&out)
         .arg("-q")
         .env_remove("COTUNE_STORE")
+        .envs(env.iter().copied())
         .output()
         .expect("run cotune");
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
@@ -93,17 +105,16 @@ fn backend(stage: &str, row: &Row) -> String {
 
 #[test]
 fn without_a_device_cuda_trials_fail_with_the_reason_and_cpu_trials_are_unaffected() {
-    let reason = match kernels::cuda::CudaDevice::new(0) {
-        Ok(_) => {
-            eprintln!("skipped: a CUDA device is present (the GPU test covers this build)");
-            return;
-        }
-        Err(e) => e.to_string(),
-    };
     let dir = tempfile::tempdir().expect("temp dir");
     let (cpu_code, cpu) = run(dir.path(), "cpu", &experiment(r#"["cpu"]"#));
     assert_eq!(cpu_code, 0, "the CPU-only run succeeds");
-    let (code, both) = run(dir.path(), "both", &experiment(r#"["cpu", "cuda"]"#));
+    let no_gpu = [("CUDA_VISIBLE_DEVICES", "")];
+    let (code, both) = run_with(
+        dir.path(),
+        "both",
+        &experiment(r#"["cpu", "cuda"]"#),
+        &no_gpu,
+    );
     assert_eq!(code, 1, "failed cuda trials make the run exit 1");
 
     let kt = &both[2].1;
@@ -112,14 +123,18 @@ fn without_a_device_cuda_trials_fail_with_the_reason_and_cpu_trials_are_unaffect
         .filter(|r| backend("kernel_tune", r) == "cuda")
         .collect();
     assert!(!cuda_tunes.is_empty(), "the cuda tunings have rows");
+    let reasons: BTreeSet<String> = cuda_tunes.iter().map(|r| text(r, "error")).collect();
+    assert_eq!(
+        reasons.len(),
+        1,
+        "one reason for every cuda row: {reasons:?}"
+    );
     for r in &cuda_tunes {
         let err = text(r, "error");
         assert_eq!(text(r, "status"), "failed");
-        assert_eq!(err, format!("cuda backend unavailable: {reason}"));
+        assert!(err.starts_with("cuda backend unavailable: "), "{err}");
         if !kernels::cuda::CUDA_ENABLED {
             assert!(err.contains("built without CUDA"), "{err}");
-        } else if reason.contains("libcuda") {
-            assert!(err.contains("no NVIDIA driver found"), "{err}");
         }
         assert!(text(r, "device").starts_with("unavailable: "));
         // The tensor-core kernels (2:4 and 16:2:4 on rows in multiples of 16) and cuBLAS are
@@ -159,13 +174,11 @@ fn without_a_device_cuda_trials_fail_with_the_reason_and_cpu_trials_are_unaffect
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU (--features cuda); scripts/device-check.sh runs the same path"]
 fn on_a_gpu_a_vnm_shape_is_tuned_and_the_model_evaluated_end_to_end() {
     let fingerprint = match kernels::cuda::CudaDevice::new(0) {
         Ok(d) => kernels::cuda::Gpu::info(&d).fingerprint(),
-        Err(e) => {
-            eprintln!("skipped: no CUDA device ({e})");
-            return;
-        }
+        Err(e) => panic!("this test needs a CUDA device: {e}"),
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let exp =

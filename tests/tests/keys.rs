@@ -122,3 +122,246 @@ fn golden_keys() {
 
 const GOLDEN_TRAIN: &str = "483b40dad1015d63faebabc507008b689241c51385088e6706088249dd8c722d";
 const GOLDEN_PLAN: &str = "1e9ec91cc26f6fcbc380af694315a5543707571f1d0a21d5b811ce5aa4068d43";
+
+#[test]
+fn every_key_tag_is_frozen() {
+    use keytag::Tagged;
+    // Keys, files and columns spell enum values by these tags, never by their Rust names, so
+    // renaming a variant changes no key. Changing a tag here changes keys: only deliberately.
+    assert_eq!(
+        kernels::PatternKind::tags(),
+        ["dense", "unstructured", "nm", "vnm", "vector"]
+    );
+    assert_eq!(stages::MethodKind::tags(), ["magnitude", "obs"]);
+    assert_eq!(stages::ScheduleKind::tags(), ["oneshot", "gradual"]);
+    assert_eq!(stages::Optimizer::tags(), ["adamw", "sgd"]);
+    assert_eq!(stages::ModelKind::tags(), ["mlp", "cnn"]);
+    assert_eq!(stages::kernel_tune::Backend::tags(), ["cpu", "cuda"]);
+    assert_eq!(
+        stages::kernel_tune::StrategyKind::tags(),
+        ["exhaustive", "random", "model"]
+    );
+    assert_eq!(
+        datasets::Source::tags(),
+        ["digits", "synthetic", "idx", "parquet", "csv"]
+    );
+    assert_eq!(
+        pipeline::experiment::schema::SearchStrategy::tags(),
+        ["grid"]
+    );
+    assert_eq!(
+        kernels::KernelFamily::tags(),
+        [
+            "cpu-dense",
+            "cpu-csr",
+            "cpu-nm",
+            "cpu-vnm",
+            "cpu-vector",
+            "cuda-vnm",
+            "cuda-csr",
+            "cuda-dense"
+        ]
+    );
+}
+
+/// The quickstart planned with the product's stages.
+fn quickstart() -> Plan {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../experiments/quickstart.toml"
+    );
+    let text = std::fs::read_to_string(file).expect("quickstart.toml");
+    let (raw, map) = parse_str(Path::new(file), &text).expect("parses");
+    let exp = validate(&raw, &map).expect("valid");
+    let store = tempfile::tempdir().expect("temp dir");
+    pipeline::real::table(store.path())
+        .plan(&exp, &map)
+        .expect("plans")
+}
+
+#[test]
+fn golden_keys_of_the_real_stages() {
+    // Dataset, train and prune keys depend on no device: the quickstart's are pinned whole.
+    // (They equal the keys the engine before the typed stage seam gave: a store it filled plans
+    // its dataset, training and 11 prunes as cached.)
+    let plan = quickstart();
+    let mut h = blake3::Hasher::new();
+    let mut n = 0;
+    for (k, node) in &plan.nodes {
+        if ["dataset", "train", "prune"].contains(&node.stage) {
+            h.update(node.stage.as_bytes());
+            h.update(k.as_bytes());
+            n += 1;
+        }
+    }
+    assert_eq!(
+        n,
+        1 + 1 + 11,
+        "the quickstart's dataset, training and prunes"
+    );
+    assert_eq!(
+        h.finalize().to_hex().as_str(),
+        GOLDEN_REAL_MODEL,
+        "the real stages' keys changed: if deliberate, update the golden value"
+    );
+    // Tuning and evaluation keys cover the device and the kernels' digests: pinned here on
+    // fixed ones, with the real stages' versions.
+    use kernels::Pattern;
+    use pipeline::kinds::{DeviceState, EvalTrial, Evaluate, KernelTune, TuneTrial};
+    use pipeline::stage::Trial;
+    use stages::kernel_tune::{Backend, Strategy};
+    let device = DeviceState::Ready("golden-cpu avx512".into());
+    let tune = TuneTrial {
+        pattern: Pattern::Vnm { v: 64, m: 8 },
+        rows: 256,
+        cols: 256,
+        batch_tokens: 64,
+        backend: Backend::Cpu,
+        dtype: "f32".into(),
+        strategy: Strategy::Model { budget: 24 },
+        device: device.clone(),
+        kernel_version: "cpu-vnm:0123456789abcdef+cpu-dense:fedcba9876543210".into(),
+    };
+    let table = pipeline::real::table(tempfile::tempdir().unwrap().path());
+    let tk = stage_key::<KernelTune>(table.version("kernel_tune").unwrap(), &tune.canon(), &[]);
+    let eval = EvalTrial {
+        backend: Backend::Cpu,
+        batch_sizes: vec![1, 256],
+        device,
+    };
+    let prune = plan
+        .nodes
+        .values()
+        .find(|n| n.stage == "prune")
+        .unwrap()
+        .key;
+    let ek = stage_key::<Evaluate>(
+        table.version("evaluate").unwrap(),
+        &eval.canon(),
+        &[prune, tk.any()],
+    );
+    assert_eq!(
+        (tk.hex().as_str(), ek.hex().as_str()),
+        GOLDEN_REAL_TUNE_EVAL,
+        "the real stages' keys changed: if deliberate, update the golden values"
+    );
+}
+
+const GOLDEN_REAL_MODEL: &str = "578ff781a1f9a31a66392d216bda904a0f412a549cf91be331e5902351431261";
+const GOLDEN_REAL_TUNE_EVAL: (&str, &str) = (
+    "b02b25119aac54795f499b56bf22407b8ed023a0a5eb7140361ff2f01359d6c6",
+    "260dc3c725506206a49f73e147ae818969f53a618eb18292e37cd9f9bf5c2f8f",
+);
+
+/// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).
+fn formats() -> Vec<(stages::kernel_tune::Backend, kernels::Pattern, u64, u64)> {
+    use kernels::Pattern as P;
+    use stages::kernel_tune::Backend::{Cpu, Cuda};
+    let patterns = [
+        P::Dense,
+        P::Unstructured { sparsity: 0.75 },
+        P::Nm { n: 2, m: 4 },
+        P::Nm { n: 2, m: 8 },
+        P::Vnm { v: 64, m: 8 },
+        P::Vector {
+            v: 64,
+            sparsity: 0.5,
+        },
+    ];
+    let mut out = vec![];
+    for backend in [Cpu, Cuda] {
+        for p in &patterns {
+            out.push((backend, p.clone(), 256, 768));
+        }
+    }
+    out
+}
+
+/// The tuning keys of [`formats`] with the kernel digests of the sources, one file edited.
+fn tune_keys(edit: Option<(&str, &dyn Fn(&str) -> String)>) -> Vec<String> {
+    use pipeline::kinds::{DeviceState, KernelTune, TuneTrial};
+    use pipeline::stage::Trial;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernels/");
+    let digests = kernels::family::digests_from(|f| {
+        let text = std::fs::read_to_string(format!("{root}{f}"))?;
+        Ok::<_, std::io::Error>(match edit {
+            Some((path, change)) if path == f => change(&text),
+            _ => text,
+        })
+    })
+    .unwrap();
+    formats()
+        .into_iter()
+        .map(|(backend, pattern, rows, cols)| {
+            let version = pipeline::real::kernel_version_with(backend, &pattern, rows, cols, |f| {
+                digests[&f].clone()
+            });
+            let t = TuneTrial {
+                pattern,
+                rows,
+                cols,
+                batch_tokens: 64,
+                backend,
+                dtype: "f32".into(),
+                strategy: stages::kernel_tune::Strategy::Model { budget: 24 },
+                device: DeviceState::Ready("test".into()),
+                kernel_version: version,
+            };
+            stage_key::<KernelTune>(2, &t.canon(), &[]).hex()
+        })
+        .collect()
+}
+
+/// Which of [`formats`] changed key, as "backend pattern" labels.
+fn changed(a: &[String], b: &[String]) -> Vec<String> {
+    formats()
+        .iter()
+        .zip(a.iter().zip(b))
+        .filter(|(_, (x, y))| x != y)
+        .map(|((backend, p, _, _), _)| format!("{backend} {}", pipeline::kinds::pattern_label(p)))
+        .collect()
+}
+
+#[test]
+fn editing_a_kernel_re_tunes_only_its_family() {
+    let base = tune_keys(None);
+    let comment = |t: &str| {
+        format!(
+            "// a comment\n{}\n/* another */\n",
+            t.replace('\n', "\n  \n")
+        )
+    };
+    let code = |t: &str| format!("{t}\nconst _EDITED: u8 = 1;\n");
+    let define = |t: &str| format!("{t}\n#define COTUNE_EDITED 1\n");
+    // A comment or reformatting in a CPU kernel file or a .cu file changes no key.
+    assert_eq!(
+        changed(
+            &base,
+            &tune_keys(Some(("src/cpu/kernels/vnm.rs", &comment)))
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        changed(&base, &tune_keys(Some(("cuda/spmm_csr_f32.cu", &comment)))),
+        Vec::<String>::new()
+    );
+    // A line of code re-tunes only the tunings that measured that kernel.
+    assert_eq!(
+        changed(&base, &tune_keys(Some(("src/cpu/kernels/vnm.rs", &code)))),
+        ["cpu vnm 64:2:8"]
+    );
+    // The CUDA CSR kernel runs unstructured, N:M other than 2:4 (and 1:4), and vector-wise.
+    assert_eq!(
+        changed(&base, &tune_keys(Some(("cuda/spmm_csr_f32.cu", &define)))),
+        [
+            "cuda unstructured 0.75",
+            "cuda nm 2:8",
+            "cuda vector 64x1 0.5"
+        ]
+    );
+    // The dense baseline is measured by every tuning of its backend.
+    assert_eq!(
+        changed(&base, &tune_keys(Some(("src/dense.rs", &code)))).len(),
+        6
+    );
+}

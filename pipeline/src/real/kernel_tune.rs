@@ -5,7 +5,7 @@ use crate::kinds::{kernel_tune, DeviceState, KernelTune, TuneFacts, TuneTrial};
 use crate::plan::{PlanError, Planner};
 use crate::stage::{Outcome, RunCtx, Stage, StageError};
 use kernels::cuda::Gpu;
-use kernels::Pattern;
+use kernels::{KernelFamily, Pattern};
 use stages::kernel_tune::{self as tune, Backend, TuneSpec};
 
 /// Seconds spent measuring each kernel configuration in a tuning.
@@ -47,6 +47,20 @@ pub(super) fn isa(backend: Backend) -> Result<String, StageError> {
                 why: e.to_string(),
             }),
     }
+}
+
+/// The kernel version a tuning's key covers: the families it measures (the format's kernel and
+/// the dense baseline, [`tune::families`]), each with its digest from `digest` (the digests
+/// this binary was built from, or, in tests, those of edited sources).
+pub fn kernel_version_with(
+    backend: Backend,
+    pattern: &Pattern,
+    rows: u64,
+    cols: u64,
+    digest: impl Fn(KernelFamily) -> String,
+) -> String {
+    let families = tune::families(backend, pattern, rows as usize, cols as usize);
+    kernels::family::family_version_with(&families, digest)
 }
 
 impl TuneFacts for KernelTuneStage {

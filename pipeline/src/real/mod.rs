@@ -20,7 +20,7 @@ mod train;
 
 pub use dataset::DatasetStage;
 pub use evaluate::EvaluateStage;
-pub use kernel_tune::KernelTuneStage;
+pub use kernel_tune::{kernel_version_with, KernelTuneStage};
 pub use prune::PruneStage;
 pub use train::TrainStage;
 
