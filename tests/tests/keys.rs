@@ -277,8 +277,11 @@ fn formats() -> Vec<(stages::kernel_tune::Backend, kernels::Pattern, u64, u64)> 
     out
 }
 
+/// A source file and how to edit its text.
+type Edit<'a> = (&'a str, &'a dyn Fn(&str) -> String);
+
 /// The tuning keys of [`formats`] with the kernel digests of the sources, one file edited.
-fn tune_keys(edit: Option<(&str, &dyn Fn(&str) -> String)>) -> Vec<String> {
+fn tune_keys(edit: Option<Edit>) -> Vec<String> {
     use pipeline::kinds::{DeviceState, KernelTune, TuneTrial};
     use pipeline::stage::Trial;
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernels/");
