@@ -10,6 +10,7 @@
 #![forbid(missing_docs)]
 
 pub mod harness;
+pub mod summary;
 
 use kernels::Pattern;
 use pipeline::kinds::*;
@@ -28,6 +29,11 @@ pub fn table() -> StageTable {
         .with(TestPrune)
         .with(TestTune)
         .with(TestEvaluate)
+}
+
+/// The test stages and the [`summary`] stage after them.
+pub fn table_with_summary() -> StageTable {
+    table().with(summary::SummaryStage)
 }
 
 fn unit(parts: &[&[u8]]) -> f64 {
