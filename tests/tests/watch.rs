@@ -42,14 +42,12 @@ fn prune_keys(ws: &Workspace) -> usize {
     std::panic::catch_unwind(|| keys(&tables(&ws.path("out"), "w")["prune"]).len()).unwrap_or(0)
 }
 
-#[test]
-fn watch_applies_each_save() {
-    let ws = Workspace::new();
-    let f = ws.write("exp.toml", &exp("[8]"));
-    let mut child = Command::new(BIN)
+/// Starts `cotune watch` on `file` with the workspace's store and output folder.
+fn watch(ws: &Workspace, file: &std::path::Path) -> std::process::Child {
+    Command::new(BIN)
         .args([
             "watch",
-            f.to_str().unwrap(),
+            file.to_str().unwrap(),
             "--store",
             ws.path("s").to_str().unwrap(),
             "--out",
@@ -60,7 +58,14 @@ fn watch_applies_each_save() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn watch_applies_each_save() {
+    let ws = Workspace::new();
+    let f = ws.write("exp.toml", &exp("[8]"));
+    let mut child = watch(&ws, &f);
     wait_for(|| prune_keys(&ws) == 2);
     std::thread::sleep(Duration::from_millis(400));
     ws.write("exp.toml", &exp("[8, 16]"));
@@ -134,21 +139,7 @@ fn one_step(out: &std::path::Path) -> Result<Option<String>, String> {
 fn a_reader_never_sees_tables_of_two_steps_together() {
     let ws = Workspace::new();
     let f = ws.write("exp.toml", &exp("[8]"));
-    let mut child = Command::new(BIN)
-        .args([
-            "watch",
-            f.to_str().unwrap(),
-            "--store",
-            ws.path("s").to_str().unwrap(),
-            "--out",
-            ws.path("out").to_str().unwrap(),
-            "-q",
-        ])
-        .env_remove("COTUNE_TEST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = watch(&ws, &f);
     let out = ws.path("out");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
