@@ -4,7 +4,7 @@
 //! 0 then writes the aggregates and `run.json` there and publishes the generation (one atomic
 //! switch of `<out>/<experiment>`, see [`results::Generation`]).
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ClusterError};
 use crate::dataflow::{self, Built};
 use crate::engine::{Engine, COTUNE_VERSION};
 use crate::plan::{Edge, Plan};
@@ -32,12 +32,27 @@ pub trait PlanSource: Send + 'static {
 }
 
 /// What a finished computation reports.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Report {
     /// Failed instances in the final view (all workers of this process).
     pub failed: u64,
     /// Errors writing results.
-    pub errors: Vec<String>,
+    pub errors: Vec<results::ResultsError>,
+}
+
+/// Why a computation could not run to its end.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// The cluster could not be formed.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// timely could not start the workers (its message).
+    #[error("timely: {0}")]
+    Start(String),
+    /// A worker thread stopped with a panic (its message).
+    #[error("worker stopped: {0}")]
+    Worker(String),
 }
 
 /// Runs the dataflow to completion.
@@ -46,10 +61,10 @@ pub fn execute(
     cluster: &Cluster,
     output: Output,
     source: Box<dyn PlanSource>,
-) -> Result<Report, String> {
+) -> Result<Report, DriverError> {
     let source = Arc::new(Mutex::new(Some(source)));
     let cluster_c = cluster.clone();
-    let (builders, others) = cluster.allocators().map_err(|e| e.to_string())?;
+    let (builders, others) = cluster.allocators()?;
     let config = timely::WorkerConfig::default();
     let guards = timely::execute::execute_from(builders, others, config, move |worker| {
         let built = dataflow::build(worker, engine.clone());
@@ -62,10 +77,11 @@ pub fn execute(
             Some(src) => lead(worker, built, &engine, &output, &cluster_c, src),
             None => follow(worker, built, &engine, &output),
         }
-    })?;
+    })
+    .map_err(DriverError::Start)?;
     let mut report = Report::default();
     for r in guards.join() {
-        let r = r?;
+        let r = r.map_err(DriverError::Worker)?;
         report.failed += r.failed;
         report.errors.extend(r.errors);
     }
@@ -127,7 +143,7 @@ fn lead(
         let generation = match results::Generation::new(&output.out, &engine.experiment, &token) {
             Ok(g) => g,
             Err(e) => {
-                report.errors.push(e.to_string());
+                report.errors.push(e);
                 continue;
             }
         };
@@ -186,7 +202,7 @@ fn lead(
             })
             .and_then(|()| generation.publish());
         if let Err(e) = published {
-            report.errors.push(e.to_string());
+            report.errors.push(e);
         }
         source.epoch_done(&summary, &pareto, failed_total);
     }
@@ -219,7 +235,7 @@ fn follow(worker: &mut Worker, built: Built, engine: &Engine, output: &Output) -
                     Ok(g) => write_parts(worker, &view, &schemas, engine, &g, &digest),
                     Err(e) => Report {
                         failed: count_failed(&view, engine),
-                        errors: vec![e.to_string()],
+                        errors: vec![e],
                     },
                 };
             }
@@ -277,12 +293,12 @@ fn write_parts(
         let rows = view.rows(stage);
         let meta = table_meta(engine, digest, generation.token(), schemas.schema(stage));
         if let Err(e) = generation.write_part(stage, worker.index(), &rows, &meta) {
-            report.errors.push(e.to_string());
+            report.errors.push(e);
         }
     }
     if report.errors.is_empty() {
         if let Err(e) = generation.mark_written(worker.index()) {
-            report.errors.push(e.to_string());
+            report.errors.push(e);
         }
     }
     report

@@ -156,15 +156,16 @@ impl Engine {
         row.insert("cotune_version".into(), s(COTUNE_VERSION));
         let Some(node) = node else { return row };
         // Farthest ancestor first, so that a nearer stage's column wins a shared name.
-        let mut chain = vec![];
-        let mut up = node.planned.primary();
-        while let Some(k) = up {
-            let Some(n) = self.node(&k) else { break };
-            up = n.planned.primary();
-            chain.push(n);
-        }
-        for ancestor in chain.iter().rev() {
-            ancestor.planned.trial_columns(&mut row);
+        if let Ok(registry) = self.registry.read() {
+            let mut chain = vec![];
+            let mut up = node.planned.primary();
+            while let Some(n) = up.and_then(|k| registry.get(&k)) {
+                up = n.planned.primary();
+                chain.push(n);
+            }
+            for ancestor in chain.iter().rev() {
+                ancestor.planned.trial_columns(&mut row);
+            }
         }
         node.planned.parent_columns(&mut row);
         node.planned.trial_columns(&mut row);

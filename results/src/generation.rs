@@ -102,9 +102,10 @@ impl Generation {
 
     /// Records that `worker` has written all its parts.
     pub fn mark_written(&self, worker: usize) -> Result<(), ResultsError> {
+        // Not synced: the marker only tells worker 0 of this live step that the parts are
+        // there (they are synced); after a crash the step is never published anyway.
         let path = self.dir.join(WRITTEN).join(format!("w{worker}"));
-        fs::write(&path, b"").map_err(ResultsError::io(&path))?;
-        sync_dir(&self.dir.join(WRITTEN))
+        fs::write(&path, b"").map_err(ResultsError::io(&path))
     }
 
     /// Waits until workers `0..workers` have all marked their parts written.
@@ -130,9 +131,9 @@ impl Generation {
     /// Makes this generation the one `<out>/<experiment>` names, in one atomic rename, then
     /// removes old generations (keeping the last few published ones).
     pub fn publish(&self) -> Result<(), ResultsError> {
+        // The marker only guides the clean-up of old generations: it needs no sync of its own.
         let marker = self.dir.join(PUBLISHED);
         fs::write(&marker, self.token.as_bytes()).map_err(ResultsError::io(&marker))?;
-        sync_dir(&self.dir)?;
         let link = self.out.join(&self.experiment);
         let gens = generations_dir(&self.out, &self.experiment)?;
         // An experiment folder from before generations becomes one (old tables stay readable).

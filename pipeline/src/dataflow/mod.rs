@@ -99,10 +99,10 @@ pub struct Built {
 type Rows<'s> = VecCollection<'s, u64, (AnyKey, Row), isize>;
 type Statuses<'s> = VecCollection<'s, u64, (AnyKey, Option<String>), isize>;
 
-/// (key, its failure if it failed) of each instance (one record per instance, however many
-/// rows it has).
+/// (key, its failure if it failed) of each instance's rows (a tuning's many rows give as many
+/// equal records: joins carry the multiplicity and a `reduce` sees each parent once).
 fn statuses(rows: Rows<'_>) -> Statuses<'_> {
-    rows.map(|(k, row)| (k, status(&row))).distinct()
+    rows.map(|(k, row)| (k, status(&row)))
 }
 
 fn status(row: &Row) -> Option<String> {
