@@ -129,12 +129,21 @@ fn without_a_device_cuda_trials_fail_with_the_reason_and_cpu_trials_are_unaffect
         1,
         "one reason for every cuda row: {reasons:?}"
     );
+    // Where this process has no device either, the reason is exactly the one it gets.
+    let here = kernels::cuda::CudaDevice::new(0)
+        .err()
+        .map(|e| e.to_string());
     for r in &cuda_tunes {
         let err = text(r, "error");
         assert_eq!(text(r, "status"), "failed");
         assert!(err.starts_with("cuda backend unavailable: "), "{err}");
-        if !kernels::cuda::CUDA_ENABLED {
-            assert!(err.contains("built without CUDA"), "{err}");
+        if let Some(reason) = &here {
+            assert_eq!(err, format!("cuda backend unavailable: {reason}"));
+            if !kernels::cuda::CUDA_ENABLED {
+                assert!(err.contains("built without CUDA"), "{err}");
+            } else if reason.contains("libcuda") {
+                assert!(err.contains("no NVIDIA driver found"), "{err}");
+            }
         }
         assert!(text(r, "device").starts_with("unavailable: "));
         // The tensor-core kernels (2:4 and 16:2:4 on rows in multiples of 16) and cuBLAS are
