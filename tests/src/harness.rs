@@ -15,6 +15,32 @@ pub const PROVENANCE: [&str; 6] = [
     "cotune_version",
 ];
 
+/// A small experiment on synthetic data (100 samples, 16 features, 4 classes; a 32-wide MLP
+/// trained one epoch) pruned to dense and 2:8 V:N:M with V = `v` (a TOML value: `8` or
+/// `[8, 16]`), followed by `extra` TOML.
+pub fn small_experiment(name: &str, v: &str, extra: &str) -> String {
+    format!(
+        r#"name = "{name}"
+[dataset]
+source = "synthetic"
+samples = 100
+features = 16
+classes = 4
+[model]
+kind = "mlp"
+hidden = [32]
+[train]
+epochs = 1
+batch_size = 8
+lr = 1e-3
+[prune]
+pattern = ["dense", "vnm"]
+nm = ["2:8"]
+v = {v}
+{extra}"#
+    )
+}
+
 /// A scratch workspace: an experiment file, a store and an output folder.
 pub struct Workspace {
     /// Keeps the folder alive.

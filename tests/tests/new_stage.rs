@@ -1,32 +1,11 @@
 //! A stage added in one module plus one line of the table (`e2e::summary`) is planned, keyed,
 //! run through the store, written as its own table and re-run incrementally like the others.
 
-use e2e::harness::{counts, keys, run_json, strip, Workspace};
+use e2e::harness::{counts, keys, run_json, small_experiment, strip, Workspace};
 use results::Value;
 
 fn experiment(v: &str) -> String {
-    format!(
-        r#"name = "sum"
-[dataset]
-source = "synthetic"
-samples = 100
-features = 16
-classes = 4
-[model]
-kind = "mlp"
-hidden = [32]
-[train]
-epochs = 1
-batch_size = 8
-lr = 1e-3
-[prune]
-pattern = ["dense", "vnm"]
-nm = ["2:8"]
-v = {v}
-[kernel_tune]
-batch_tokens = [16]
-"#
-    )
+    small_experiment("sum", v, "[kernel_tune]\nbatch_tokens = [16]\n")
 }
 
 fn run(ws: &Workspace) -> u8 {

@@ -1,33 +1,14 @@
 //! `cotune watch`: each save of the file is applied as insertions and retractions, and the
 //! tables follow the current experiment.
 
-use e2e::harness::{keys, tables, Workspace};
+use e2e::harness::{keys, small_experiment, tables, Workspace};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cotune-test");
 
 fn exp(v: &str) -> String {
-    format!(
-        r#"name = "w"
-[dataset]
-source = "synthetic"
-samples = 100
-features = 16
-classes = 4
-[model]
-kind = "mlp"
-hidden = [32]
-[train]
-epochs = 1
-batch_size = 8
-lr = 1e-3
-[prune]
-pattern = ["dense", "vnm"]
-nm = ["2:8"]
-v = {v}
-"#
-    )
+    small_experiment("w", v, "")
 }
 
 fn wait_for(mut cond: impl FnMut() -> bool) {
