@@ -107,10 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Schedule::Oneshot => "oneshot".to_string(),
                     Schedule::Gradual { steps } => format!("gradual({steps})"),
                 },
-                match method {
-                    Method::Magnitude => "magnitude",
-                    Method::Obs { .. } => "obs",
-                },
+                method.kind(),
                 p.sparsity,
                 p.accuracy_after_prune,
                 p.accuracy_after_finetune,

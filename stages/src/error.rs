@@ -15,6 +15,14 @@ pub enum StageError {
     /// A mask or sparse format could not be built.
     #[error("kernels: {0}")]
     Kernel(#[from] kernels::KernelError),
+    /// One layer could not be pruned (a singular Hessian, a non-finite update): the layer and why.
+    #[error("layer {layer}: {what}")]
+    Layer {
+        /// The layer's name.
+        layer: String,
+        /// What went wrong.
+        what: String,
+    },
     /// The CUDA backend could not run (no device, or no kernel point could be measured).
     #[error("cuda: {0}")]
     Cuda(String),

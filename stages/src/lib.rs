@@ -18,6 +18,7 @@ pub mod train;
 pub use error::StageError;
 pub use model::{Layer, LayerKind, LinearLayer, ModelKind, ModelSpec, Weights, WeightsDigest};
 pub use prune::{
-    prune, LayerReport, LayerStatus, Method, MethodKind, PruneSpec, Pruned, Schedule, ScheduleKind,
+    prune, Calibration, CalibrationInputs, LayerReport, LayerStatus, Method, MethodKind, PruneSpec,
+    Pruned, Schedule, ScheduleKind, Scope,
 };
 pub use train::{accuracy, train, tune_malloc, Optimizer, TrainMetrics, TrainSpec, Trained};

@@ -129,3 +129,17 @@ fn sparsity_outside_unit_interval() {
         "sparsity must be in (0, 1)",
     );
 }
+
+#[test]
+fn one_shot_parameters_are_checked_where_they_are_written() {
+    let text = GOOD.replace(
+        "v = [8]",
+        "v = [8]\nmethod = [\"sparsegpt\"]\nsparsegpt_damp = 0.0",
+    );
+    check(&text, 19, 18, "sparsegpt_damp must be > 0");
+    let text = GOOD.replace(
+        "v = [8]",
+        "v = [8]\nmethod = [\"wanda\"]\ncalibration = \"all\"",
+    );
+    check(&text, 19, 15, "sequential");
+}

@@ -132,7 +132,12 @@ fn every_key_tag_is_frozen() {
         kernels::PatternKind::tags(),
         ["dense", "unstructured", "nm", "vnm", "vector"]
     );
-    assert_eq!(stages::MethodKind::tags(), ["magnitude", "obs"]);
+    assert_eq!(
+        stages::MethodKind::tags(),
+        ["magnitude", "obs", "sparsegpt", "wanda"]
+    );
+    assert_eq!(stages::Scope::tags(), ["layer", "row"]);
+    assert_eq!(stages::CalibrationInputs::tags(), ["sequential", "dense"]);
     assert_eq!(stages::ScheduleKind::tags(), ["oneshot", "gradual"]);
     assert_eq!(stages::Optimizer::tags(), ["adamw", "sgd"]);
     assert_eq!(stages::ModelKind::tags(), ["mlp", "cnn"]);
@@ -367,4 +372,38 @@ fn editing_a_kernel_re_tunes_only_its_family() {
         changed(&base, &tune_keys(Some(("src/dense.rs", &code)))).len(),
         6
     );
+}
+
+#[test]
+fn one_shot_parameters_are_in_their_keys_only() {
+    let base = A.replace(
+        r#"method = ["magnitude", "obs"]"#,
+        r#"method = ["magnitude", "obs", "sparsegpt", "wanda"]"#,
+    );
+    let prunes = |text: &str| -> Vec<(String, pipeline::key::AnyKey)> {
+        plan(text)
+            .nodes
+            .values()
+            .filter(|n| n.stage == "prune")
+            .map(|n| (n.label(), n.key))
+            .collect()
+    };
+    let a = prunes(&base);
+    let b = prunes(&base.replace("[prune]", "[prune]\nsparsegpt_damp = 0.1"));
+    let c = prunes(&base.replace("[prune]", "[prune]\ncalibration_samples = 64"));
+    let changed = |x: &[(String, pipeline::key::AnyKey)], y: &[(String, pipeline::key::AnyKey)]| {
+        let mut out: Vec<String> = x
+            .iter()
+            .filter(|p| !y.contains(p))
+            .map(|(l, _)| l.split(' ').next_back().unwrap().to_owned())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    };
+    assert_eq!(changed(&a, &b), ["sparsegpt"]);
+    assert_eq!(changed(&a, &c), ["sparsegpt", "wanda"]);
+    // The magnitude and OBS keys are those of the file without the one-shot methods.
+    let before = prunes(A);
+    assert!(before.iter().all(|p| a.contains(p)));
 }

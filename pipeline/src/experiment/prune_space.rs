@@ -121,9 +121,46 @@ pub(super) fn prune_points(
         map,
         "gradual_steps",
     )? as usize;
+    let (samples, damp, block) = stages::prune::ONE_SHOT_DEFAULTS;
+    let calibration = stages::Calibration {
+        samples: pos(
+            &raw.calibration_samples,
+            samples as u64,
+            map,
+            "calibration_samples",
+        )? as usize,
+        inputs: raw
+            .calibration
+            .as_ref()
+            .map_or(stages::CalibrationInputs::Sequential, |c| *c.get_ref()),
+    };
+    let sparsegpt_damp = match &raw.sparsegpt_damp {
+        Some(d) => {
+            check(
+                *d.get_ref() > 0.0 && d.get_ref().is_finite(),
+                map,
+                d.span(),
+                || format!("sparsegpt_damp must be > 0, found {}", d.get_ref()),
+            )?;
+            *d.get_ref()
+        }
+        None => damp,
+    };
+    let sparsegpt_block = pos(&raw.sparsegpt_block, block as u64, map, "sparsegpt_block")? as usize;
+    let scope = raw.unstructured_scope.as_ref().map(|s| *s.get_ref());
     let method_of = |m: MethodKind| match m {
         MethodKind::Magnitude => Method::Magnitude,
         MethodKind::Obs => obs.clone(),
+        MethodKind::SparseGpt => Method::SparseGpt {
+            calibration,
+            damp: sparsegpt_damp,
+            block: sparsegpt_block,
+            scope: scope.unwrap_or(stages::Scope::Layer),
+        },
+        MethodKind::Wanda => Method::Wanda {
+            calibration,
+            scope: scope.unwrap_or(stages::Scope::Row),
+        },
     };
     let schedule_of = |s: ScheduleKind| match s {
         ScheduleKind::Oneshot => Schedule::Oneshot,

@@ -7,7 +7,7 @@ pub use datasets::Source as DatasetSource;
 pub use kernels::PatternKind;
 use serde::Deserialize;
 pub use stages::kernel_tune::{Backend, StrategyKind};
-pub use stages::{MethodKind, ModelKind, Optimizer, ScheduleKind};
+pub use stages::{CalibrationInputs, MethodKind, ModelKind, Optimizer, ScheduleKind, Scope};
 use toml::Spanned;
 
 /// A whole experiment file.
@@ -121,6 +121,17 @@ pub struct RawPrune {
     pub obs_damp: Option<Spanned<f64>>,
     /// Gradual: pruning steps (default 4).
     pub gradual_steps: Option<Spanned<u64>>,
+    /// SparseGPT, Wanda: calibration samples drawn from the training split (default 128).
+    pub calibration_samples: Option<Spanned<u64>>,
+    /// SparseGPT, Wanda: which model calibration runs through (default sequential).
+    pub calibration: Option<Spanned<CalibrationInputs>>,
+    /// SparseGPT: dampening λ relative to the mean Hessian diagonal (default 0.01).
+    pub sparsegpt_damp: Option<Spanned<f64>>,
+    /// SparseGPT: columns per lazy update (default 128).
+    pub sparsegpt_block: Option<Spanned<u64>>,
+    /// SparseGPT, Wanda: unstructured sparsity per layer or per output row (default: layer for
+    /// SparseGPT, row for Wanda).
+    pub unstructured_scope: Option<Spanned<Scope>>,
     /// Extra points outside the grid.
     #[serde(default)]
     pub include: Vec<Spanned<RawPoint>>,

@@ -7,6 +7,7 @@ use crate::key::{CanonValue, Key};
 use crate::plan::{PlanError, Planner};
 use crate::stage::{StageKind, Trial};
 use kernels::Pattern;
+use keytag::Tagged;
 use results::Value;
 use stages::{Method, ModelSpec, PruneSpec, Schedule};
 
@@ -139,6 +140,41 @@ impl Trial for PruneTrial {
                 CanonValue::f64(damp),
             ]),
             _ => CanonValue::List(vec![]),
+        });
+        // The one-shot methods' parameters are key fields only for them: the keys of the other
+        // methods stay as they were before these methods existed.
+        if let Some(Method::SparseGpt {
+            calibration,
+            damp,
+            block,
+            scope,
+        }) = pt.method
+        {
+            f.key_only("sparsegpt", || {
+                CanonValue::List(vec![
+                    CanonValue::U64(calibration.samples as u64),
+                    CanonValue::Str(calibration.inputs.tag().into()),
+                    CanonValue::f64(damp),
+                    CanonValue::U64(block as u64),
+                    CanonValue::Str(scope.tag().into()),
+                ])
+            });
+        }
+        if let Some(Method::Wanda { calibration, scope }) = pt.method {
+            f.key_only("wanda", || {
+                CanonValue::List(vec![
+                    CanonValue::U64(calibration.samples as u64),
+                    CanonValue::Str(calibration.inputs.tag().into()),
+                    CanonValue::Str(scope.tag().into()),
+                ])
+            });
+        }
+        let calibration = pt.method.as_ref().and_then(Method::calibration);
+        f.column_only("prune.calibration_samples", || {
+            calibration.map_or(Value::Null, |c| Value::I64(c.samples as i64))
+        });
+        f.column_only("prune.calibration", || {
+            calibration.map_or(Value::Null, |c| Value::Str(c.inputs.tag().into()))
         });
         f.key_only("gradual_steps", || match pt.schedule {
             Some(Schedule::Gradual { steps }) => canon_u64s([steps as u64]),

@@ -22,12 +22,7 @@ impl PruneStage {
         pattern: &Pattern,
     ) -> Result<Vec<LayerFormat>, StageError> {
         let ds = self.0.load(&data.spec)?;
-        // A CNN reads square single-channel images (the digits' 8×8, MNIST's 28×28).
-        let image = matches!(model, ModelSpec::Cnn { .. }).then(|| {
-            let side = (ds.n_features as f64).sqrt() as usize;
-            (1, side, side)
-        });
-        let w = Weights::init(model, ds.n_features, image, ds.n_classes, 0)?;
+        let w = Weights::init(model, ds.n_features, ds.image_shape, ds.n_classes, 0)?;
         Ok(w.layers
             .iter()
             .map(|l| {

@@ -27,7 +27,8 @@ pub fn train(t: &stages::Trained) -> Row {
     ])
 }
 
-/// Pruning metrics, per model and per layer (list columns in layer order).
+/// Pruning metrics, per model and per layer (list columns in layer order; a layer's output
+/// errors are NaN where it was kept dense).
 pub fn prune(p: &stages::Pruned) -> Row {
     let status = |l: &stages::LayerReport| match &l.status {
         stages::LayerStatus::Pruned => "pruned".to_owned(),
@@ -54,6 +55,24 @@ pub fn prune(p: &stages::Pruned) -> Row {
         (
             "layer_status",
             Value::ListStr(p.layers.iter().map(status).collect()),
+        ),
+        (
+            "layer_output_error_before",
+            Value::ListF64(
+                p.layers
+                    .iter()
+                    .map(|l| l.output_error_before.unwrap_or(f64::NAN))
+                    .collect(),
+            ),
+        ),
+        (
+            "layer_output_error_after",
+            Value::ListF64(
+                p.layers
+                    .iter()
+                    .map(|l| l.output_error_after.unwrap_or(f64::NAN))
+                    .collect(),
+            ),
         ),
         ("weights_digest", Value::Str(p.weights.digest().to_string())),
     ])

@@ -69,26 +69,13 @@ impl Net {
         let mut h = x.clone();
         let last = self.layers.len().saturating_sub(1);
         for (i, l) in self.layers.iter().enumerate() {
-            h = match l.kind {
-                LayerKind::Linear => {
-                    if h.rank() > 2 {
-                        h = h.flatten_from(1)?;
-                    }
-                    h.matmul(&l.weight.as_tensor().t()?)?
-                        .broadcast_add(l.bias.as_tensor())?
-                }
-                LayerKind::Conv2d { padding, .. } => {
-                    let out = l.bias.as_tensor().dims1()?;
-                    h.conv2d(l.weight.as_tensor(), padding, 1, 1, 1)?
-                        .broadcast_add(&l.bias.as_tensor().reshape((1, out, 1, 1))?)?
-                }
-            };
-            if i < last {
-                h = h.relu()?;
-            }
-            if let LayerKind::Conv2d { pool: true, .. } = l.kind {
-                h = h.max_pool2d(2)?;
-            }
+            h = apply_layer(
+                &l.kind,
+                l.weight.as_tensor(),
+                l.bias.as_tensor(),
+                &h,
+                i == last,
+            )?;
         }
         Ok(h)
     }
@@ -132,4 +119,38 @@ impl Net {
             image_shape: self.image_shape,
         })
     }
+}
+
+/// One layer's forward pass on a batch `h`: the product (a convolution, or a matrix product of
+/// the flattened input), the bias, then ReLU (except after the `last` layer) and a convolution's
+/// pooling.
+pub(crate) fn apply_layer(
+    kind: &LayerKind,
+    weight: &Tensor,
+    bias: &Tensor,
+    h: &Tensor,
+    last: bool,
+) -> Result<Tensor, StageError> {
+    let mut h = match kind {
+        LayerKind::Linear => {
+            let flat = if h.rank() > 2 {
+                h.flatten_from(1)?
+            } else {
+                h.clone()
+            };
+            flat.matmul(&weight.t()?)?.broadcast_add(bias)?
+        }
+        LayerKind::Conv2d { padding, .. } => {
+            let out = bias.dims1()?;
+            h.conv2d(weight, *padding, 1, 1, 1)?
+                .broadcast_add(&bias.reshape((1, out, 1, 1))?)?
+        }
+    };
+    if !last {
+        h = h.relu()?;
+    }
+    if let LayerKind::Conv2d { pool: true, .. } = kind {
+        h = h.max_pool2d(2)?;
+    }
+    Ok(h)
 }

@@ -3,10 +3,15 @@
 //! `+0.0`). Every layer whose shape can take the pattern is pruned; the others are kept dense and
 //! reported with the reason (DESIGN.md, "Pruning").
 
+mod calibrate;
 mod linalg;
 mod obs;
+mod oneshot;
 mod schedule;
+mod sparsegpt;
 
+pub use calibrate::{output_error, LayerInputs};
+pub use oneshot::prune_layer;
 pub use schedule::{Schedule, ScheduleKind, GRADUAL_STEPS_DEFAULT};
 
 use datasets::Dataset;
@@ -22,6 +27,12 @@ use crate::{Optimizer, StageError, Weights};
 /// OBS defaults (an experiment file may set each): gradients G, block size B, dampening λ.
 pub const OBS_DEFAULTS: (usize, usize, f64) = (256, 64, 1e-2);
 
+/// One-shot defaults (an experiment file may set each): calibration samples (512: a sample of a
+/// classifier is one token, where SparseGPT's 128 sequences of an LLM are 262k; on the
+/// quickstart's digits 128 samples over-fit the Hessian), SparseGPT's dampening λ (relative to
+/// the mean Hessian diagonal) and its lazy-update block size.
+pub const ONE_SHOT_DEFAULTS: (usize, f64, usize) = (512, 1e-2, 128);
+
 keytag::tagged_enum! {
     /// The family of a [`Method`], without its parameters.
     pub enum MethodKind {
@@ -29,6 +40,49 @@ keytag::tagged_enum! {
         Magnitude = "magnitude",
         /// [`Method::Obs`].
         Obs = "obs",
+        /// [`Method::SparseGpt`].
+        SparseGpt = "sparsegpt",
+        /// [`Method::Wanda`].
+        Wanda = "wanda",
+    }
+}
+
+keytag::tagged_enum! {
+    /// How an unstructured sparsity is spread over a layer by the one-shot methods: over the
+    /// whole layer (SparseGPT: over each block of columns), or the same in every output row
+    /// (as Wanda does).
+    pub enum Scope {
+        /// Over the layer.
+        Layer = "layer",
+        /// Per output row.
+        Row = "row",
+    }
+}
+
+keytag::tagged_enum! {
+    /// Which model the one-shot methods run their calibration samples through.
+    pub enum CalibrationInputs {
+        /// The model pruned so far: each layer sees the outputs of the layers before it as
+        /// pruned, layer by layer in order (as SparseGPT does).
+        Sequential = "sequential",
+        /// The model before this pruning step.
+        Dense = "dense",
+    }
+}
+
+/// Where the one-shot methods take each layer's inputs from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Calibration {
+    /// Training samples drawn (a seeded shuffle of the training split).
+    pub samples: usize,
+    /// Which model they run through.
+    pub inputs: CalibrationInputs,
+}
+
+impl Calibration {
+    /// Whether each layer's inputs come from the model pruned so far.
+    pub fn sequential(&self) -> bool {
+        self.inputs == CalibrationInputs::Sequential
     }
 }
 
@@ -48,6 +102,28 @@ pub enum Method {
         /// Dampening λ relative to the mean Fisher diagonal of the layer.
         damp: f64,
     },
+    /// SparseGPT (Frantar & Alistarh, ICML'23): per layer, the Hessian `2XXᵀ/n` of its
+    /// calibration inputs; columns in order, each weight's saliency `w²/[H⁻¹]ᵢᵢ²` choosing the
+    /// mask (per block of columns, per group for N:M and V:N:M) and the OBS update of the columns
+    /// to its right, batched lazily per `block` columns (see `prune/sparsegpt.rs`).
+    SparseGpt {
+        /// Calibration inputs.
+        calibration: Calibration,
+        /// Dampening λ relative to the mean Hessian diagonal.
+        damp: f64,
+        /// Columns per lazy update (rounded down to a multiple of M for N:M and V:N:M).
+        block: usize,
+        /// How an unstructured sparsity is spread.
+        scope: Scope,
+    },
+    /// Wanda (Sun et al., ICLR'24): saliency `|w|·‖x_j‖₂` with `x_j` the calibration inputs of
+    /// the weight's input; no weight update.
+    Wanda {
+        /// Calibration inputs.
+        calibration: Calibration,
+        /// How an unstructured sparsity is spread.
+        scope: Scope,
+    },
 }
 
 impl Method {
@@ -56,6 +132,18 @@ impl Method {
         match self {
             Method::Magnitude => MethodKind::Magnitude,
             Method::Obs { .. } => MethodKind::Obs,
+            Method::SparseGpt { .. } => MethodKind::SparseGpt,
+            Method::Wanda { .. } => MethodKind::Wanda,
+        }
+    }
+
+    /// The calibration of a one-shot method.
+    pub fn calibration(&self) -> Option<Calibration> {
+        match self {
+            Method::SparseGpt { calibration, .. } | Method::Wanda { calibration, .. } => {
+                Some(*calibration)
+            }
+            _ => None,
         }
     }
 }
@@ -105,6 +193,21 @@ impl PruneSpec {
                 ));
             }
         }
+        if let Some(Method::SparseGpt { damp, block, .. }) = self.method {
+            if block == 0 || !(damp.is_finite() && damp > 0.0) {
+                return bad(format!(
+                    "sparsegpt needs block >= 1 and damp > 0; got {block}, {damp}"
+                ));
+            }
+        }
+        if self
+            .method
+            .as_ref()
+            .and_then(Method::calibration)
+            .is_some_and(|c| c.samples == 0)
+        {
+            return bad("calibration needs at least 1 sample".into());
+        }
         if self.schedule == Some(Schedule::Gradual { steps: 0 }) {
             return bad("gradual needs steps >= 1".into());
         }
@@ -139,6 +242,11 @@ pub struct LayerReport {
     pub sparsity: f64,
     /// ‖w ⊙ mask‖₁ / ‖w‖₁ over the trained (input) weights; 1 for a dense layer.
     pub retained_l1: f64,
+    /// The layer's relative output error `‖(W − W⊙mask)X‖/‖WX‖` on the calibration inputs,
+    /// without the method's update (of the last pruning step; `None` for a layer kept dense).
+    pub output_error_before: Option<f64>,
+    /// The same with the method's update (`‖(W − Ŵ)X‖/‖WX‖`).
+    pub output_error_after: Option<f64>,
 }
 
 /// A pruned, fine-tuned model.
@@ -199,8 +307,12 @@ fn prune_step(
     prunable: &[bool],
     method: &Method,
     rng: &mut ChaCha8Rng,
+    calibration: &[f32],
 ) -> Result<Vec<Option<Mask>>, StageError> {
     let substeps = match method {
+        Method::SparseGpt { .. } | Method::Wanda { .. } => {
+            return oneshot::prune_network(weights, pattern, prunable, method, calibration);
+        }
         Method::Magnitude => vec![pattern.clone()],
         Method::Obs { .. } => {
             let (nonzero, total) = weights
@@ -234,7 +346,7 @@ fn prune_substep(
     rng: &mut ChaCha8Rng,
 ) -> Result<Vec<Option<Mask>>, StageError> {
     let fishers = match *method {
-        Method::Magnitude => None,
+        Method::Magnitude | Method::SparseGpt { .. } | Method::Wanda { .. } => None,
         Method::Obs { grads, block, .. } => Some(obs::layer_fishers(
             data, weights, prunable, grads, block, rng,
         )?),
@@ -294,17 +406,44 @@ pub fn prune(
     let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, 2));
     let mut current = weights.clone();
     let mut masks = vec![None; weights.layers.len()];
+    let mut errors = vec![None; weights.layers.len()];
     let mut accuracy_after_prune = accuracy_before;
     let mut finetune_loss_curve = Vec::new();
     let how = spec.method.as_ref().zip(spec.schedule.as_ref());
     if let Some((method, sched)) = how.filter(|_| prunable.iter().any(|&p| p)) {
+        // The one-shot methods calibrate on their own sample count; every method's output
+        // errors are measured on the same draw.
+        let calibration = match method.calibration() {
+            Some(c) => c,
+            None => Calibration {
+                samples: ONE_SHOT_DEFAULTS.0.min(data.n_train()),
+                inputs: CalibrationInputs::Sequential,
+            },
+        };
+        let batch = calibrate::batch(data, calibration.samples, seed)?;
         let steps = schedule::plan(&spec.pattern, sched, spec.finetune_epochs);
         let last = steps.len() - 1;
         for (k, (pattern, epochs)) in steps.iter().enumerate() {
-            masks = prune_step(data, &mut current, pattern, &prunable, method, &mut rng)?;
+            let before = current.clone();
+            masks = prune_step(
+                data,
+                &mut current,
+                pattern,
+                &prunable,
+                method,
+                &mut rng,
+                &batch,
+            )?;
             let net = Net::from_weights(&current)?;
             if k == last {
                 accuracy_after_prune = net_accuracy(&net, data)?;
+                errors = oneshot::output_errors(
+                    &before,
+                    &current,
+                    &masks,
+                    &batch,
+                    calibration.sequential(),
+                )?;
             }
             let cfg = FitConfig {
                 epochs: *epochs,
@@ -331,7 +470,8 @@ pub fn prune(
         .iter()
         .zip(&masks)
         .zip(fits)
-        .map(|((l, m), fit)| {
+        .zip(errors)
+        .map(|(((l, m), fit), error)| {
             let (sparsity, retained_l1) = match m {
                 Some(m) => {
                     removed += m.as_slice().len() - m.count();
@@ -366,6 +506,8 @@ pub fn prune(
                 status,
                 sparsity,
                 retained_l1,
+                output_error_before: error.map(|e| e.0),
+                output_error_after: error.map(|e| e.1),
             }
         })
         .collect();
