@@ -2,7 +2,8 @@
 //! computed over rows (the Pareto front).
 //!
 //! The engine hands over rows as ordered maps of typed cells ([`Row`], [`Value`]); each timely
-//! worker replaces its own part of a stage table with [`replace_table_part`], and readers
+//! worker writes its own part of each stage table into the step's [`Generation`], which is
+//! then published whole ([`replace_table_part`] writes one part in place), and readers
 //! (pandas, polars, duckdb, or [`read_table`]) see the folder `<out>/<experiment>/<stage>/` as
 //! one table. Every file carries the experiment digest, cotune version and
 //! [`SCHEMA_VERSION`] in its footer.

@@ -121,12 +121,4 @@ impl Plan {
         }
         out
     }
-
-    /// The instances of one stage.
-    pub fn instances<K: StageKind>(&self) -> Vec<(AnyKey, Arc<Planned<K>>)> {
-        self.nodes
-            .iter()
-            .filter_map(|(k, n)| n.planned::<K>().map(|p| (*k, p)))
-            .collect()
-    }
 }

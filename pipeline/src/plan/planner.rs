@@ -16,7 +16,6 @@ pub struct Planner<'a> {
     plan: Plan,
     order: Vec<AnyKey>,
     requests: BTreeMap<AnyKey, Vec<AnyKey>>,
-    requested: std::collections::BTreeSet<AnyKey>,
     unknown: Option<&'static str>,
 }
 
@@ -32,7 +31,6 @@ impl<'a> Planner<'a> {
             },
             order: vec![],
             requests: BTreeMap::new(),
-            requested: Default::default(),
             unknown: None,
         }
     }
@@ -106,7 +104,6 @@ impl<'a> Planner<'a> {
             to: key.any(),
         });
         self.requests.entry(by.any()).or_default().push(key.any());
-        self.requested.insert(key.any());
     }
 
     /// The instances of `K` planned so far, in the order they were added.
@@ -148,11 +145,13 @@ impl<'a> Planner<'a> {
                 ),
             ));
         }
+        let requested: std::collections::BTreeSet<&AnyKey> =
+            self.requests.values().flatten().collect();
         let roots: Vec<(AnyKey, &'static str)> = self
             .plan
             .nodes
             .values()
-            .filter(|n| n.parents.is_empty() && !self.requested.contains(&n.key))
+            .filter(|n| n.parents.is_empty() && !requested.contains(&n.key))
             .map(|n| (n.key, n.stage))
             .collect();
         for (key, stage) in roots {

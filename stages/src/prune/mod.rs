@@ -424,7 +424,8 @@ pub fn prune(
         let steps = schedule::plan(&spec.pattern, sched, spec.finetune_epochs);
         let last = steps.len() - 1;
         for (k, (pattern, epochs)) in steps.iter().enumerate() {
-            let before = current.clone();
+            // The output errors are the last step's: keep the weights it starts from.
+            let before = (k == last).then(|| current.clone());
             masks = prune_step(
                 data,
                 &mut current,
@@ -435,7 +436,7 @@ pub fn prune(
                 &batch,
             )?;
             let net = Net::from_weights(&current)?;
-            if k == last {
+            if let Some(before) = before {
                 accuracy_after_prune = net_accuracy(&net, data)?;
                 errors = oneshot::output_errors(
                     &before,

@@ -55,8 +55,9 @@ pub fn prune_layer(
     method: &Method,
 ) -> Result<Mask, StageError> {
     let (rows, cols) = (layer.rows(), layer.cols());
+    let name = layer.name.clone();
     let failed = |what: String| StageError::Layer {
-        layer: layer.name.clone(),
+        layer: name.clone(),
         what,
     };
     let keep = match *method {
@@ -75,12 +76,7 @@ pub fn prune_layer(
                 step,
                 choose: &choose,
             };
-            sparsegpt::prune(&mut layer.weight, rows, cols, &u, block, &select).map_err(|e| {
-                StageError::Layer {
-                    layer: layer.name.clone(),
-                    what: e,
-                }
-            })?
+            sparsegpt::prune(&mut layer.weight, rows, cols, &u, block, &select).map_err(failed)?
         }
         Method::Wanda { scope, .. } => {
             let norms: Vec<f64> = (0..cols)
@@ -122,7 +118,8 @@ pub(crate) fn prune_network(
     batch: &[f32],
 ) -> Result<Vec<Option<Mask>>, StageError> {
     let sequential = method.calibration().is_none_or(|c| c.sequential());
-    let before = weights.clone();
+    // Dense calibration runs the batch through the layers as they were.
+    let before = (!sequential).then(|| weights.clone());
     let mut chain = Chain::new(weights, batch.to_vec())?;
     let mut masks = Vec::with_capacity(weights.layers.len());
     for (i, layer) in weights.layers.iter_mut().enumerate() {
@@ -132,7 +129,7 @@ pub(crate) fn prune_network(
         } else {
             masks.push(None);
         }
-        chain.advance(if sequential { layer } else { &before.layers[i] })?;
+        chain.advance(before.as_ref().map_or(&*layer, |b| &b.layers[i]))?;
     }
     Ok(masks)
 }
