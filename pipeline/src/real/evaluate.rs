@@ -67,7 +67,7 @@ impl Stage for EvaluateStage {
         (pruned, tunings): (Done<Prune>, Vec<Done<KernelTune>>),
     ) -> Result<Outcome, StageError> {
         ready(e.backend, &e.device)?;
-        let data = pruned.parents()?.parents()?;
+        let data = pruned.upstream().parent()?.parent()?;
         let ds = self.0.load(&data.trial().spec)?;
         let weights = stages::Weights::load(&pruned.artifact(WEIGHTS))?;
         let masks_path = pruned.artifact(masks::MASKS);

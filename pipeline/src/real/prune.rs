@@ -63,8 +63,7 @@ impl Stage for PruneStage {
         p: &PruneTrial,
         trained: Done<Train>,
     ) -> Result<Outcome, StageError> {
-        let data = trained.parents()?;
-        let ds = self.0.load(&data.trial().spec)?;
+        let ds = self.0.load(&trained.upstream().parent()?.trial().spec)?;
         let weights = Weights::load(&trained.artifact(WEIGHTS))?;
         let pruned = stages::prune(&ds, &weights, &p.spec, trained.trial().seed)?;
         pruned.weights.save(&ctx.out_dir.join(WEIGHTS))?;

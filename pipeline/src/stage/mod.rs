@@ -6,8 +6,9 @@
 //!   [`Parents`] (typed parent keys such as `Key<Train>`, whose results it reads).
 //! - A **stage** ([`Stage`]) implements a kind: its version, how it plans its instances from the
 //!   experiment and the instances planned before it, and how it runs one instance from its trial
-//!   and its resolved inputs ([`Done`]). The product's stages are in [`crate::real`]; the engine's
-//!   tests bring their own implementations of the same kinds.
+//!   and its resolved inputs ([`Done`]; their own inputs' configs through [`Upstream`]). The
+//!   product's stages are in [`crate::real`]; the engine's tests bring their own
+//!   implementations of the same kinds.
 //! - A **stage table** ([`StageTable`]) lists the stages in pipeline order. The planner, the
 //!   dataflow, the progress bars and the result tables all come from it: adding a stage is one
 //!   module and one line of the table.
@@ -17,7 +18,7 @@ mod parents;
 mod table;
 
 pub use error::{RunError, StageError};
-pub use parents::{Done, Parents, Resolver};
+pub use parents::{Done, Parents, Resolver, Upstream};
 pub use table::{StageTable, TableError};
 
 use crate::fields::Fields;

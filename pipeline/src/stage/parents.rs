@@ -1,7 +1,7 @@
 //! Typed parents: what a stage's instances read, and their resolution into finished entries.
 
 use super::error::RunError;
-use super::{InputsOf, Planned, StageKind};
+use super::{Planned, StageKind};
 use crate::key::{AnyKey, Key};
 use crate::plan::Node;
 use crate::store::{EntryState, Store};
@@ -98,7 +98,8 @@ impl<A: StageKind, B: StageKind> Parents for (Key<A>, Vec<Key<B>>) {
     }
 }
 
-/// A finished input: its trial, its entry's folder and metrics, and a way to its own inputs.
+/// A finished input: its trial, its entry's folder and metrics, and a way to its own inputs'
+/// configs.
 pub struct Done<K: StageKind> {
     /// Its key.
     pub key: Key<K>,
@@ -116,14 +117,41 @@ impl<K: StageKind> Done<K> {
         &self.planned.trial
     }
 
-    /// Its own inputs, resolved the same way (a prune reads its training's dataset so).
-    pub fn parents(&self) -> Result<InputsOf<K>, RunError> {
-        self.planned.parents.resolve(&self.resolver)
-    }
-
     /// The path of one of its artifacts.
     pub fn artifact(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// Its place in the plan, from which its inputs' configs are reached without reading their
+    /// store entries (a prune needs its training's data set spec, not the training's files).
+    pub fn upstream(&self) -> Upstream<K> {
+        Upstream {
+            planned: self.planned.clone(),
+            resolver: self.resolver.clone(),
+        }
+    }
+}
+
+/// A planned instance seen without its store entry: its trial and its inputs' configs.
+pub struct Upstream<K: StageKind> {
+    planned: Arc<Planned<K>>,
+    resolver: Resolver,
+}
+
+impl<K: StageKind> Upstream<K> {
+    /// Its config.
+    pub fn trial(&self) -> &K::Trial {
+        &self.planned.trial
+    }
+}
+
+impl<P: StageKind, K: StageKind<Parents = Key<P>>> Upstream<K> {
+    /// Its one input, as planned.
+    pub fn parent(&self) -> Result<Upstream<P>, RunError> {
+        Ok(Upstream {
+            planned: self.resolver.planned(self.planned.parents)?,
+            resolver: self.resolver.clone(),
+        })
     }
 }
 
