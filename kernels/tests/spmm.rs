@@ -120,6 +120,23 @@ fn every_kernel_and_point_matches_the_reference() {
     }
 }
 
+/// Regression: with 16 lanes a 12-vector tile is 192 floats wide, and a partial last tile
+/// (540 = 2 · 192 + 156 columns) went through 128-float stack buffers, writing past them.
+#[test]
+fn partial_tiles_wider_than_128_floats_match_the_reference() {
+    for pattern in patterns_for(8) {
+        let case = Case {
+            pattern,
+            rows: 8,
+            cols: 16,
+            n: 540,
+        };
+        if case.pattern.validate_for(8, 16).is_ok() {
+            check_all_points(&case, 1);
+        }
+    }
+}
+
 #[test]
 fn nan_and_inf_propagate_like_the_reference() {
     let (rows, cols, n) = (16, 130, 19);

@@ -12,7 +12,7 @@ use crate::CsrMatrix;
 /// own tail alone. `cursors[i]` is the next entry of local row `i`.
 ///
 /// # Safety
-/// `b` holds `a.cols()` rows of the tile width; `c` holds `rows.len()` rows; `U · LANES ≤ 128`;
+/// `b` holds `a.cols()` rows of the tile width; `c` holds `rows.len()` rows; `U · LANES ≤ MAX_TILE`;
 /// `cursors` has `rows.len()` entries, each inside its row and at the first entry of column
 /// `≥ step.k.start`.
 #[inline(always)]

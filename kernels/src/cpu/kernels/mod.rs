@@ -25,6 +25,10 @@ use std::ops::Range;
 
 use super::simd::Simd;
 
+/// The widest tile a kernel instantiates: 12 vectors of 16 lanes (AVX-512); the partial-tile
+/// buffers of [`load_row`] and [`store_row`] hold this many floats.
+pub(crate) const MAX_TILE: usize = 192;
+
 /// A tile of B: row `k` starts at `ptr + k · stride`, with the tile's full width readable.
 #[derive(Clone, Copy)]
 pub(crate) struct BTile {
@@ -56,15 +60,17 @@ pub(crate) struct Step<'a> {
 /// Loads one row of C into accumulators (zeros on the first step).
 ///
 /// # Safety
-/// `src` is valid for `min(width, U · LANES)` reads; `U · LANES ≤ 128`.
+/// `src` is valid for `min(width, U · LANES)` reads (`U · LANES ≤ MAX_TILE`, checked when the
+/// kernel is instantiated).
 #[inline(always)]
 pub(super) unsafe fn load_row<S: Simd, const U: usize>(
     first: bool,
     src: *const f32,
     width: usize,
 ) -> [S::V; U] {
+    const { assert!(U * S::LANES <= MAX_TILE) };
     // SAFETY: full tiles read U·LANES floats from `src`; partial ones copy `width` floats into a
-    // 128-float stack buffer first.
+    // MAX_TILE-float stack buffer first.
     unsafe {
         let mut acc = [S::zero(); U];
         if first {
@@ -75,7 +81,7 @@ pub(super) unsafe fn load_row<S: Simd, const U: usize>(
                 *a = S::load(src.add(u * S::LANES));
             }
         } else {
-            let mut tmp = [0.0f32; 128];
+            let mut tmp = [0.0f32; MAX_TILE];
             std::ptr::copy_nonoverlapping(src, tmp.as_mut_ptr(), width);
             for (u, a) in acc.iter_mut().enumerate() {
                 *a = S::load(tmp.as_ptr().add(u * S::LANES));
@@ -88,22 +94,24 @@ pub(super) unsafe fn load_row<S: Simd, const U: usize>(
 /// Stores one row of accumulators, only the first `width` floats when the tile is partial.
 ///
 /// # Safety
-/// `dst` is valid for `min(width, U · LANES)` writes; `U · LANES ≤ 128`.
+/// `dst` is valid for `min(width, U · LANES)` writes (`U · LANES ≤ MAX_TILE`, checked when the
+/// kernel is instantiated).
 #[inline(always)]
 pub(super) unsafe fn store_row<S: Simd, const U: usize>(
     acc: &[S::V; U],
     dst: *mut f32,
     width: usize,
 ) {
+    const { assert!(U * S::LANES <= MAX_TILE) };
     // SAFETY: per the contract, full tiles write U·LANES floats into `dst`; partial tiles go
-    // through a stack buffer of 128 ≥ U·LANES floats and copy `width` of them.
+    // through a stack buffer of MAX_TILE ≥ U·LANES floats and copy `width` of them.
     unsafe {
         if width >= U * S::LANES {
             for (u, &a) in acc.iter().enumerate() {
                 S::store(dst.add(u * S::LANES), a);
             }
         } else {
-            let mut tmp = [0.0f32; 128];
+            let mut tmp = [0.0f32; MAX_TILE];
             for (u, &a) in acc.iter().enumerate() {
                 S::store(tmp.as_mut_ptr().add(u * S::LANES), a);
             }
