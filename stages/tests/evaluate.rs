@@ -1,12 +1,13 @@
-//! Evaluation runs every pattern's pruned model through the sparse kernels with tuned configs
-//! and agrees with the masked dense reference; a model whose packed weights disagree with its
-//! reference is refused.
+//! Evaluation runs every pattern's pruned model (an MLP, a CNN through im2col, a transformer on
+//! image patches and on runs of features) through the sparse kernels with tuned configs and
+//! agrees with the masked dense reference and with candle's forward pass; a model whose packed
+//! weights do not fit it is refused.
 
 use datasets::{load, Dataset, DatasetSpec};
 use kernels::Pattern;
 use stages::evaluate::{evaluate, LayerRun, LayerTuning, TOLERANCE};
 use stages::kernel_tune::{tune, Strategy, TuneSpec};
-use stages::{prune, train, Method, ModelSpec, PruneSpec, Schedule, TrainSpec};
+use stages::{prune, train, Method, ModelSpec, PruneSpec, Schedule, TrainSpec, Weights};
 
 fn data() -> Dataset {
     load(&DatasetSpec::Synthetic {
@@ -20,7 +21,23 @@ fn data() -> Dataset {
     .unwrap()
 }
 
-fn layers(data: &Dataset, pattern: &Pattern) -> Vec<LayerRun> {
+/// The synthetic data as 1×4×6 images (24 features).
+fn images() -> Dataset {
+    Dataset {
+        image_shape: Some((1, 4, 6)),
+        ..data()
+    }
+}
+
+fn mlp() -> ModelSpec {
+    ModelSpec::Mlp {
+        hidden: vec![32, 16],
+    }
+}
+
+/// `model` trained briefly on `data`, pruned to `pattern`, and each layer tuned at 8 samples'
+/// columns.
+fn model_layers(data: &Dataset, model: &ModelSpec, pattern: &Pattern) -> (Weights, Vec<LayerRun>) {
     let spec = TrainSpec {
         epochs: 2,
         batch_size: 32,
@@ -28,15 +45,7 @@ fn layers(data: &Dataset, pattern: &Pattern) -> Vec<LayerRun> {
         optimizer: Default::default(),
         weight_decay: 0.0,
     };
-    let trained = train(
-        data,
-        &ModelSpec::Mlp {
-            hidden: vec![32, 16],
-        },
-        &spec,
-        5,
-    )
-    .unwrap();
+    let trained = train(data, model, &spec, 5).unwrap();
     let sparse = *pattern != Pattern::Dense;
     let ps = PruneSpec {
         pattern: pattern.clone(),
@@ -48,16 +57,18 @@ fn layers(data: &Dataset, pattern: &Pattern) -> Vec<LayerRun> {
         optimizer: Default::default(),
     };
     let pruned = prune(data, &trained.weights, &ps, 5).unwrap();
-    pruned
+    let tokens = pruned.weights.layer_tokens();
+    let runs = pruned
         .packed()
         .unwrap()
         .into_iter()
         .zip(&pruned.weights.layers)
-        .map(|((name, matrix), layer)| {
+        .zip(tokens)
+        .map(|(((name, matrix), layer), tokens)| {
             let sig = matrix.signature();
             let t = tune(&TuneSpec {
                 sig,
-                n: 8,
+                n: 8 * tokens,
                 strategy: Strategy::Model { budget: 2 },
                 seconds_per_point: 0.0,
                 backend: stages::kernel_tune::Backend::Cpu,
@@ -68,19 +79,18 @@ fn layers(data: &Dataset, pattern: &Pattern) -> Vec<LayerRun> {
                 matrix,
                 bias: layer.bias.clone(),
                 tunings: vec![LayerTuning {
-                    batch_tokens: 8,
+                    batch_tokens: 8 * tokens,
                     params: t.best().params.clone(),
                     dense_params: t.dense_best().params.clone(),
                 }],
             }
         })
-        .collect()
+        .collect();
+    (pruned.weights, runs)
 }
 
-#[test]
-fn every_pattern_agrees_with_the_masked_dense_reference() {
-    let data = data();
-    for pattern in [
+fn patterns() -> Vec<Pattern> {
+    vec![
         Pattern::Dense,
         Pattern::Unstructured { sparsity: 0.75 },
         Pattern::Nm { n: 2, m: 4 },
@@ -90,9 +100,15 @@ fn every_pattern_agrees_with_the_masked_dense_reference() {
             v: 8,
             sparsity: 0.5,
         },
-    ] {
-        let l = layers(&data, &pattern);
-        let ev = evaluate(&data, &l, &[1, 7, 64], 0.0).unwrap();
+    ]
+}
+
+#[test]
+fn every_pattern_agrees_with_the_masked_dense_reference() {
+    let data = data();
+    for pattern in patterns() {
+        let (model, l) = model_layers(&data, &mlp(), &pattern);
+        let ev = evaluate(&data, &model, &l, &[1, 7, 64], 0.0).unwrap();
         assert!(
             ev.max_rel_error <= TOLERANCE,
             "{pattern:?}: error {}",
@@ -113,11 +129,65 @@ fn every_pattern_agrees_with_the_masked_dense_reference() {
     }
 }
 
+/// A CNN (convolutions through im2col, max-pooling) and transformers (attention, norms, GELU
+/// around the GEMMs) agree with the masked dense reference under every pattern, and their
+/// accuracy is candle's on the same weights.
+#[test]
+fn cnns_and_transformers_run_end_to_end_through_the_sparse_kernels() {
+    let images = images();
+    let runs_of_features = data();
+    let cnn = ModelSpec::Cnn {
+        channels: vec![8, 16],
+        hidden: vec![16],
+    };
+    let vit = ModelSpec::Transformer {
+        layers: 2,
+        d_model: 16,
+        heads: 2,
+        d_ff: 32,
+        patch: 2,
+    };
+    let seq = ModelSpec::Transformer {
+        layers: 1,
+        d_model: 8,
+        heads: 4,
+        d_ff: 16,
+        patch: 3,
+    };
+    for (data, model) in [(&images, cnn), (&images, vit), (&runs_of_features, seq)] {
+        for pattern in patterns() {
+            let (weights, l) = model_layers(data, &model, &pattern);
+            let ev = evaluate(data, &weights, &l, &[1, 5], 0.0)
+                .unwrap_or_else(|e| panic!("{model:?} {pattern:?}: {e}"));
+            assert!(
+                ev.max_rel_error <= TOLERANCE,
+                "{model:?} {pattern:?}: error {}",
+                ev.max_rel_error
+            );
+            // Same weights in candle: the same predictions (up to a near-tie or two).
+            let candle = stages::accuracy(data, &weights).unwrap();
+            let one = 1.0 / data.test_y.len() as f64;
+            assert!(
+                (ev.accuracy - candle).abs() <= 2.0 * one + 1e-12,
+                "{model:?} {pattern:?}: {} through the kernels, {candle} in candle",
+                ev.accuracy
+            );
+            for b in &ev.latencies {
+                assert_eq!(b.per_layer.len(), l.len());
+                assert_eq!(b.per_layer_dense.len(), l.len());
+                assert!(b.non_gemm.median_us >= 0.0 || b.non_gemm.median_us.is_nan());
+            }
+        }
+    }
+}
+
 #[test]
 fn a_model_missing_its_classifier_is_refused() {
     let data = data();
-    let mut l = layers(&data, &Pattern::Nm { n: 2, m: 4 });
+    let (model, mut l) = model_layers(&data, &mlp(), &Pattern::Nm { n: 2, m: 4 });
     l.pop();
-    let err = evaluate(&data, &l, &[4], 0.0).unwrap_err().to_string();
-    assert!(err.contains("classes"), "{err}");
+    let err = evaluate(&data, &model, &l, &[4], 0.0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not the model's layers"), "{err}");
 }

@@ -100,6 +100,63 @@ fn cnn_trains_on_digits_images() {
     assert_eq!(t.weights.linear_layers().len(), 1);
 }
 
+/// A ViT on the digits' 2×2 patches learns (one epoch is far above chance), saves and loads
+/// exactly, and its block layers carry their names.
+#[test]
+fn transformer_trains_on_digit_patches() {
+    let data = load(&DatasetSpec::Digits {
+        test_fraction: 0.2,
+        split_seed: 0,
+    })
+    .unwrap();
+    let model = ModelSpec::Transformer {
+        layers: 1,
+        d_model: 32,
+        heads: 4,
+        d_ff: 64,
+        patch: 2,
+    };
+    let t = train(&data, &model, &spec(3, Optimizer::Adamw), 0).unwrap();
+    assert!(
+        t.metrics.test_accuracy > 0.5,
+        "transformer accuracy {}",
+        t.metrics.test_accuracy
+    );
+    let names: Vec<&str> = t.weights.layers.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "embed",
+            "block.0.attn.q",
+            "block.0.attn.k",
+            "block.0.attn.v",
+            "block.0.attn.o",
+            "block.0.mlp.up",
+            "block.0.mlp.down",
+            "head"
+        ]
+    );
+    assert_eq!(t.weights.layer_tokens(), [16, 17, 17, 17, 17, 17, 17, 1]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vit.safetensors");
+    t.weights.save(&path).unwrap();
+    let back = stages::Weights::load(&path).unwrap();
+    assert_eq!(back, t.weights);
+    assert_eq!(back.digest(), t.weights.digest());
+    assert_eq!(accuracy(&data, &back).unwrap(), t.metrics.test_accuracy);
+    let bad = ModelSpec::Transformer {
+        layers: 1,
+        d_model: 30,
+        heads: 4,
+        d_ff: 8,
+        patch: 2,
+    };
+    let e = train(&data, &bad, &spec(1, Optimizer::Adamw), 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("divisible by heads"), "{e}");
+}
+
 #[test]
 fn bad_configs_are_errors_not_panics() {
     let data = small_data();
@@ -158,10 +215,24 @@ fn child_prints_training_digest() {
         7,
     )
     .unwrap();
+    let vit = train(
+        &data,
+        &ModelSpec::Transformer {
+            layers: 2,
+            d_model: 16,
+            heads: 2,
+            d_ff: 32,
+            patch: 2,
+        },
+        &spec(1, Optimizer::Adamw),
+        7,
+    )
+    .unwrap();
     println!(
-        "DIGEST={} LOSS={:08x}",
+        "DIGEST={} LOSS={:08x} VIT={}",
         t.weights.digest(),
-        t.metrics.final_train_loss.to_bits()
+        t.metrics.final_train_loss.to_bits(),
+        vit.weights.digest()
     );
 }
 
@@ -191,5 +262,5 @@ fn two_processes_give_the_same_digest() {
     let one = run("1");
     let two = run("2");
     assert_eq!(one, two, "1 thread vs 2 threads in separate processes");
-    assert_eq!(one.len(), "DIGEST= LOSS=".len() + 64 + 8);
+    assert_eq!(one.len(), "DIGEST= LOSS= VIT=".len() + 64 + 8 + 64);
 }

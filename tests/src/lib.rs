@@ -161,8 +161,10 @@ fn layer_formats(d: &DatasetTrial, model: &ModelSpec, pattern: &Pattern) -> Vec<
         } => (n_features as u64, n_classes as u64),
         _ => (64, 10),
     };
+    // The test stages model every network as its fully connected widths.
     let hidden = match model {
-        ModelSpec::Mlp { hidden } | ModelSpec::Cnn { hidden, .. } => hidden,
+        ModelSpec::Mlp { hidden } | ModelSpec::Cnn { hidden, .. } => hidden.clone(),
+        ModelSpec::Transformer { d_model, .. } => vec![*d_model],
     };
     let mut widths = vec![features];
     widths.extend(hidden.iter().map(|&h| h as u64));
@@ -186,6 +188,7 @@ fn layer_formats(d: &DatasetTrial, model: &ModelSpec, pattern: &Pattern) -> Vec<
                 },
                 rows,
                 cols,
+                tokens: 1,
                 skipped: (!fits)
                     .then(|| format!("{rows}x{cols} cannot take {}", pattern_label(pattern))),
             }

@@ -143,3 +143,45 @@ fn one_shot_parameters_are_checked_where_they_are_written() {
     );
     check(&text, 19, 15, "sequential");
 }
+
+/// `GOOD` with a transformer of `d_model` 32 and the given encoder lines.
+fn transformer(encoder: &str) -> String {
+    GOOD.replace(
+        "kind = \"mlp\"\nhidden = [32]",
+        &format!("kind = \"transformer\"\n{encoder}"),
+    )
+}
+
+#[test]
+fn transformer_fields_are_checked_where_they_are_written() {
+    let all = "layers = 2\nd_model = 32\nheads = 4\nd_ff = 64\npatch = 4";
+    let good = transformer(all);
+    // d_model not divisible by heads: at `heads`.
+    check(
+        &good.replace("heads = 4", "heads = 5"),
+        11,
+        9,
+        "d_model = 32 is not divisible by heads = 5",
+    );
+    // A missing field: at `kind`.
+    check(
+        &transformer("layers = 2\nd_model = 32\nheads = 4\npatch = 4"),
+        8,
+        8,
+        "needs `d_ff`",
+    );
+    // An encoder field on another model.
+    check(
+        &GOOD.replace("hidden = [32]", "hidden = [32]\nheads = 2"),
+        10,
+        9,
+        "applies to kind = \"transformer\" only",
+    );
+    // A V that divides neither d_model (32) nor d_ff (64): at the value.
+    check(
+        &good.replace("v = [8]", "v = [8, 32, 48]"),
+        21,
+        13,
+        "v = 48 does not divide the layer rows 32",
+    );
+}

@@ -140,7 +140,7 @@ fn every_key_tag_is_frozen() {
     assert_eq!(stages::CalibrationInputs::tags(), ["sequential", "dense"]);
     assert_eq!(stages::ScheduleKind::tags(), ["oneshot", "gradual"]);
     assert_eq!(stages::Optimizer::tags(), ["adamw", "sgd"]);
-    assert_eq!(stages::ModelKind::tags(), ["mlp", "cnn"]);
+    assert_eq!(stages::ModelKind::tags(), ["mlp", "cnn", "transformer"]);
     assert_eq!(stages::kernel_tune::Backend::tags(), ["cpu", "cuda"]);
     assert_eq!(
         stages::kernel_tune::StrategyKind::tags(),
@@ -255,7 +255,8 @@ fn golden_keys_of_the_real_stages() {
 const GOLDEN_REAL_MODEL: &str = "578ff781a1f9a31a66392d216bda904a0f412a549cf91be331e5902351431261";
 const GOLDEN_REAL_TUNE_EVAL: (&str, &str) = (
     "b02b25119aac54795f499b56bf22407b8ed023a0a5eb7140361ff2f01359d6c6",
-    "260dc3c725506206a49f73e147ae818969f53a618eb18292e37cd9f9bf5c2f8f",
+    // evaluate version 3 (every model end to end; non-GEMM time; the dense kernels' ways).
+    "5a1ff9048773dadc4e1efcef783e00f16e20f6219778459432f04dbb7f52f027",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

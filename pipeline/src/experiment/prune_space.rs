@@ -74,7 +74,7 @@ pub(super) fn prune_points(
             check(x >= 1, map, span.clone(), || "v must be ≥ 1".into())?;
             for &rows in v_divides {
                 check(rows % x == 0, map, span.clone(), || {
-                    format!("v = {x} does not divide the layer rows {rows} (V must divide every hidden width / shape rows)")
+                    format!("v = {x} does not divide the layer rows {rows} (V must divide the rows of every layer that takes it: an MLP's hidden widths, a transformer's d_model and d_ff, a study's shape rows)")
                 })?;
             }
             v.push((x, span));

@@ -67,7 +67,7 @@ pub struct RawDataset {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawModel {
-    /// mlp | cnn.
+    /// mlp | cnn | transformer.
     pub kind: Spanned<ModelKind>,
     /// Hidden layer widths (mlp) or the dense head widths (cnn).
     #[serde(default)]
@@ -75,6 +75,16 @@ pub struct RawModel {
     /// Convolution channels (cnn only).
     #[serde(default)]
     pub channels: Vec<Spanned<u64>>,
+    /// Encoder blocks (transformer only).
+    pub layers: Option<Spanned<u64>>,
+    /// Width of the residual stream (transformer only).
+    pub d_model: Option<Spanned<u64>>,
+    /// Attention heads, dividing `d_model` (transformer only).
+    pub heads: Option<Spanned<u64>>,
+    /// Hidden width of each block's MLP (transformer only).
+    pub d_ff: Option<Spanned<u64>>,
+    /// Patch side on image data, features per token otherwise (transformer only).
+    pub patch: Option<Spanned<u64>>,
 }
 
 /// `[train]`.

@@ -122,12 +122,17 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         }
     }
     // V must divide every hidden width of an MLP (every layer but the classifier takes the
-    // pattern) and every row count of a kernel-only study.
+    // pattern), a transformer's d_model and d_ff, and every row count of a kernel-only study.
     let v_must_divide: Vec<u64> = match &model_part {
         Some(ModelPart {
             model: ModelSpec::Mlp { hidden },
             ..
         }) => hidden.iter().map(|&h| h as u64).collect(),
+        // A transformer's pruned layers have d_model (Q, K, V, O, down) or d_ff (up) rows.
+        Some(ModelPart {
+            model: ModelSpec::Transformer { d_model, d_ff, .. },
+            ..
+        }) => vec![*d_model as u64, *d_ff as u64],
         Some(_) => vec![],
         None => shapes.iter().map(|s| s.0).collect(),
     };
@@ -213,6 +218,47 @@ fn missing(map: &SourceMap, what: &str) -> ExperimentError {
     )
 }
 
+/// `[model] kind = "transformer"`: every encoder field given and ≥ 1, `d_model` a multiple of
+/// `heads`, no `hidden` or `channels`.
+fn transformer(
+    model: &RawModel,
+    encoder: &[(&str, &Option<Spanned<u64>>); 5],
+    map: &SourceMap,
+) -> Result<ModelSpec, ExperimentError> {
+    let mut v = [0usize; 5];
+    for (slot, (name, x)) in v.iter_mut().zip(encoder) {
+        let x = x.as_ref().ok_or_else(|| {
+            map.error(
+                model.kind.span(),
+                format!("kind = \"transformer\" needs `{name}`"),
+            )
+        })?;
+        check(*x.get_ref() >= 1, map, x.span(), || {
+            format!("{name} must be ≥ 1")
+        })?;
+        *slot = *x.get_ref() as usize;
+    }
+    if let Some(h) = model.hidden.first().or(model.channels.first()) {
+        return Err(map.error(
+            h.span(),
+            "`hidden` and `channels` do not apply to kind = \"transformer\"".to_string(),
+        ));
+    }
+    let [layers, d_model, heads, d_ff, patch] = v;
+    if let Some(h) = &model.heads {
+        check(d_model % heads == 0, map, h.span(), || {
+            format!("d_model = {d_model} is not divisible by heads = {heads}")
+        })?;
+    }
+    Ok(ModelSpec::Transformer {
+        layers,
+        d_model,
+        heads,
+        d_ff,
+        patch,
+    })
+}
+
 fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, ExperimentError> {
     let ds = raw
         .dataset
@@ -238,6 +284,21 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
             "channels must be > 0".into()
         })?;
     }
+    let encoder = [
+        ("layers", &model.layers),
+        ("d_model", &model.d_model),
+        ("heads", &model.heads),
+        ("d_ff", &model.d_ff),
+        ("patch", &model.patch),
+    ];
+    if kind != ModelKind::Transformer {
+        if let Some((name, Some(x))) = encoder.iter().find(|(_, x)| x.is_some()) {
+            return Err(map.error(
+                x.span(),
+                format!("`{name}` applies to kind = \"transformer\" only"),
+            ));
+        }
+    }
     let model_spec = match kind {
         ModelKind::Mlp => {
             check(channels.is_empty(), map, model.kind.span(), || {
@@ -251,6 +312,7 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
             })?;
             ModelSpec::Cnn { channels, hidden }
         }
+        ModelKind::Transformer => transformer(model, &encoder, map)?,
     };
     let mut trains = Vec::new();
     let optimizer = train

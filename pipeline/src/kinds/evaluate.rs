@@ -51,11 +51,13 @@ pub fn plan(p: &mut Planner, device: impl Fn(Backend) -> DeviceState) -> Result<
     for (prune, _) in p.instances::<Prune>() {
         let requested = p.requested_by::<KernelTune>(prune.any());
         for &backend in &exp.backends {
-            let tunings = requested
-                .iter()
-                .filter(|(_, t)| t.trial.backend == backend)
-                .map(|(k, _)| *k)
-                .collect();
+            // Layers of one format share a tuning: each tuning once, in first-request order.
+            let mut tunings: Vec<Key<KernelTune>> = vec![];
+            for (k, t) in &requested {
+                if t.trial.backend == backend && !tunings.contains(k) {
+                    tunings.push(*k);
+                }
+            }
             let trial = EvalTrial {
                 backend,
                 batch_sizes: exp.batch_sizes.clone(),

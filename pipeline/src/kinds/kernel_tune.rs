@@ -159,8 +159,11 @@ pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
     for (prune, planned) in p.instances::<Prune>() {
         for &backend in &exp.backends {
             for layer in &planned.trial.layers {
+                // In a model, `batch_tokens` counts samples: the layer's GEMM has `tokens`
+                // columns per sample.
                 for &bt in &exp.batch_tokens {
-                    let t = tune(&layer.pattern, layer.rows, layer.cols, bt, backend);
+                    let n = bt * layer.tokens.max(1);
+                    let t = tune(&layer.pattern, layer.rows, layer.cols, n, backend);
                     let key = p.add::<KernelTune>(t, ());
                     p.request(prune, key);
                 }

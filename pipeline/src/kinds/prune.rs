@@ -57,6 +57,10 @@ pub struct LayerFormat {
     pub rows: u64,
     /// Input columns.
     pub cols: u64,
+    /// Columns of the layer's GEMM per sample (1 for an MLP's layers, the output positions of
+    /// a convolution, the tokens of a transformer block): a batch of `b` samples multiplies
+    /// `b · tokens` columns.
+    pub tokens: u64,
     /// Why the trial's pattern was not applied, if it was not.
     pub skipped: Option<String>,
 }

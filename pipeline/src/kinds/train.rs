@@ -33,6 +33,7 @@ impl TrainTrial {
         match &self.model {
             ModelSpec::Mlp { hidden } => (hidden, &[]),
             ModelSpec::Cnn { channels, hidden } => (hidden, channels),
+            ModelSpec::Transformer { .. } => (&[], &[]),
         }
     }
 }
@@ -52,6 +53,26 @@ impl Trial for TrainTrial {
         f.key_only("model.channels", || {
             canon_u64s(channels.iter().map(|&c| c as u64))
         });
+        // Key fields only for a transformer: the other models' keys stay as they were.
+        if let ModelSpec::Transformer {
+            layers,
+            d_model,
+            heads,
+            d_ff,
+            patch,
+        } = self.model
+        {
+            for (name, v) in [
+                ("layers", layers),
+                ("d_model", d_model),
+                ("heads", heads),
+                ("d_ff", d_ff),
+                ("patch", patch),
+            ] {
+                let field = format!("model.{name}");
+                f.both(&field, &field, &(v as u64));
+            }
+        }
         f.both("epochs", "train.epochs", &t.epochs);
         f.both("batch_size", "train.batch_size", &t.batch_size);
         f.both("lr", "train.lr", &t.lr);

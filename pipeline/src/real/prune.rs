@@ -25,17 +25,26 @@ impl PruneStage {
         let w = Weights::init(model, ds.n_features, ds.image_shape, ds.n_classes, 0)?;
         Ok(w.layers
             .iter()
-            .map(|l| {
+            .zip(w.layer_tokens())
+            .enumerate()
+            .map(|(i, (l, tokens))| {
                 let (rows, cols) = (l.rows() as u64, l.cols() as u64);
-                let (pattern, skipped) = match pattern.validate_for(l.rows(), l.cols()) {
+                let fits = match w.kept_dense(i) {
+                    Some(why) => Err(why.to_string()),
+                    None => pattern
+                        .validate_for(l.rows(), l.cols())
+                        .map_err(|e| e.to_string()),
+                };
+                let (pattern, skipped) = match fits {
                     Ok(()) => (pattern.clone(), None),
-                    Err(e) => (Pattern::Dense, Some(e.to_string())),
+                    Err(e) => (Pattern::Dense, Some(e)),
                 };
                 LayerFormat {
                     layer: l.name.clone(),
                     pattern,
                     rows,
                     cols,
+                    tokens: tokens as u64,
                     skipped,
                 }
             })

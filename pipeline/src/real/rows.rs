@@ -171,8 +171,10 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (
     (metrics, rows)
 }
 
-/// Evaluation metrics: `latency_us_median` is end to end at the largest batch size; `isa` is the
-/// CPU's SIMD level or the CUDA target.
+/// Evaluation metrics: `latency_us_median` is end to end at the largest batch size, the
+/// `layer_*` lists are per GEMM layer in forward order (as the prune row's `layer_names`), and
+/// `non_gemm_us` is the part of a sparse pass outside the GEMMs (bias, activations, im2col,
+/// pooling, norms, attention); `isa` is the CPU's SIMD level or the CUDA target.
 pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
     let mut r = row([
         ("accuracy", f(ev.accuracy)),
@@ -193,6 +195,11 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
             "layer_latency_us".into(),
             Value::ListF64(big.per_layer.iter().map(|t| t.median_us).collect()),
         );
+        r.insert(
+            "layer_dense_latency_us".into(),
+            Value::ListF64(big.per_layer_dense.iter().map(|t| t.median_us).collect()),
+        );
+        r.insert("non_gemm_us".into(), f(big.non_gemm.median_us));
     }
     for l in &ev.latencies {
         r.insert(format!("latency_us_b{}", l.batch), f(l.sparse.median_us));
@@ -207,6 +214,24 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
         r.insert(
             format!("param_fallbacks_b{}", l.batch),
             Value::I64(l.fallbacks as i64),
+        );
+        r.insert(format!("non_gemm_us_b{}", l.batch), f(l.non_gemm.median_us));
+        r.insert(
+            format!("dense_kernels_b{}", l.batch),
+            Value::Str(format!(
+                "sparse pass: {}, dense pass: {}",
+                l.dense_kernels[0], l.dense_kernels[1]
+            )),
+        );
+        r.insert(
+            format!("layer_speedup_vs_dense_b{}", l.batch),
+            Value::ListF64(
+                l.per_layer
+                    .iter()
+                    .zip(&l.per_layer_dense)
+                    .map(|(s, d)| d.median_us / s.median_us)
+                    .collect(),
+            ),
         );
     }
     r

@@ -14,8 +14,8 @@
 //!   ([`cuda_runnable`]).
 
 use super::{
-    add_bias_relu, agreement, check_shapes, guiding_tuning, weight_bytes, BatchLatency, Evaluation,
-    LayerRun,
+    add_bias_relu, agreement, chain_of, check_shapes, guiding_tuning, weight_bytes, BatchLatency,
+    Evaluation, LayerRun,
 };
 use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, REPS};
 use crate::kernel_tune::{summarise, Timing};
@@ -89,16 +89,17 @@ fn sum_samples(per_layer: &[Vec<f64>]) -> Timing {
     )
 }
 
-/// Evaluates `layers` (forward order, ReLU between) on `data` through the CUDA kernels of
-/// `dev`, measuring latency at each batch size (see the module's notes). The caller holds the
-/// measurement lock.
+/// Evaluates `layers` (linear layers in forward order, ReLU between: an MLP) on `data` through
+/// the CUDA kernels of `dev`, measuring latency at each batch size (see the module's notes).
+/// The caller holds the measurement lock.
 pub fn evaluate_cuda(
     data: &Dataset,
     layers: &[LayerRun],
     batch_sizes: &[usize],
     dev: &impl Gpu,
 ) -> Result<Evaluation, StageError> {
-    check_shapes(data, layers)?;
+    let model = chain_of(layers);
+    check_shapes(data, &model, layers)?;
     let runnable: Vec<SparseMatrix> = layers
         .iter()
         .map(|l| cuda_runnable(&l.matrix).map(|(m, _)| m))
@@ -117,7 +118,9 @@ pub fn evaluate_cuda(
             .collect();
         (run, fallbacks)
     };
-    let agree = agreement(data, layers, |xt, b| forward(dev, &run_at(b).0, xt, b))?;
+    let agree = agreement(data, &model, layers, |xt, b| {
+        forward(dev, &run_at(b).0, xt, b)
+    })?;
     let max_rel_error = if agree.max_ref > 0.0 {
         agree.max_err / agree.max_ref
     } else {
@@ -147,8 +150,12 @@ pub fn evaluate_cuda(
             batch: b,
             sparse: sum_samples(&sparse),
             dense: sum_samples(&dense),
+            // Bias and ReLU run on the host and are not timed (see the module's notes).
+            non_gemm: summarise(vec![]),
             per_layer,
+            per_layer_dense: dense.into_iter().map(summarise).collect(),
             fallbacks,
+            dense_kernels: ["tuned", "cublas"],
         });
     }
     let (weight_bytes, dense_weight_bytes) = weight_bytes(layers);

@@ -2,15 +2,21 @@
 //! accuracy (checked against the masked dense reference), end-to-end and per-layer latency per
 //! batch size, packed weight bytes, and the same model run densely with the tuned dense kernel.
 //!
-//! Layout: activations travel transposed (features × batch), so each layer is exactly the
-//! kernels' `C = A · B` with A the layer's weights (out × in) and no transposes between layers.
+//! Layout: activations travel transposed (features × columns, a column per sample or per
+//! sample and position), so each layer is exactly the kernels' `C = A · B` with A the layer's
+//! weights (out × in); the architecture around the GEMMs ([`graph`]) is computed on the host,
+//! the same code for the sparse kernels and for the f64 masked dense reference.
 //!
 //! [`evaluate`] runs the CPU kernels; [`cuda::evaluate_cuda`] the CUDA kernels (fp16, its own
 //! tolerance and latency definition, see there).
 
 pub mod cuda;
+mod graph;
 
-use crate::kernel_tune::{time, Timing};
+use std::time::Instant;
+
+use crate::kernel_tune::{samples, summarise, time, Timing};
+use crate::model::{Arch, Layer, LayerKind, Weights};
 use crate::StageError;
 use datasets::Dataset;
 use kernels::{FormatSignature, ParamPoint, SparseMatrix};
@@ -48,11 +54,19 @@ pub struct BatchLatency {
     pub sparse: Timing,
     /// End to end through the tuned dense kernel (same shapes, all weights dense).
     pub dense: Timing,
-    /// Per layer through the sparse kernels.
+    /// The part of each sparse pass outside the GEMMs (bias, activations, im2col, pooling,
+    /// norms, attention), per pass: the pass's time minus its GEMMs' times.
+    pub non_gemm: Timing,
+    /// Per layer through the sparse kernels, on the layer's input at this batch size.
     pub per_layer: Vec<Timing>,
+    /// Per layer through the tuned dense kernel, on the same inputs.
+    pub per_layer_dense: Vec<Timing>,
     /// How many layers ran a point tuned at another batch size that was not valid at this one
     /// (the cost model's best valid point was used instead).
     pub fallbacks: usize,
+    /// How the sparse pass and the dense pass ran their dense-format layers: `tuned`, or all
+    /// on `faer` or on `gemm` (whichever pass was fastest; see `dense_variants`).
+    pub dense_kernels: [&'static str; 2],
 }
 
 /// What an evaluation measured.
@@ -135,22 +149,6 @@ fn dense_sig(m: &SparseMatrix) -> FormatSignature {
         .expect("dense fits every shape")
 }
 
-/// Runs the layers on `xt` (features × batch), returning logits (classes × batch).
-fn forward(
-    layers: &[(&SparseMatrix, &[f32], ParamPoint)],
-    xt: &[f32],
-    batch: usize,
-) -> Result<Vec<f32>, StageError> {
-    let mut cur = xt.to_vec();
-    for (i, (m, bias, p)) in layers.iter().enumerate() {
-        let mut out = vec![0f32; m.rows() * batch];
-        kernels::spmm(m, &cur, batch, &mut out, p)?;
-        add_bias_relu(&mut out, bias, batch, i + 1 < layers.len());
-        cur = out;
-    }
-    Ok(cur)
-}
-
 /// Adds each row's bias to a layer's output (`rows × batch`, row-major) and applies ReLU unless
 /// it is the last layer.
 fn add_bias_relu(out: &mut [f32], bias: &[f32], batch: usize, relu: bool) {
@@ -164,34 +162,6 @@ fn add_bias_relu(out: &mut [f32], bias: &[f32], batch: usize, relu: bool) {
     }
 }
 
-/// Masked dense reference in f64: plain loops over `to_dense()`.
-fn reference(layers: &[LayerRun], xt: &[f32], batch: usize) -> Vec<f64> {
-    let mut cur: Vec<f64> = xt.iter().map(|&x| x as f64).collect();
-    for (i, l) in layers.iter().enumerate() {
-        let w = l.matrix.to_dense();
-        let (rows, cols) = (l.matrix.rows(), l.matrix.cols());
-        let mut out = vec![0f64; rows * batch];
-        for r in 0..rows {
-            for k in 0..cols {
-                let a = w[r * cols + k] as f64;
-                if a != 0.0 {
-                    for j in 0..batch {
-                        out[r * batch + j] += a * cur[k * batch + j];
-                    }
-                }
-            }
-            for j in 0..batch {
-                out[r * batch + j] += l.bias[r] as f64;
-                if i + 1 < layers.len() && out[r * batch + j] < 0.0 {
-                    out[r * batch + j] = 0.0;
-                }
-            }
-        }
-        cur = out;
-    }
-    cur
-}
-
 fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut t = vec![0f32; x.len()];
     for r in 0..rows {
@@ -202,19 +172,49 @@ fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     t
 }
 
-/// Checks that `layers` map the data's features to its classes.
-fn check_shapes(data: &Dataset, layers: &[LayerRun]) -> Result<(), StageError> {
-    let (Some(first), Some(last)) = (layers.first(), layers.last()) else {
+/// A chain of the layers' linear products (ReLU between), for the backends that run MLPs
+/// only: the structure [`agreement`]'s reference follows.
+fn chain_of(layers: &[LayerRun]) -> Weights {
+    Weights {
+        layers: layers
+            .iter()
+            .map(|l| Layer {
+                name: l.name.clone(),
+                kind: LayerKind::Linear,
+                shape: vec![l.matrix.rows(), l.matrix.cols()],
+                weight: vec![],
+                bias: l.bias.clone(),
+            })
+            .collect(),
+        image_shape: None,
+        arch: Arch::Chain,
+        params: vec![],
+    }
+}
+
+/// Checks that `layers` are `model`'s layers and that `model` maps the data's features to its
+/// classes.
+fn check_shapes(data: &Dataset, model: &Weights, layers: &[LayerRun]) -> Result<(), StageError> {
+    let Some(last) = model.layers.last() else {
         return Err(StageError::InvalidConfig("the model has no layers".into()));
     };
-    if first.matrix.cols() != data.n_features || last.matrix.rows() != data.n_classes {
+    if model.n_features() != data.n_features || last.rows() != data.n_classes {
         return Err(StageError::InvalidConfig(format!(
             "the model maps {} features to {} classes, the data has {} and {}",
-            first.matrix.cols(),
-            last.matrix.rows(),
+            model.n_features(),
+            last.rows(),
             data.n_features,
             data.n_classes
         )));
+    }
+    let fits = layers.len() == model.layers.len()
+        && layers.iter().zip(&model.layers).all(|(r, l)| {
+            (r.matrix.rows(), r.matrix.cols()) == (l.rows(), l.cols()) && r.bias == l.bias
+        });
+    if !fits {
+        return Err(StageError::InvalidConfig(
+            "the packed layers are not the model's layers".into(),
+        ));
     }
     Ok(())
 }
@@ -230,12 +230,34 @@ struct Agreement {
 }
 
 /// Runs `forward(xt, batch)` (features × batch in, classes × batch logits out) over the test
-/// set in batches of 256 and compares it with the masked dense reference.
+/// set in batches of 256 and compares it with the masked dense reference: `model`'s forward
+/// pass in f64 with each layer's `to_dense()` packed weights.
 fn agreement(
     data: &Dataset,
+    model: &Weights,
     layers: &[LayerRun],
     mut forward: impl FnMut(&[f32], usize) -> Result<Vec<f32>, StageError>,
 ) -> Result<Agreement, StageError> {
+    let dense: Vec<Vec<f64>> = layers
+        .iter()
+        .map(|l| l.matrix.to_dense().iter().map(|&w| w as f64).collect())
+        .collect();
+    let mut reference = |i: usize, x: &[f64], n: usize| -> Result<Vec<f64>, StageError> {
+        let (rows, cols) = (layers[i].matrix.rows(), layers[i].matrix.cols());
+        let mut out = vec![0f64; rows * n];
+        for r in 0..rows {
+            let o = &mut out[r * n..][..n];
+            for k in 0..cols {
+                let a = dense[i][r * cols + k];
+                if a != 0.0 {
+                    o.iter_mut()
+                        .zip(&x[k * n..][..n])
+                        .for_each(|(y, &b)| *y += a * b);
+                }
+            }
+        }
+        Ok(out)
+    };
     let n_test = data.test_y.len();
     let f = data.n_features;
     let (mut correct, mut max_err, mut max_ref) = (0usize, 0f64, 0f64);
@@ -243,7 +265,8 @@ fn agreement(
         let b = (n_test - start).min(256);
         let xt = transpose(&data.test_x[start * f..(start + b) * f], b, f);
         let logits = forward(&xt, b)?;
-        let want = reference(layers, &xt, b);
+        let x64: Vec<f64> = xt.iter().map(|&v| v as f64).collect();
+        let want = graph::forward(model, &x64, b, &mut reference)?;
         for (x, y) in logits.iter().zip(&want) {
             max_err = max_err.max((*x as f64 - y).abs());
             max_ref = max_ref.max(y.abs());
@@ -262,23 +285,148 @@ fn agreement(
     })
 }
 
-/// Evaluates `layers` (forward order, ReLU between) on `data`, measuring latency at each batch
-/// size for about `seconds_per_batch` each. The caller holds the measurement lock.
+/// Each layer's point at batch size `b` (its GEMM has `b` times its tokens per sample as
+/// columns), sparse or (`dense`) its dense baseline, and how many were fallbacks.
+fn points_at(
+    layers: &[LayerRun],
+    tokens: &[usize],
+    b: usize,
+    dense: bool,
+) -> (Vec<ParamPoint>, usize) {
+    let mut fallbacks = 0;
+    let points = layers
+        .iter()
+        .zip(tokens)
+        .map(|(l, &t)| {
+            let (p, fb) = params_for(l, b * t, dense);
+            fallbacks += usize::from(fb);
+            p
+        })
+        .collect();
+    (points, fallbacks)
+}
+
+/// The ways a pass may run its dense-format layers: as tuned, or all on one dense backend
+/// (`faer`, `gemm`) with the tuned thread counts. Each dense backend is tuned on a layer alone,
+/// but inside a pass, between host computations, the two do not cost what they cost alone
+/// (measured on a 2-block ViT at batch 1: the passes took 3× longer with faer than with gemm,
+/// outside the GEMM calls themselves), so each pass is timed in every way and the fastest kept,
+/// for the sparse model and its dense baseline alike.
+fn dense_variants(
+    matrices: &[&SparseMatrix],
+    points: &[ParamPoint],
+) -> Vec<(&'static str, Vec<ParamPoint>)> {
+    let mut out = vec![("tuned", points.to_vec())];
+    for (name, backend) in [("faer", 0), ("gemm", 1)] {
+        let variant: Vec<ParamPoint> = matrices
+            .iter()
+            .zip(points)
+            .map(|(m, p)| {
+                let mut q = p.clone();
+                if matches!(m, SparseMatrix::Dense(_)) {
+                    q.0.insert("backend".into(), backend);
+                }
+                q
+            })
+            .collect();
+        let valid = matrices.iter().zip(&variant).all(|(m, q)| {
+            !matches!(m, SparseMatrix::Dense(_))
+                || kernels::dense_space(m.rows(), m.cols(), 1)
+                    .contains(q)
+                    .is_ok()
+        });
+        if valid && !out.iter().any(|(_, v)| *v == variant) {
+            out.push((name, variant));
+        }
+    }
+    out
+}
+
+/// How one pass ran: the name of its way of running the dense-format layers, its points, its
+/// end-to-end samples (µs) and each sample's time outside the GEMMs.
+type Pass = (&'static str, Vec<ParamPoint>, Vec<f64>, Vec<f64>);
+
+/// The fastest of `dense_variants` for one pass.
+fn fastest_pass(
+    model: &Weights,
+    matrices: &[&SparseMatrix],
+    points: &[ParamPoint],
+    x: &[f32],
+    b: usize,
+    seconds: f64,
+) -> Result<Pass, StageError> {
+    let variants = dense_variants(matrices, points);
+    let share = seconds / variants.len() as f64;
+    let mut best: Option<Pass> = None;
+    for (name, pts) in variants {
+        // End to end, with the GEMMs' share of each pass (the warm-up pass comes first).
+        let mut gemm_us = vec![];
+        let e2e = samples(
+            || {
+                let mut g = 0.0;
+                run_cpu(model, matrices, &pts, x, b, &mut g)?;
+                gemm_us.push(g);
+                Ok::<(), StageError>(())
+            },
+            3,
+            200,
+            share,
+        )?;
+        let outside: Vec<f64> = e2e
+            .iter()
+            .zip(gemm_us.iter().skip(1))
+            .map(|(t, g)| t - g)
+            .collect();
+        let median = summarise(e2e.clone()).median_us;
+        if best
+            .as_ref()
+            .is_none_or(|(_, _, s, _)| median < summarise(s.clone()).median_us)
+        {
+            best = Some((name, pts, e2e, outside));
+        }
+    }
+    best.ok_or_else(|| StageError::InvalidConfig("no way to run the pass".into()))
+}
+
+/// One forward pass through `matrices` at `points` (the layers' GEMMs by the CPU kernels);
+/// adds the time spent in the GEMMs to `gemm_us`.
+fn run_cpu(
+    model: &Weights,
+    matrices: &[&SparseMatrix],
+    points: &[ParamPoint],
+    xt: &[f32],
+    b: usize,
+    gemm_us: &mut f64,
+) -> Result<Vec<f32>, StageError> {
+    let mut gemm = |i: usize, x: &[f32], n: usize| -> Result<Vec<f32>, StageError> {
+        let start = Instant::now();
+        let m = matrices[i];
+        let mut out = vec![0f32; m.rows() * n];
+        kernels::spmm(m, x, n, &mut out, &points[i])?;
+        *gemm_us += start.elapsed().as_secs_f64() * 1e6;
+        Ok(out)
+    };
+    graph::forward(model, xt, b, &mut gemm)
+}
+
+/// Evaluates `layers` (the packed GEMM layers of `model`, in its order) on `data`, measuring
+/// latency at each batch size for about `seconds_per_batch` each. The caller holds the
+/// measurement lock.
 pub fn evaluate(
     data: &Dataset,
+    model: &Weights,
     layers: &[LayerRun],
     batch_sizes: &[usize],
     seconds_per_batch: f64,
 ) -> Result<Evaluation, StageError> {
-    check_shapes(data, layers)?;
+    check_shapes(data, model, layers)?;
     let (n_test, f) = (data.test_y.len(), data.n_features);
+    let tokens = model.layer_tokens();
+    let sparse: Vec<&SparseMatrix> = layers.iter().map(|l| &l.matrix).collect();
     // Accuracy and agreement with the reference, over the test set in batches of 256.
-    let agree = agreement(data, layers, |xt, b| {
-        let run: Vec<_> = layers
-            .iter()
-            .map(|l| (&l.matrix, l.bias.as_slice(), params_for(l, b, false).0))
-            .collect();
-        forward(&run, xt, b)
+    let agree = agreement(data, model, layers, |xt, b| {
+        let (points, _) = points_at(layers, &tokens, b, false);
+        run_cpu(model, &sparse, &points, xt, b, &mut 0.0)
     })?;
     let correct = agree.correct;
     let max_rel_error = agree.max_err / agree.max_ref.max(1.0);
@@ -287,7 +435,7 @@ pub fn evaluate(
             "sparse inference disagrees with the masked dense reference: max relative error {max_rel_error:e} > {TOLERANCE:e}"
         )));
     }
-    let dense: Vec<SparseMatrix> = layers
+    let dense_packed: Vec<SparseMatrix> = layers
         .iter()
         .map(|l| {
             SparseMatrix::from_masked(
@@ -297,53 +445,54 @@ pub fn evaluate(
             )
         })
         .collect::<Result<_, _>>()?;
+    let dense: Vec<&SparseMatrix> = dense_packed.iter().collect();
     let mut latencies = vec![];
     for &b in batch_sizes {
         let x = kernels::random_values(f * b, b as u64);
-        let mut fallbacks = 0;
-        let run: Vec<_> = layers
-            .iter()
-            .map(|l| {
-                let (p, fb) = params_for(l, b, false);
-                fallbacks += usize::from(fb);
-                (&l.matrix, l.bias.as_slice(), p)
-            })
-            .collect();
-        let drun: Vec<_> = layers
-            .iter()
-            .zip(&dense)
-            .map(|(l, d)| (d, l.bias.as_slice(), params_for(l, b, true).0))
-            .collect();
-        let sparse = time(
-            || forward(&run, &x, b).map(|_| ()),
-            3,
-            200,
-            seconds_per_batch,
-        )?;
-        let dense_t = time(
-            || forward(&drun, &x, b).map(|_| ()),
-            3,
-            200,
-            seconds_per_batch,
-        )?;
-        let mut per_layer = vec![];
-        let mut input = x.clone();
-        for (m, _, p) in &run {
-            let mut out = vec![0f32; m.rows() * b];
+        let (points, fallbacks) = points_at(layers, &tokens, b, false);
+        let (dense_points, _) = points_at(layers, &tokens, b, true);
+        let (sparse_way, points, e2e, outside) =
+            fastest_pass(model, &sparse, &points, &x, b, seconds_per_batch)?;
+        let (dense_way, dense_points, dense_e2e, _) =
+            fastest_pass(model, &dense, &dense_points, &x, b, seconds_per_batch)?;
+        let non_gemm = summarise(outside);
+        let dense_t = summarise(dense_e2e);
+        // Each layer on its own input of this batch.
+        let mut inputs: Vec<Vec<f32>> = vec![vec![]; layers.len()];
+        let mut capture = |i: usize, x: &[f32], n: usize| -> Result<Vec<f32>, StageError> {
+            inputs[i] = x.to_vec();
+            let mut out = vec![0f32; sparse[i].rows() * n];
+            kernels::spmm(sparse[i], x, n, &mut out, &points[i])?;
+            Ok(out)
+        };
+        graph::forward(model, &x, b, &mut capture)?;
+        let (mut per_layer, mut per_layer_dense) = (vec![], vec![]);
+        let share = seconds_per_batch / layers.len() as f64;
+        for (i, input) in inputs.iter().enumerate() {
+            let n = b * tokens[i];
+            let mut out = vec![0f32; sparse[i].rows() * n];
             per_layer.push(time(
-                || kernels::spmm(m, &input, b, &mut out, p),
+                || kernels::spmm(sparse[i], input, n, &mut out, &points[i]),
                 3,
                 100,
-                seconds_per_batch / layers.len() as f64,
+                share / 2.0,
             )?);
-            input = out;
+            per_layer_dense.push(time(
+                || kernels::spmm(dense[i], input, n, &mut out, &dense_points[i]),
+                3,
+                100,
+                share / 2.0,
+            )?);
         }
         latencies.push(BatchLatency {
             batch: b,
-            sparse,
+            sparse: summarise(e2e),
             dense: dense_t,
+            non_gemm,
             per_layer,
+            per_layer_dense,
             fallbacks,
+            dense_kernels: [sparse_way, dense_way],
         });
     }
     let (weight_bytes, dense_weight_bytes) = weight_bytes(layers);

@@ -1,5 +1,6 @@
-//! [`Weights`] on disk (safetensors, with the layer order and kinds in the header metadata) and
-//! its digest: blake3 over an explicit encoding of names, kinds, shapes and value bytes.
+//! [`Weights`] on disk (safetensors, with the layer order and kinds, and a transformer's
+//! architecture and parameter names, in the header metadata) and its digest: blake3 over an
+//! explicit encoding of names, kinds, shapes and value bytes.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -8,7 +9,7 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 
-use super::{Layer, LayerKind, Weights};
+use super::{Arch, Layer, LayerKind, Param, Weights};
 use crate::StageError;
 
 /// blake3 digest of a [`Weights`]: equal digests mean bit-identical weights and architecture.
@@ -37,7 +38,9 @@ fn le_bytes(values: &[f32]) -> Vec<u8> {
 
 impl Weights {
     /// The digest: blake3 over a versioned, length-prefixed encoding of the image shape and of
-    /// every layer (name, kind, shape, weight bytes, bias bytes) in forward order.
+    /// every layer (name, kind, shape, weight bytes, bias bytes) in forward order; for an
+    /// architecture other than a chain, then its JSON and every parameter (name, shape, bytes).
+    /// A chain's encoding is the one it had before transformers existed, so its digests hold.
     pub fn digest(&self) -> WeightsDigest {
         let mut h = blake3::Hasher::new();
         let u = |h: &mut blake3::Hasher, v: usize| {
@@ -65,11 +68,26 @@ impl Weights {
             u(&mut h, l.bias.len());
             h.update(&le_bytes(&l.bias));
         }
+        if self.arch != Arch::Chain {
+            let arch = serde_json::to_string(&self.arch).expect("plain data serialises");
+            u(&mut h, arch.len());
+            h.update(arch.as_bytes());
+            u(&mut h, self.params.len());
+            for p in &self.params {
+                u(&mut h, p.name.len());
+                h.update(p.name.as_bytes());
+                u(&mut h, p.shape.len());
+                p.shape.iter().for_each(|&d| u(&mut h, d));
+                u(&mut h, p.values.len());
+                h.update(&le_bytes(&p.values));
+            }
+        }
         WeightsDigest(*h.finalize().as_bytes())
     }
 
-    /// Serialises to safetensors bytes: `NAME.weight` and `NAME.bias` as F32, the layer order,
-    /// kinds and image shape as JSON in the header metadata.
+    /// Serialises to safetensors bytes: `NAME.weight` and `NAME.bias` as F32 and the parameters
+    /// under their names; the layer order, kinds and image shape (and, for an architecture
+    /// other than a chain, its JSON and the parameter order) as JSON in the header metadata.
     pub fn to_safetensors(&self) -> Result<Vec<u8>, StageError> {
         let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = self
             .layers
@@ -88,6 +106,11 @@ impl Weights {
                     ),
                 ]
             })
+            .chain(
+                self.params
+                    .iter()
+                    .map(|p| (p.name.clone(), p.shape.clone(), le_bytes(&p.values))),
+            )
             .collect();
         let views = bytes
             .iter()
@@ -104,7 +127,7 @@ impl Weights {
                 kind: l.kind.clone(),
             })
             .collect();
-        let meta = HashMap::from([
+        let mut meta = HashMap::from([
             ("cotune.format".to_string(), FORMAT.to_string()),
             (
                 "cotune.layers".to_string(),
@@ -115,6 +138,17 @@ impl Weights {
                 serde_json::to_string(&self.image_shape).expect("plain data serialises"),
             ),
         ]);
+        if self.arch != Arch::Chain {
+            let names: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
+            meta.insert(
+                "cotune.arch".into(),
+                serde_json::to_string(&self.arch).expect("plain data serialises"),
+            );
+            meta.insert(
+                "cotune.params".into(),
+                serde_json::to_string(&names).expect("plain data serialises"),
+            );
+        }
         safetensors::serialize(views, Some(meta))
             .map_err(|e| StageError::InvalidConfig(format!("weights cannot be serialised: {e}")))
     }
@@ -173,9 +207,50 @@ impl Weights {
                 bias,
             });
         }
+        let (arch, params) = match meta.get("cotune.arch") {
+            None => (Arch::Chain, vec![]),
+            Some(a) => {
+                let arch: Arch =
+                    serde_json::from_str(a).map_err(|e| bad(format!("cotune.arch: {e}")))?;
+                let names: Vec<String> = serde_json::from_str(field("cotune.params")?)
+                    .map_err(|e| bad(format!("cotune.params: {e}")))?;
+                let params = names
+                    .into_iter()
+                    .map(|name| {
+                        let (shape, values) = tensor(name.clone())?;
+                        Ok(Param {
+                            name,
+                            shape,
+                            values,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, StageError>>()?;
+                (arch, params)
+            }
+        };
+        if let Arch::Transformer(t) = &arch {
+            let classes = layers.last().map_or(0, Layer::rows);
+            let have: Vec<(String, Vec<usize>)> = layers
+                .iter()
+                .map(|l| (l.name.clone(), l.shape.clone()))
+                .chain(params.iter().map(|p| (p.name.clone(), p.shape.clone())))
+                .collect();
+            let want: Vec<(String, Vec<usize>)> = t
+                .layer_shapes(classes)
+                .into_iter()
+                .chain(t.param_shapes().into_iter().map(|(n, s, _)| (n, s)))
+                .collect();
+            if have != want {
+                return Err(bad(format!(
+                    "the tensors do not fit the transformer of cotune.arch: expected {want:?}"
+                )));
+            }
+        }
         Ok(Weights {
             layers,
             image_shape,
+            arch,
+            params,
         })
     }
 

@@ -4,24 +4,27 @@
 //! [`Weights`].
 //!
 //! Every layer is a matrix `rows × cols` (`out × in` for a linear layer, `out × in·k·k` for a
-//! convolution, the im2col view) followed by a bias, and ReLU between layers.
-//!
-//! For the evaluate stage: an MLP is entirely [`Weights::linear_layers`] (y = relu(W x + b) per
-//! layer, no ReLU after the last), so it runs end to end through SpMM. A CNN's convolutions are
-//! pruned in their im2col view, so they too are SpMM-shaped (`W[out, in·9] × patches[in·9, h·w]`),
-//! but evaluate would need an im2col and the max-pooling around them; `linear_layers` gives only
-//! the fully connected tail, which reads the flattened (channel, row, column) activations.
+//! convolution, the im2col view) followed by a bias; [`Arch`] says how the layers connect (a
+//! chain with ReLU between, or a transformer whose other tensors are [`Param`]s). Every layer is
+//! a GEMM `W[rows, cols] × X[cols, n]`, with `n` the batch times the layer's tokens per sample
+//! ([`Weights::layer_tokens`]: 1 for a linear layer of an MLP, the output positions of a
+//! convolution, the sequence length inside a transformer), so every pattern and kernel applies.
 
+mod arch;
 mod io;
 pub(crate) mod net;
+mod transformer;
 
+pub use arch::{Arch, Param, ParamRef, TransformerArch, BLOCK_LAYERS, LAYER_NORM_EPS};
 pub use io::WeightsDigest;
+pub(crate) use transformer::layer_input as transformer_layer_input;
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::StageError;
+use arch::ParamInit;
 
 keytag::tagged_enum! {
     /// The family of a [`ModelSpec`], without its widths.
@@ -30,6 +33,8 @@ keytag::tagged_enum! {
         Mlp = "mlp",
         /// [`ModelSpec::Cnn`].
         Cnn = "cnn",
+        /// [`ModelSpec::Transformer`].
+        Transformer = "transformer",
     }
 }
 
@@ -49,6 +54,20 @@ pub enum ModelSpec {
         /// Hidden widths of the fully connected part after the convolutions.
         hidden: Vec<usize>,
     },
+    /// A ViT-style encoder ([`TransformerArch`]) over patches of the input (square patches of
+    /// an image, or runs of `patch` features of non-image data).
+    Transformer {
+        /// Encoder blocks.
+        layers: usize,
+        /// Width of the residual stream.
+        d_model: usize,
+        /// Attention heads (`d_model` must be a multiple).
+        heads: usize,
+        /// Hidden width of each block's MLP.
+        d_ff: usize,
+        /// Patch side (image data) or features per token.
+        patch: usize,
+    },
 }
 
 impl ModelSpec {
@@ -57,6 +76,7 @@ impl ModelSpec {
         match self {
             ModelSpec::Mlp { .. } => ModelKind::Mlp,
             ModelSpec::Cnn { .. } => ModelKind::Cnn,
+            ModelSpec::Transformer { .. } => ModelKind::Transformer,
         }
     }
 }
@@ -119,13 +139,19 @@ pub struct LinearLayer {
     pub b: Vec<f32>,
 }
 
-/// The weights of a network, layers in forward order. ReLU follows every layer but the last.
+/// The weights of a network: its GEMM layers in forward order, how they connect, and the
+/// tensors that are not GEMM weights.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weights {
-    /// Layers in forward order.
+    /// GEMM layers in forward order (the prunable ones and the ones kept dense).
     pub layers: Vec<Layer>,
-    /// `(channels, height, width)` of the input when the network starts with a convolution.
+    /// `(channels, height, width)` of the input when the network reads images (a CNN, or a
+    /// transformer over image patches).
     pub image_shape: Option<(usize, usize, usize)>,
+    /// How the layers connect.
+    pub arch: Arch,
+    /// Tensors other than the layers' weights and biases (empty for a chain).
+    pub params: Vec<Param>,
 }
 
 impl Weights {
@@ -151,6 +177,61 @@ impl Weights {
         self.layers.iter().map(|l| l.weight.len()).sum()
     }
 
+    /// Input features of one sample.
+    pub fn n_features(&self) -> usize {
+        match (&self.arch, self.image_shape, self.layers.first()) {
+            (_, Some((c, h, w)), _) => c * h * w,
+            (Arch::Transformer(t), None, _) => t.patches * t.patch_dim,
+            (Arch::Chain, None, Some(l)) => l.cols(),
+            (Arch::Chain, None, None) => 0,
+        }
+    }
+
+    /// Per layer, the columns of its GEMM per sample: 1 for a linear layer of a chain, the
+    /// output positions of a convolution, the patches (embedding) or tokens (blocks) of a
+    /// transformer, 1 for its head.
+    pub fn layer_tokens(&self) -> Vec<usize> {
+        match &self.arch {
+            Arch::Transformer(t) => (0..self.layers.len())
+                .map(|i| match i {
+                    0 => t.patches,
+                    i if i == t.head() => 1,
+                    _ => t.tokens(),
+                })
+                .collect(),
+            Arch::Chain => {
+                let (mut h, mut w) = self.image_shape.map_or((1, 1), |s| (s.1, s.2));
+                self.layers
+                    .iter()
+                    .map(|l| match l.kind {
+                        LayerKind::Linear => 1,
+                        LayerKind::Conv2d { padding, pool } => {
+                            let k = l.shape[2];
+                            (h, w) = (h + 2 * padding + 1 - k, w + 2 * padding + 1 - k);
+                            let tokens = h * w;
+                            if pool {
+                                (h, w) = (h / 2, w / 2);
+                            }
+                            tokens
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Why layer `i` stays dense whatever the pattern, if it does: a transformer's patch
+    /// embedding and classification head (as in the papers, which prune the blocks' linear
+    /// layers only).
+    pub fn kept_dense(&self, i: usize) -> Option<&'static str> {
+        match &self.arch {
+            Arch::Transformer(t) if i == 0 || i == t.head() => {
+                Some("a transformer's embedding and head stay dense")
+            }
+            _ => None,
+        }
+    }
+
     /// Fresh weights for `model` on inputs of `n_features` (an image of `image_shape` for a CNN)
     /// and `n_classes` outputs, drawn from a ChaCha8 generator seeded by `seed`.
     ///
@@ -164,7 +245,11 @@ impl Weights {
         n_classes: usize,
         seed: u64,
     ) -> Result<Weights, StageError> {
-        let (shapes, image_shape) = architecture(model, n_features, image_shape, n_classes)?;
+        let (shapes, image_shape, arch) = architecture(model, n_features, image_shape, n_classes)?;
+        let param_shapes = match &arch {
+            Arch::Transformer(t) => t.param_shapes(),
+            Arch::Chain => vec![],
+        };
         // (tensor name, layer index, is bias), sorted by name.
         let mut order: Vec<(String, usize, bool)> = shapes
             .iter()
@@ -178,6 +263,10 @@ impl Weights {
             .collect();
         order.sort();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // 24 random bits → uniform in [0, 1), then to [-bound, bound).
+        let mut uniform = move |bound: f32| {
+            ((rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0) * bound
+        };
         let mut layers: Vec<Layer> = shapes
             .into_iter()
             .map(|(name, kind, shape)| Layer {
@@ -197,18 +286,35 @@ impl Weights {
             } else {
                 layer.rows() * fan_in
             };
-            // 24 random bits → uniform in [0, 1), then to [-bound, bound).
-            let values = (0..len)
-                .map(|_| ((rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0) * bound);
+            let values = (0..len).map(|_| uniform(bound));
             if is_bias {
                 layer.bias = values.collect();
             } else {
                 layer.weight = values.collect();
             }
         }
+        // Parameters after the layers, in their own order (the chain draws nothing more).
+        let params = param_shapes
+            .into_iter()
+            .map(|(name, shape, init)| {
+                let len = shape.iter().product();
+                let values = match init {
+                    ParamInit::Ones => vec![1.0; len],
+                    ParamInit::Zeros => vec![0.0; len],
+                    ParamInit::Small => (0..len).map(|_| uniform(0.02)).collect(),
+                };
+                Param {
+                    name,
+                    shape,
+                    values,
+                }
+            })
+            .collect();
         Ok(Weights {
             layers,
             image_shape,
+            arch,
+            params,
         })
     }
 }
@@ -216,13 +322,14 @@ impl Weights {
 type LayerShape = (String, LayerKind, Vec<usize>);
 type ImageShape = Option<(usize, usize, usize)>;
 
-/// Layer names, kinds and weight shapes of a model on given inputs; the image shape to record.
+/// Layer names, kinds and weight shapes of a model on given inputs; the image shape to record;
+/// how the layers connect.
 fn architecture(
     model: &ModelSpec,
     n_features: usize,
     image_shape: Option<(usize, usize, usize)>,
     n_classes: usize,
-) -> Result<(Vec<LayerShape>, ImageShape), StageError> {
+) -> Result<(Vec<LayerShape>, ImageShape, Arch), StageError> {
     let bad = |m: String| Err(StageError::InvalidConfig(m));
     if n_features == 0 || n_classes < 2 {
         return bad(format!(
@@ -232,6 +339,22 @@ fn architecture(
     let (convs, hidden) = match model {
         ModelSpec::Mlp { hidden } => (&[][..], hidden),
         ModelSpec::Cnn { channels, hidden } => (&channels[..], hidden),
+        &ModelSpec::Transformer {
+            layers,
+            d_model,
+            heads,
+            d_ff,
+            patch,
+        } => {
+            let t =
+                TransformerArch::new(layers, d_model, heads, d_ff, patch, n_features, image_shape)?;
+            let shapes = t
+                .layer_shapes(n_classes)
+                .into_iter()
+                .map(|(name, shape)| (name, LayerKind::Linear, shape))
+                .collect();
+            return Ok((shapes, image_shape, Arch::Transformer(t)));
+        }
     };
     if let Some(w) = hidden.iter().chain(convs).find(|&&w| w == 0) {
         return bad(format!("model: layer width {w} must be at least 1"));
@@ -262,7 +385,7 @@ fn architecture(
         shapes.push((format!("fc{i}"), LayerKind::Linear, vec![out, width]));
         width = out;
     }
-    Ok((shapes, recorded))
+    Ok((shapes, recorded, Arch::Chain))
 }
 
 #[cfg(test)]

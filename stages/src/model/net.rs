@@ -3,7 +3,8 @@
 
 use candle_core::{DType, Device, Tensor, Var, D};
 
-use super::{Layer, LayerKind, Weights};
+use super::transformer::{self, Halt};
+use super::{Arch, Layer, LayerKind, Param, Weights};
 use crate::StageError;
 
 /// One layer's trainable tensors.
@@ -16,7 +17,13 @@ pub(crate) struct NetLayer {
 /// A network whose parameters are candle variables (on the CPU).
 pub(crate) struct Net {
     pub(crate) layers: Vec<NetLayer>,
+    /// The non-GEMM tensors ([`Weights::params`]).
+    pub(crate) params: Vec<Var>,
+    pub(crate) arch: Arch,
+    /// A transformer's patch gather ([`super::TransformerArch::patch_index`]).
+    pub(crate) patch_index: Option<Tensor>,
     names: Vec<String>,
+    param_names: Vec<String>,
     image_shape: Option<(usize, usize, usize)>,
     device: Device,
 }
@@ -36,19 +43,41 @@ impl Net {
                 })
             })
             .collect::<Result<Vec<_>, StageError>>()?;
+        let params = w
+            .params
+            .iter()
+            .map(|p| Ok(Var::from_vec(p.values.clone(), p.shape.clone(), &device)?))
+            .collect::<Result<Vec<_>, StageError>>()?;
+        let patch_index = match &w.arch {
+            Arch::Transformer(t) => {
+                let idx: Vec<u32> = t
+                    .patch_index(w.image_shape)
+                    .into_iter()
+                    .map(|i| i as u32)
+                    .collect();
+                let len = idx.len();
+                Some(Tensor::from_vec(idx, len, &device)?)
+            }
+            Arch::Chain => None,
+        };
         Ok(Net {
             layers,
+            params,
+            arch: w.arch.clone(),
+            patch_index,
             names: w.layers.iter().map(|l| l.name.clone()).collect(),
+            param_names: w.params.iter().map(|p| p.name.clone()).collect(),
             image_shape: w.image_shape,
             device,
         })
     }
 
-    /// Every variable, weights and biases.
+    /// Every variable: weights and biases, then the parameters.
     pub(crate) fn vars(&self) -> Vec<Var> {
         self.layers
             .iter()
             .flat_map(|l| [l.weight.clone(), l.bias.clone()])
+            .chain(self.params.iter().cloned())
             .collect()
     }
 
@@ -59,6 +88,7 @@ impl Net {
         Ok(
             match (self.image_shape, self.layers.first().map(|l| &l.kind)) {
                 (Some((c, h, w)), Some(LayerKind::Conv2d { .. })) => t.reshape((rows, c, h, w))?,
+                // An MLP reads the flat features; a transformer gathers its patches from them.
                 _ => t,
             },
         )
@@ -66,6 +96,9 @@ impl Net {
 
     /// Logits for a batch (`rows × n_classes`).
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor, StageError> {
+        if let Arch::Transformer(t) = &self.arch {
+            return transformer::forward(self, t, x, None).map_err(Halt::into_error);
+        }
         let mut h = x.clone();
         let last = self.layers.len().saturating_sub(1);
         for (i, l) in self.layers.iter().enumerate() {
@@ -114,9 +147,23 @@ impl Net {
                 })
             })
             .collect::<Result<Vec<_>, StageError>>()?;
+        let params = self
+            .params
+            .iter()
+            .zip(&self.param_names)
+            .map(|(v, name)| {
+                Ok(Param {
+                    name: name.clone(),
+                    shape: v.dims().to_vec(),
+                    values: v.as_tensor().flatten_all()?.to_vec1()?,
+                })
+            })
+            .collect::<Result<Vec<_>, StageError>>()?;
         Ok(Weights {
             layers,
             image_shape: self.image_shape,
+            arch: self.arch.clone(),
+            params,
         })
     }
 }

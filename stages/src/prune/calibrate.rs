@@ -8,8 +8,8 @@ use datasets::Dataset;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::net::apply_layer;
-use crate::model::{Layer, LayerKind, Weights};
+use crate::model::net::{apply_layer, Net};
+use crate::model::{transformer_layer_input, Arch, Layer, LayerKind, TransformerArch, Weights};
 use crate::train::{gather, shuffled, stream_seed};
 use crate::StageError;
 
@@ -47,19 +47,22 @@ pub(crate) fn batch(data: &Dataset, samples: usize, seed: u64) -> Result<Vec<f32
 }
 
 /// The activations of a calibration batch as they pass through a network, one layer at a time.
+/// A chain keeps the activations at the next layer's input; a transformer, whose layers do not
+/// feed one another in a line, keeps the batch and a copy of the weights in which the layers
+/// already passed hold the weights they were advanced with, and runs the forward pass up to
+/// the next layer each time.
 pub(crate) struct Chain {
     h: Tensor,
     layers: usize,
     next: usize,
+    /// For a transformer: the weights as advanced so far.
+    graph: Option<(Weights, TransformerArch)>,
 }
 
 impl Chain {
     /// The batch (`samples × features`, row-major) at the input of `weights`' first layer.
     pub(crate) fn new(weights: &Weights, batch: Vec<f32>) -> Result<Chain, StageError> {
-        let in_features = match weights.image_shape {
-            Some((c, h, w)) => c * h * w,
-            None => weights.layers.first().map_or(1, Layer::cols),
-        };
+        let in_features = weights.n_features().max(1);
         let samples = batch.len() / in_features.max(1);
         let mut h = Tensor::from_vec(batch, (samples, in_features), &candle_core::Device::Cpu)?;
         if let (Some((c, hh, w)), Some(LayerKind::Conv2d { .. })) =
@@ -71,11 +74,24 @@ impl Chain {
             h,
             layers: weights.layers.len(),
             next: 0,
+            graph: match &weights.arch {
+                Arch::Transformer(t) => Some((weights.clone(), t.clone())),
+                Arch::Chain => None,
+            },
         })
     }
 
     /// The inputs of the next layer, `layer` (im2col patches for a convolution).
     pub(crate) fn inputs(&self, layer: &Layer) -> Result<LayerInputs, StageError> {
+        if let Some((w, t)) = &self.graph {
+            let x = transformer_layer_input(&Net::from_weights(w)?, t, &self.h, self.next)?;
+            let (tokens, cols) = x.dims2()?;
+            return Ok(LayerInputs {
+                p: x.flatten_all()?.to_vec1()?,
+                tokens,
+                cols,
+            });
+        }
         match layer.kind {
             LayerKind::Linear => {
                 let flat = if self.h.rank() > 2 {
@@ -96,6 +112,11 @@ impl Chain {
 
     /// Runs the next layer, with `layer`'s current weights, on the batch.
     pub(crate) fn advance(&mut self, layer: &Layer) -> Result<(), StageError> {
+        if let Some((w, _)) = &mut self.graph {
+            w.layers[self.next] = layer.clone();
+            self.next += 1;
+            return Ok(());
+        }
         let device = self.h.device().clone();
         let weight = Tensor::from_vec(layer.weight.clone(), layer.shape.clone(), &device)?;
         let bias = Tensor::from_vec(layer.bias.clone(), layer.bias.len(), &device)?;

@@ -391,10 +391,13 @@ pub fn prune(
     let fits: Vec<Result<(), String>> = weights
         .layers
         .iter()
-        .map(|l| {
-            spec.pattern
+        .enumerate()
+        .map(|(i, l)| match weights.kept_dense(i) {
+            Some(why) => Err(why.to_string()),
+            None => spec
+                .pattern
                 .validate_for(l.rows(), l.cols())
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string()),
         })
         .collect();
     let prunable: Vec<bool> = fits

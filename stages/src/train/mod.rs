@@ -145,13 +145,10 @@ pub fn accuracy(data: &Dataset, weights: &Weights) -> Result<f64, StageError> {
 
 /// Checks that the weights take the data's features and produce its classes.
 pub(crate) fn check_fits(data: &Dataset, weights: &Weights) -> Result<(), StageError> {
-    let (Some(first), Some(last)) = (weights.layers.first(), weights.layers.last()) else {
+    let Some(last) = weights.layers.last() else {
         return Err(StageError::InvalidConfig("weights have no layers".into()));
     };
-    let inputs = match first.kind {
-        crate::LayerKind::Linear => first.cols(),
-        crate::LayerKind::Conv2d { .. } => weights.image_shape.map_or(0, |(c, h, w)| c * h * w),
-    };
+    let inputs = weights.n_features();
     if inputs != data.n_features || last.rows() != data.n_classes {
         return Err(StageError::InvalidConfig(format!(
             "weights take {inputs} features and give {} classes; data set {} has {} and {}",

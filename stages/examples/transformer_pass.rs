@@ -1,0 +1,93 @@
+//! One ViT forward pass through the CPU kernels, timed end to end, in its GEMMs and outside
+//! them, for the dense model and 2:8, 64:2:8 and 64×1 vector-wise prunings of the same weights:
+//! a benchmark of `stages::evaluate` on the shapes of `experiments/vit-digits.toml` (2 blocks,
+//! d_model 64, 4 heads, d_ff 128, 17 tokens) at batch 1 and 256, with each layer's kernel
+//! chosen by the cost model (no tuning run).
+//!
+//! `cargo run --release -p stages --example transformer_pass [-- D_MODEL D_FF]`
+
+use datasets::Dataset;
+use kernels::{build_mask, Mask, Pattern, SparseMatrix};
+use stages::evaluate::{evaluate, LayerRun};
+use stages::{ModelSpec, Weights};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    stages::tune_malloc();
+    let a: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let (d_model, d_ff) = (
+        a.first().copied().unwrap_or(64),
+        a.get(1).copied().unwrap_or(128),
+    );
+    let spec = ModelSpec::Transformer {
+        layers: 2,
+        d_model,
+        heads: 4,
+        d_ff,
+        patch: 2,
+    };
+    let w = Weights::init(&spec, 64, Some((1, 8, 8)), 10, 1)?;
+    let data = Dataset {
+        name: "random".into(),
+        n_features: 64,
+        n_classes: 10,
+        train_x: vec![],
+        train_y: vec![],
+        test_x: kernels::random_values(64 * 64, 2),
+        test_y: vec![0; 64],
+        image_shape: Some((1, 8, 8)),
+    };
+    println!("pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  dense_kernels");
+    for pattern in [
+        Pattern::Dense,
+        Pattern::Nm { n: 2, m: 8 },
+        Pattern::Vnm { v: 64, m: 8 },
+        Pattern::Vector {
+            v: 64,
+            sparsity: 0.75,
+        },
+    ] {
+        let mut pruned = w.clone();
+        let layers: Vec<LayerRun> = w
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let p = if w.kept_dense(i).is_some() {
+                    Pattern::Dense
+                } else {
+                    pattern.clone()
+                };
+                let scores: Vec<f32> = l.weight.iter().map(|x| x.abs()).collect();
+                let mask = match p {
+                    Pattern::Dense => Mask::full(l.rows(), l.cols()),
+                    _ => build_mask(&p, &scores, l.rows(), l.cols())?,
+                };
+                pruned.layers[i].weight = mask.apply(&l.weight)?;
+                Ok(LayerRun {
+                    name: l.name.clone(),
+                    matrix: SparseMatrix::from_masked(&p, &l.weight, &mask)?,
+                    bias: l.bias.clone(),
+                    tunings: vec![],
+                })
+            })
+            .collect::<Result<_, kernels::KernelError>>()?;
+        let ev = evaluate(&data, &pruned, &layers, &[1, 256], 1.0)?;
+        for b in &ev.latencies {
+            let gemm = b.sparse.median_us - b.non_gemm.median_us;
+            println!(
+                "{:<12} {:>5} {:>7.0} {:>8.0} {:>12.0} {:>17.2}  {:?}",
+                pattern.to_string(),
+                b.batch,
+                b.sparse.median_us,
+                gemm,
+                b.non_gemm.median_us,
+                b.dense.median_us / b.sparse.median_us,
+                b.dense_kernels
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,598 @@
+//! The forward pass of any [`Arch`] on feature-major activations (`features × columns`,
+//! row-major; a column per sample, or per sample and position), with every GEMM layer's
+//! product `W · X` left to a caller's function, so that one pass serves the sparse kernels (f32)
+//! and the masked dense reference (f64). Everything else (bias, ReLU, im2col, pooling,
+//! LayerNorm, attention, GELU) is computed here, in `T`.
+//!
+//! In a chain the columns are sample-major: column `s · positions + p` is position `p` of
+//! sample `s` (for a convolution, `p = y · w + x`). In a transformer they are token-major:
+//! column `t · samples + s` is token `t` of sample `s` (the class token first), so that
+//! attention runs its inner loops over the samples.
+
+use std::ops::{Add, AddAssign, Div, Mul, Sub};
+
+use crate::model::{Arch, LayerKind, ParamRef, TransformerArch, Weights, LAYER_NORM_EPS};
+use crate::StageError;
+
+/// The element types the pass runs in.
+pub(crate) trait Real:
+    Copy
+    + Default
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + AddAssign
+{
+    fn of(x: f64) -> Self;
+    fn exp(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn tanh(self) -> Self;
+}
+
+/// e^x in f32 without a libm call, so that loops over it vectorise: x = n·ln 2 + r with
+/// |r| ≤ ln 2 / 2 (n rounded by the 1.5·2²³ trick), e^r by its degree-6 minimax polynomial
+/// (Cephes' `expf` coefficients), 2ⁿ through the exponent bits. Relative error ≈ 2e-7; the
+/// input is clamped to the range where e^x is a normal f32.
+#[inline(always)]
+fn exp_f32(x: f32) -> f32 {
+    const SHIFT: f32 = 12_582_912.0; // 1.5 · 2²³
+    let x = x.clamp(-87.0, 88.0);
+    let t = x * std::f32::consts::LOG2_E + SHIFT;
+    let n = t - SHIFT;
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let mut p = 1.987_569_1e-4f32;
+    for c in [
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        0.166_666_65,
+        0.5,
+    ] {
+        p = p * r + c;
+    }
+    let y = p * r * r + r + 1.0;
+    // The low mantissa bits of `t` hold n; n + 127 is the biased exponent of 2ⁿ.
+    let bits = (t.to_bits() as i32 - 0x4B40_0000 + 127) << 23;
+    y * f32::from_bits(bits as u32)
+}
+
+impl Real for f32 {
+    fn of(x: f64) -> Self {
+        x as f32
+    }
+    fn exp(self) -> Self {
+        exp_f32(self)
+    }
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+    /// `1 − 2/(e^{2x} + 1)`, through [`exp_f32`].
+    fn tanh(self) -> Self {
+        1.0 - 2.0 / (exp_f32(2.0 * self) + 1.0)
+    }
+}
+
+impl Real for f64 {
+    fn of(x: f64) -> Self {
+        x
+    }
+    fn exp(self) -> Self {
+        f64::exp(self)
+    }
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
+    }
+    fn tanh(self) -> Self {
+        f64::tanh(self)
+    }
+}
+
+/// `gemm(layer, x, n)`: layer `layer`'s `W · x` for `x` of `cols × n` (row-major), `rows × n`.
+pub(crate) type Gemm<'a, T> = dyn FnMut(usize, &[T], usize) -> Result<Vec<T>, StageError> + 'a;
+
+/// Logits (`classes × samples`) of `x` (`features × samples`).
+pub(crate) fn forward<T: Real>(
+    w: &Weights,
+    x: &[T],
+    samples: usize,
+    gemm: &mut Gemm<'_, T>,
+) -> Result<Vec<T>, StageError> {
+    match &w.arch {
+        Arch::Chain => chain(w, x, samples, gemm),
+        Arch::Transformer(t) => transformer(w, t, x, samples, gemm),
+    }
+}
+
+/// Adds each row's bias to `rows × n` values.
+fn add_bias<T: Real>(out: &mut [T], bias: &[f32], n: usize) {
+    for (row, &b) in out.chunks_mut(n.max(1)).zip(bias) {
+        let b = T::of(b as f64);
+        row.iter_mut().for_each(|v| *v += b);
+    }
+}
+
+fn relu<T: Real>(v: &mut [T]) {
+    for x in v {
+        if *x < T::default() {
+            *x = T::default();
+        }
+    }
+}
+
+/// `gemm` then the layer's bias.
+fn linear<T: Real>(
+    w: &Weights,
+    i: usize,
+    x: &[T],
+    n: usize,
+    gemm: &mut Gemm<'_, T>,
+) -> Result<Vec<T>, StageError> {
+    let mut out = gemm(i, x, n)?;
+    add_bias(&mut out, &w.layers[i].bias, n);
+    Ok(out)
+}
+
+/// An MLP or CNN: each layer feeds the next, ReLU between.
+fn chain<T: Real>(
+    w: &Weights,
+    x: &[T],
+    samples: usize,
+    gemm: &mut Gemm<'_, T>,
+) -> Result<Vec<T>, StageError> {
+    // While the activations are an image: (channels, height, width), columns (s, y, x).
+    let mut image = match (w.image_shape, w.layers.first().map(|l| &l.kind)) {
+        (Some(s), Some(LayerKind::Conv2d { .. })) => Some(s),
+        _ => None,
+    };
+    let mut cur = match image {
+        Some((_, h, wd)) => regroup(x, samples, h * wd, false),
+        None => x.to_vec(),
+    };
+    let last = w.layers.len().saturating_sub(1);
+    for (i, l) in w.layers.iter().enumerate() {
+        match l.kind {
+            LayerKind::Linear => {
+                if let Some((_, h, wd)) = image.take() {
+                    cur = regroup(&cur, samples, h * wd, true);
+                }
+                cur = linear(w, i, &cur, samples, gemm)?;
+                if i != last {
+                    relu(&mut cur);
+                }
+            }
+            LayerKind::Conv2d { padding, pool } => {
+                let Some((c, h, wd)) = image else {
+                    return Err(StageError::InvalidConfig(format!(
+                        "layer {}: a convolution after a linear layer",
+                        l.name
+                    )));
+                };
+                let k = l.shape[2];
+                let (oh, ow) = (h + 2 * padding + 1 - k, wd + 2 * padding + 1 - k);
+                let patches = im2col(&cur, c, h, wd, samples, k, padding);
+                cur = linear(w, i, &patches, samples * oh * ow, gemm)?;
+                if i != last {
+                    relu(&mut cur);
+                }
+                image = Some((l.rows(), oh, ow));
+                if pool {
+                    cur = max_pool2(&cur, l.rows(), oh, ow, samples);
+                    image = Some((l.rows(), oh / 2, ow / 2));
+                }
+            }
+        }
+    }
+    Ok(cur)
+}
+
+/// Between `(c·hw) × s` (flat features in (channel, position) order, a column per sample) and
+/// `c × (s·hw)` (a column per sample and position): `flatten` goes to the former.
+fn regroup<T: Real>(x: &[T], samples: usize, hw: usize, flatten: bool) -> Vec<T> {
+    let c = x.len() / (samples * hw).max(1);
+    let mut out = vec![T::default(); x.len()];
+    for ch in 0..c {
+        for s in 0..samples {
+            for p in 0..hw {
+                let (flat, grouped) = ((ch * hw + p) * samples + s, ch * samples * hw + s * hw + p);
+                if flatten {
+                    out[flat] = x[grouped];
+                } else {
+                    out[grouped] = x[flat];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The im2col matrix `(c·k·k) × (s·oh·ow)` of `x` (`c × (s·h·w)`), stride 1, zero `padding`;
+/// rows in the weight's (channel, ky, kx) order.
+fn im2col<T: Real>(
+    x: &[T],
+    c: usize,
+    h: usize,
+    w: usize,
+    samples: usize,
+    k: usize,
+    padding: usize,
+) -> Vec<T> {
+    let (oh, ow) = (h + 2 * padding + 1 - k, w + 2 * padding + 1 - k);
+    let n = samples * oh * ow;
+    let mut out = vec![T::default(); c * k * k * n];
+    for ch in 0..c {
+        for ky in 0..k {
+            for kx in 0..k {
+                let row = &mut out[((ch * k + ky) * k + kx) * n..][..n];
+                for s in 0..samples {
+                    let src = &x[ch * samples * h * w + s * h * w..][..h * w];
+                    for oy in 0..oh {
+                        let y = (oy + ky) as isize - padding as isize;
+                        if y < 0 || y >= h as isize {
+                            continue;
+                        }
+                        for ox in 0..ow {
+                            let xx = (ox + kx) as isize - padding as isize;
+                            if xx >= 0 && xx < w as isize {
+                                row[s * oh * ow + oy * ow + ox] = src[y as usize * w + xx as usize];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// 2×2 max-pooling, stride 2 (odd edges dropped, as candle does), of `c × (s·h·w)`.
+fn max_pool2<T: Real>(x: &[T], c: usize, h: usize, w: usize, samples: usize) -> Vec<T> {
+    let (ph, pw) = (h / 2, w / 2);
+    let mut out = Vec::with_capacity(c * samples * ph * pw);
+    for ch in 0..c {
+        for s in 0..samples {
+            let src = &x[ch * samples * h * w + s * h * w..][..h * w];
+            for y in 0..ph {
+                for xx in 0..pw {
+                    let mut m = src[2 * y * w + 2 * xx];
+                    for v in [
+                        src[2 * y * w + 2 * xx + 1],
+                        src[(2 * y + 1) * w + 2 * xx],
+                        src[(2 * y + 1) * w + 2 * xx + 1],
+                    ] {
+                        if v > m {
+                            m = v;
+                        }
+                    }
+                    out.push(m);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// LayerNorm of every column of `x` (`d × n`) with the parameters at `at` (weight, then bias),
+/// row by row so that every pass reads the activations contiguously.
+fn layer_norm<T: Real>(w: &Weights, at: usize, x: &[T], d: usize, n: usize) -> Vec<T> {
+    let (gain, shift) = (&w.params[at].values, &w.params[at + 1].values);
+    let inv_d = T::of(1.0 / d as f64);
+    let mut mean = vec![T::default(); n];
+    for row in x.chunks(n.max(1)) {
+        mean.iter_mut().zip(row).for_each(|(m, &v)| *m += v);
+    }
+    mean.iter_mut().for_each(|m| *m = *m * inv_d);
+    let mut var = vec![T::default(); n];
+    for row in x.chunks(n.max(1)) {
+        for ((s, &v), &m) in var.iter_mut().zip(row).zip(&mean) {
+            let c = v - m;
+            *s += c * c;
+        }
+    }
+    let inv: Vec<T> = var
+        .iter()
+        .map(|&s| T::of(1.0) / (s * inv_d + T::of(LAYER_NORM_EPS)).sqrt())
+        .collect();
+    let mut out = vec![T::default(); x.len()];
+    for (r, (o, row)) in out.chunks_mut(n.max(1)).zip(x.chunks(n.max(1))).enumerate() {
+        let (g, b) = (T::of(gain[r] as f64), T::of(shift[r] as f64));
+        for (((o, &v), &m), &i) in o.iter_mut().zip(row).zip(&mean).zip(&inv) {
+            *o = (v - m) * i * g + b;
+        }
+    }
+    out
+}
+
+/// candle's `gelu` (the tanh approximation).
+fn gelu<T: Real>(v: &mut [T]) {
+    let (c, a) = (T::of((2.0 / std::f64::consts::PI).sqrt()), T::of(0.044715));
+    for x in v {
+        let y = *x;
+        *x = T::of(0.5) * y * (T::of(1.0) + (c * (y + a * y * y * y)).tanh());
+    }
+}
+
+/// Multi-head self-attention on feature-major `q`, `k`, `v` (`d × (tokens·s)`, columns
+/// token-major: column `i · samples + s` is token `i` of sample `s`), into the same layout.
+/// With many samples every inner loop runs over the samples, contiguous in this layout (the
+/// `tokens × tokens` scores of all samples at once); with few, over one sample's tokens.
+fn attention<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T], samples: usize) -> Vec<T> {
+    let (tokens, dh) = (t.tokens(), t.head_dim());
+    let n = samples * tokens;
+    if samples < 8 {
+        // One sample at a time, its `d × tokens` columns gathered (none to gather for one).
+        let mut out = vec![T::default(); q.len()];
+        let gather = |x: &[T], s: usize| -> Vec<T> {
+            (0..t.d_model * tokens)
+                .map(|at| x[(at / tokens) * n + (at % tokens) * samples + s])
+                .collect()
+        };
+        for s in 0..samples {
+            let o = attention_of_one(t, &gather(q, s), &gather(k, s), &gather(v, s));
+            for (at, &x) in o.iter().enumerate() {
+                out[(at / tokens) * n + (at % tokens) * samples + s] = x;
+            }
+        }
+        return out;
+    }
+    let scale = T::of(1.0 / (dh as f64).sqrt());
+    let mut out = vec![T::default(); q.len()];
+    // Scores `[query][key][sample]` of one head.
+    let mut scores = vec![T::default(); tokens * tokens * samples];
+    for h in 0..t.heads {
+        scores.iter_mut().for_each(|x| *x = T::default());
+        let rows = h * dh..(h + 1) * dh;
+        for e in rows.clone() {
+            let (qe, ke) = (&q[e * n..][..n], &k[e * n..][..n]);
+            for (i, qi) in qe.chunks(samples).enumerate() {
+                for (j, kj) in ke.chunks(samples).enumerate() {
+                    let sij = &mut scores[(i * tokens + j) * samples..][..samples];
+                    for ((x, &a), &b) in sij.iter_mut().zip(qi).zip(kj) {
+                        *x += a * b;
+                    }
+                }
+            }
+        }
+        // Softmax over the keys, per query and sample.
+        for query in scores.chunks_mut(tokens * samples) {
+            let mut max: Vec<T> = query[..samples].to_vec();
+            for key in query.chunks(samples).skip(1) {
+                for (m, &x) in max.iter_mut().zip(key) {
+                    if x > *m {
+                        *m = x;
+                    }
+                }
+            }
+            let mut sum = vec![T::default(); samples];
+            for key in query.chunks_mut(samples) {
+                for ((x, &m), s) in key.iter_mut().zip(&max).zip(sum.iter_mut()) {
+                    *x = ((*x - m) * scale).exp();
+                    *s += *x;
+                }
+            }
+            let inv: Vec<T> = sum.iter().map(|&s| T::of(1.0) / s).collect();
+            for key in query.chunks_mut(samples) {
+                key.iter_mut().zip(&inv).for_each(|(x, &i)| *x = *x * i);
+            }
+        }
+        for e in rows {
+            let ve = &v[e * n..][..n];
+            let oe = &mut out[e * n..][..n];
+            for (i, oi) in oe.chunks_mut(samples).enumerate() {
+                for (j, vj) in ve.chunks(samples).enumerate() {
+                    let p = &scores[(i * tokens + j) * samples..][..samples];
+                    for ((o, &pj), &x) in oi.iter_mut().zip(p).zip(vj) {
+                        *o += pj * x;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// [`attention`] of one sample whose `q`, `k`, `v` are `d × tokens`: per head, the scores by
+/// outer products over the head's rows, a softmax per query, each output row as dot products.
+fn attention_of_one<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
+    let (tokens, dh) = (t.tokens(), t.head_dim());
+    let scale = T::of(1.0 / (dh as f64).sqrt());
+    let mut out = vec![T::default(); q.len()];
+    let mut scores = vec![T::default(); tokens * tokens];
+    for h in 0..t.heads {
+        scores.iter_mut().for_each(|x| *x = T::default());
+        for e in h * dh..(h + 1) * dh {
+            let (qe, ke) = (&q[e * tokens..][..tokens], &k[e * tokens..][..tokens]);
+            for (row, &qi) in scores.chunks_mut(tokens).zip(qe) {
+                row.iter_mut().zip(ke).for_each(|(x, &kj)| *x += qi * kj);
+            }
+        }
+        for row in scores.chunks_mut(tokens) {
+            let mut max = row[0];
+            row.iter().for_each(|&x| {
+                if x > max {
+                    max = x;
+                }
+            });
+            let mut sum = T::default();
+            for x in row.iter_mut() {
+                *x = ((*x - max) * scale).exp();
+                sum += *x;
+            }
+            let inv = T::of(1.0) / sum;
+            row.iter_mut().for_each(|x| *x = *x * inv);
+        }
+        for e in h * dh..(h + 1) * dh {
+            let ve = &v[e * tokens..][..tokens];
+            for (o, p) in out[e * tokens..][..tokens]
+                .iter_mut()
+                .zip(scores.chunks(tokens))
+            {
+                let mut acc = T::default();
+                p.iter().zip(ve).for_each(|(&pj, &vj)| acc += pj * vj);
+                *o = acc;
+            }
+        }
+    }
+    out
+}
+
+/// The encoder of [`TransformerArch`], as `model::transformer` computes it in candle.
+fn transformer<T: Real>(
+    w: &Weights,
+    t: &TransformerArch,
+    x: &[T],
+    samples: usize,
+    gemm: &mut Gemm<'_, T>,
+) -> Result<Vec<T>, StageError> {
+    let (d, tokens, np, pd) = (t.d_model, t.tokens(), t.patches, t.patch_dim);
+    let n = samples * tokens;
+    // Patches: row j of patch (s, p) is input feature idx[p·pd + j] of sample s.
+    let idx = t.patch_index(w.image_shape);
+    let mut patches = vec![T::default(); pd * samples * np];
+    for j in 0..pd {
+        for p in 0..np {
+            let src = &x[idx[p * pd + j] * samples..][..samples];
+            patches[(j * np + p) * samples..][..samples].copy_from_slice(src);
+        }
+    }
+    let embedded = linear(w, 0, &patches, samples * np, gemm)?;
+    let (cls, pos) = (
+        &w.params[t.param(ParamRef::Cls)].values,
+        &w.params[t.param(ParamRef::Pos)].values,
+    );
+    let mut h = vec![T::default(); d * n];
+    for r in 0..d {
+        for tok in 0..tokens {
+            let p = T::of(pos[tok * d + r] as f64);
+            let dst = &mut h[r * n + tok * samples..][..samples];
+            if tok == 0 {
+                dst.iter_mut().for_each(|v| *v = T::of(cls[r] as f64) + p);
+            } else {
+                let src = &embedded[r * samples * np + (tok - 1) * samples..][..samples];
+                dst.iter_mut().zip(src).for_each(|(v, &e)| *v = e + p);
+            }
+        }
+    }
+    for b in 0..t.blocks {
+        let x1 = layer_norm(w, t.param(ParamRef::Norm1(b)), &h, d, n);
+        let q = linear(w, t.block_layer(b, 0), &x1, n, gemm)?;
+        let k = linear(w, t.block_layer(b, 1), &x1, n, gemm)?;
+        let v = linear(w, t.block_layer(b, 2), &x1, n, gemm)?;
+        let mixed = attention(t, &q, &k, &v, samples);
+        let o = linear(w, t.block_layer(b, 3), &mixed, n, gemm)?;
+        h.iter_mut().zip(&o).for_each(|(a, &b)| *a += b);
+        let x2 = layer_norm(w, t.param(ParamRef::Norm2(b)), &h, d, n);
+        let mut up = linear(w, t.block_layer(b, 4), &x2, n, gemm)?;
+        gelu(&mut up);
+        let down = linear(w, t.block_layer(b, 5), &up, n, gemm)?;
+        h.iter_mut().zip(&down).for_each(|(a, &b)| *a += b);
+    }
+    // The class tokens' columns.
+    let mut first = vec![T::default(); d * samples];
+    for r in 0..d {
+        first[r * samples..][..samples].copy_from_slice(&h[r * n..][..samples]);
+    }
+    let normed = layer_norm(w, t.param(ParamRef::NormFinal), &first, d, samples);
+    linear(w, t.head(), &normed, samples, gemm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::net::Net;
+    use crate::ModelSpec;
+
+    /// `w`'s GEMMs in f64 from its own weights.
+    fn dense_gemm(
+        w: &Weights,
+    ) -> impl FnMut(usize, &[f64], usize) -> Result<Vec<f64>, StageError> + '_ {
+        move |i, x, n| {
+            let l = &w.layers[i];
+            let (rows, cols) = (l.rows(), l.cols());
+            let mut out = vec![0f64; rows * n];
+            for r in 0..rows {
+                for k in 0..cols {
+                    let a = l.weight[r * cols + k] as f64;
+                    for j in 0..n {
+                        out[r * n + j] += a * x[k * n + j];
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    /// Logits of `samples` random inputs, one pass for all of them and one per sample, against
+    /// candle's forward pass on the same weights.
+    fn check(spec: &ModelSpec, image: Option<(usize, usize, usize)>, features: usize) {
+        let w = Weights::init(spec, features, image, 5, 3).unwrap();
+        let samples = 11;
+        let x = kernels::random_values(samples * features, 4);
+        let xt: Vec<f64> = (0..features * samples)
+            .map(|at| x[(at % samples) * features + at / samples] as f64)
+            .collect();
+        let all = forward(&w, &xt, samples, &mut dense_gemm(&w)).unwrap();
+        let net = Net::from_weights(&w).unwrap();
+        let candle: Vec<f32> = net
+            .forward(&net.input(x.clone(), samples).unwrap())
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        for s in 0..samples {
+            let one: Vec<f64> = (0..features).map(|f| xt[f * samples + s]).collect();
+            let alone = forward(&w, &one, 1, &mut dense_gemm(&w)).unwrap();
+            for c in 0..5 {
+                let (a, b, want) = (all[c * samples + s], alone[c], candle[s * 5 + c] as f64);
+                assert!(
+                    (a - b).abs() < 1e-9,
+                    "{spec:?}: sample {s} class {c}: {a} vs {b}"
+                );
+                assert!(
+                    (a - want).abs() < 1e-4,
+                    "{spec:?}: sample {s} class {c}: {a} vs candle {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_architecture_matches_candle_and_batches_do_not_mix() {
+        let vit = ModelSpec::Transformer {
+            layers: 2,
+            d_model: 16,
+            heads: 4,
+            d_ff: 24,
+            patch: 2,
+        };
+        check(&vit, Some((2, 4, 6)), 48);
+        let seq = ModelSpec::Transformer {
+            layers: 1,
+            d_model: 8,
+            heads: 2,
+            d_ff: 8,
+            patch: 5,
+        };
+        check(&seq, None, 20);
+        let cnn = ModelSpec::Cnn {
+            channels: vec![3, 4],
+            hidden: vec![6],
+        };
+        check(&cnn, Some((2, 5, 7)), 70);
+        check(&ModelSpec::Mlp { hidden: vec![7] }, None, 9);
+    }
+
+    #[test]
+    fn fast_exp_is_close_to_libm() {
+        for i in -2000..=2000 {
+            let x = i as f32 * 0.043;
+            let (got, want) = (exp_f32(x), x.exp());
+            assert!(
+                ((got - want) / want).abs() < 5e-7,
+                "exp({x}) = {got}, libm {want}"
+            );
+        }
+    }
+}
