@@ -11,11 +11,13 @@
 //! convolution, the sequence length inside a transformer), so every pattern and kernel applies.
 
 mod arch;
+mod checkpoint;
 mod io;
 pub(crate) mod net;
 mod transformer;
 
 pub use arch::{Arch, Param, ParamRef, TransformerArch, BLOCK_LAYERS, LAYER_NORM_EPS};
+pub use checkpoint::{glob_matches, read_checkpoint, CheckpointTensor};
 pub use io::WeightsDigest;
 pub(crate) use transformer::layer_input as transformer_layer_input;
 

@@ -9,10 +9,12 @@ mod obs;
 mod oneshot;
 mod schedule;
 mod sparsegpt;
+mod study;
 
 pub use calibrate::{output_error, LayerInputs};
 pub use oneshot::prune_layer;
 pub use schedule::{Schedule, ScheduleKind, GRADUAL_STEPS_DEFAULT};
+pub use study::{gaussian, gaussian_inputs, study_layer, LayerStudy};
 
 use datasets::Dataset;
 use kernels::{build_mask, Mask, Pattern, SparseMatrix};

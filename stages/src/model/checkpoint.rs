@@ -1,0 +1,161 @@
+//! A user's own checkpoint for a layer study: the 2-D tensors of a safetensors file whose names
+//! match the given globs, read as `f32` matrices (F32, F16, BF16 and F64 are read; 4-D
+//! convolution weights `[out, in, kh, kw]` are taken as their `out × in·kh·kw` im2col view only
+//! when the caller says the file holds convolutions). Every failure names the file, and the
+//! tensor or glob concerned.
+
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, SafeTensors};
+
+use crate::StageError;
+
+/// One matched tensor as a matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointTensor {
+    /// The tensor's name in the file.
+    pub name: String,
+    /// Its shape in the file.
+    pub shape: Vec<usize>,
+    /// Rows of the matrix (outputs).
+    pub rows: usize,
+    /// Columns of the matrix (inputs; `in·kh·kw` for a convolution).
+    pub cols: usize,
+    /// Values, row-major `rows × cols`.
+    pub values: Vec<f32>,
+}
+
+/// Whether `name` matches `glob`: `*` stands for any run of characters (dots included), `?`
+/// for one character, everything else for itself.
+pub fn glob_matches(glob: &str, name: &str) -> bool {
+    let (g, n): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
+    // at[j]: the glob's first i characters match the name's first j.
+    let mut at = vec![false; n.len() + 1];
+    at[0] = true;
+    for &c in &g {
+        let mut next = vec![false; n.len() + 1];
+        if c == '*' {
+            let mut any = false;
+            for j in 0..=n.len() {
+                any |= at[j];
+                next[j] = any;
+            }
+        } else {
+            for j in 1..=n.len() {
+                next[j] = at[j - 1] && (c == '?' || c == n[j - 1]);
+            }
+        }
+        at = next;
+    }
+    at[n.len()]
+}
+
+/// The tensors of the safetensors file at `path` that match any of `globs`, in the file's
+/// order of names; `conv` accepts 4-D weights as their im2col view.
+pub fn read_checkpoint(
+    path: &Path,
+    globs: &[String],
+    conv: bool,
+) -> Result<Vec<CheckpointTensor>, StageError> {
+    let bad = |what: String| StageError::BadWeights {
+        path: path.to_path_buf(),
+        what,
+    };
+    let bytes = std::fs::read(path).map_err(|source| StageError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| bad(format!("not a readable safetensors file: {e}")))?;
+    let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
+    names.sort();
+    for g in globs {
+        if !names.iter().any(|n| glob_matches(g, n)) {
+            let some: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
+            return Err(bad(format!(
+                "`{g}` matches no tensor (the file holds {} tensors, such as {some:?})",
+                names.len()
+            )));
+        }
+    }
+    let mut out = vec![];
+    for name in names
+        .iter()
+        .filter(|n| globs.iter().any(|g| glob_matches(g, n)))
+    {
+        let t = st.tensor(name).map_err(|e| bad(format!("{name}: {e}")))?;
+        let shape = t.shape().to_vec();
+        let (rows, cols) = match shape[..] {
+            [r, c] => (r, c),
+            [o, i, kh, kw] if conv => (o, i * kh * kw),
+            [_, _, _, _] => {
+                return Err(bad(format!(
+                    "{name} has shape {shape:?}: a 4-D convolution weight, but the study does not declare convolutions (conv = true)"
+                )))
+            }
+            _ => {
+                return Err(bad(format!(
+                    "{name} has shape {shape:?}: a layer study takes 2-D weight matrices"
+                )))
+            }
+        };
+        let data = t.data();
+        let values: Vec<f32> = match t.dtype() {
+            Dtype::F32 => data
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            Dtype::F64 => data
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32)
+                .collect(),
+            Dtype::F16 => data
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            Dtype::BF16 => data
+                .chunks_exact(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            other => {
+                return Err(bad(format!(
+                    "{name}: dtype {other:?} cannot be read (F32, F16, BF16 or F64)"
+                )))
+            }
+        };
+        if values.len() != rows * cols {
+            return Err(bad(format!(
+                "{name}: {} values for shape {shape:?}",
+                values.len()
+            )));
+        }
+        out.push(CheckpointTensor {
+            name: name.clone(),
+            shape,
+            rows,
+            cols,
+            values,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_matches;
+
+    #[test]
+    fn globs_match_runs_and_single_characters() {
+        let q = "encoder.layer.11.attention.self.query.weight";
+        assert!(glob_matches(
+            "encoder.layer.*.attention.self.query.weight",
+            q
+        ));
+        assert!(glob_matches("*query*", q));
+        assert!(glob_matches("encoder.layer.1?.*", q));
+        assert!(!glob_matches("encoder.layer.?.*", q));
+        assert!(!glob_matches("*.key.weight", q));
+        assert!(glob_matches("*", ""));
+        assert!(!glob_matches("a", ""));
+    }
+}
