@@ -10,6 +10,7 @@
 #![forbid(missing_docs)]
 
 pub mod harness;
+pub mod oracle;
 pub mod summary;
 
 use kernels::Pattern;

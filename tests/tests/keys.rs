@@ -140,7 +140,10 @@ fn every_key_tag_is_frozen() {
     assert_eq!(stages::CalibrationInputs::tags(), ["sequential", "dense"]);
     assert_eq!(stages::ScheduleKind::tags(), ["oneshot", "gradual"]);
     assert_eq!(stages::Optimizer::tags(), ["adamw", "sgd"]);
-    assert_eq!(stages::ModelKind::tags(), ["mlp", "cnn", "transformer"]);
+    assert_eq!(
+        stages::ModelKind::tags(),
+        ["mlp", "cnn", "transformer", "checkpoint"]
+    );
     assert_eq!(stages::kernel_tune::Backend::tags(), ["cpu", "cuda"]);
     assert_eq!(
         stages::kernel_tune::StrategyKind::tags(),

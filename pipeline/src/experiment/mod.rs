@@ -8,6 +8,7 @@ mod axis;
 pub mod error;
 mod prune_space;
 pub mod schema;
+mod study;
 mod validate;
 
 pub use axis::Axis;

@@ -75,8 +75,9 @@ pub struct RawModel {
     /// Convolution channels (cnn only).
     #[serde(default)]
     pub channels: Vec<Spanned<u64>>,
-    /// Encoder blocks (transformer only).
-    pub layers: Option<Spanned<u64>>,
+    /// Encoder blocks (transformer), or the globs naming a checkpoint's studied tensors
+    /// (checkpoint).
+    pub layers: Option<Spanned<LayersField>>,
     /// Width of the residual stream (transformer only).
     pub d_model: Option<Spanned<u64>>,
     /// Attention heads, dividing `d_model` (transformer only).
@@ -85,6 +86,25 @@ pub struct RawModel {
     pub d_ff: Option<Spanned<u64>>,
     /// Patch side on image data, features per token otherwise (transformer only).
     pub patch: Option<Spanned<u64>>,
+    /// The safetensors file of a layer study (checkpoint only), relative to the experiment file.
+    pub path: Option<Spanned<String>>,
+    /// Whether 4-D tensors are convolution weights, studied as `out × in·kh·kw` (checkpoint).
+    pub conv: Option<Spanned<bool>>,
+    /// A safetensors file of calibration inputs, one `tokens × cols` tensor per studied tensor,
+    /// under the same name (checkpoint; Gaussian inputs where absent).
+    pub calibration: Option<Spanned<String>>,
+    /// Gaussian calibration tokens per tensor without a file's inputs (checkpoint; default 256).
+    pub calibration_tokens: Option<Spanned<u64>>,
+}
+
+/// `[model] layers`: a transformer's block count, or a checkpoint's tensor globs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum LayersField {
+    /// Encoder blocks.
+    Count(u64),
+    /// Tensor-name globs.
+    Globs(Vec<String>),
 }
 
 /// `[train]`.

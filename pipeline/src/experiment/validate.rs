@@ -5,7 +5,7 @@ use super::axis::Axis;
 use super::error::{ExperimentError, SourceMap};
 use super::prune_space::prune_points;
 use super::schema::*;
-use crate::kinds::{DatasetTrial, PrunePoint, TrainTrial};
+use crate::kinds::{CheckpointTrial, DatasetTrial, PrunePoint, TrainTrial};
 use stages::kernel_tune::Strategy;
 use stages::{ModelSpec, TrainSpec};
 use std::ops::Range;
@@ -18,8 +18,10 @@ pub struct Experiment {
     pub name: String,
     /// Seed.
     pub seed: u64,
-    /// Dataset, model and training grid; `None` for a kernel-only study.
+    /// Dataset, model and training grid; `None` for a kernel-only study and a layer study.
     pub model_part: Option<ModelPart>,
+    /// The checkpoint of a layer study (`[model] kind = "checkpoint"`).
+    pub study: Option<CheckpointTrial>,
     /// Prune points (pattern and method axes expanded, include/exclude applied).
     pub prune_points: Vec<PrunePoint>,
     /// Kernel-only shapes.
@@ -103,7 +105,13 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
             }
             None
         }
+        None if is_study(raw) => None,
         None => Some(model_part(raw, map)?),
+    };
+    let study = if is_study(raw) && shapes_raw.is_none() {
+        Some(super::study::checkpoint_trial(raw, map)?)
+    } else {
+        None
     };
     let mut shapes = Vec::new();
     if let Some(s) = shapes_raw {
@@ -134,6 +142,8 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
             ..
         }) => vec![*d_model as u64, *d_ff as u64],
         Some(_) => vec![],
+        // A layer study checks V against its tensors itself (it needs to divide one of them).
+        None if study.is_some() => vec![],
         None => shapes.iter().map(|s| s.0).collect(),
     };
     let prune_points = match &raw.prune {
@@ -192,6 +202,7 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         name,
         seed: raw.seed,
         model_part,
+        study,
         prune_points,
         shapes,
         backends,
@@ -199,6 +210,13 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         strategy,
         batch_sizes: dedup(batch_sizes),
     })
+}
+
+/// Whether the file is a layer study of a checkpoint.
+fn is_study(raw: &RawExperiment) -> bool {
+    raw.model
+        .as_ref()
+        .is_some_and(|m| *m.kind.get_ref() == ModelKind::Checkpoint)
 }
 
 pub(super) fn dedup<T: PartialEq>(v: Vec<T>) -> Vec<T> {
@@ -284,8 +302,20 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
             "channels must be > 0".into()
         })?;
     }
+    let blocks = match &model.layers {
+        Some(l) => match l.get_ref() {
+            LayersField::Count(n) => Some(Spanned::new(l.span(), *n)),
+            LayersField::Globs(_) => {
+                return Err(map.error(
+                    l.span(),
+                    "`layers` is a number of blocks here (a list of tensor globs is for kind = \"checkpoint\")".to_string(),
+                ))
+            }
+        },
+        None => None,
+    };
     let encoder = [
-        ("layers", &model.layers),
+        ("layers", &blocks),
         ("d_model", &model.d_model),
         ("heads", &model.heads),
         ("d_ff", &model.d_ff),
@@ -298,6 +328,21 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
                 format!("`{name}` applies to kind = \"transformer\" only"),
             ));
         }
+    }
+    let study = [
+        ("path", model.path.as_ref().map(Spanned::span)),
+        ("conv", model.conv.as_ref().map(Spanned::span)),
+        ("calibration", model.calibration.as_ref().map(Spanned::span)),
+        (
+            "calibration_tokens",
+            model.calibration_tokens.as_ref().map(Spanned::span),
+        ),
+    ];
+    if let Some((name, Some(span))) = study.into_iter().find(|(_, s)| s.is_some()) {
+        return Err(map.error(
+            span,
+            format!("`{name}` applies to kind = \"checkpoint\" only"),
+        ));
     }
     let model_spec = match kind {
         ModelKind::Mlp => {
@@ -313,6 +358,12 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
             ModelSpec::Cnn { channels, hidden }
         }
         ModelKind::Transformer => transformer(model, &encoder, map)?,
+        ModelKind::Checkpoint => {
+            return Err(map.error(
+                model.kind.span(),
+                "a checkpoint study trains nothing: it has no model part".to_string(),
+            ))
+        }
     };
     let mut trains = Vec::new();
     let optimizer = train

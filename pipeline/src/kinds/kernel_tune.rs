@@ -3,6 +3,7 @@
 //! so that every pruned model with the same layer structure shares one tuning; requested by the
 //! prunes whose layers take that format, or a root of a kernel-only study.
 
+use super::layer_study::LayerStudy;
 use super::prune::{describe_pattern, pattern_label, Prune};
 use crate::fields::{FieldValue, Fields, Tag};
 use crate::key::CanonValue;
@@ -19,7 +20,7 @@ impl StageKind for KernelTune {
     const NAME: &'static str = "kernel_tune";
     type Trial = TuneTrial;
     type Parents = ();
-    const REQUESTED_BY: &'static [&'static str] = &[Prune::NAME];
+    const REQUESTED_BY: &'static [&'static str] = &[Prune::NAME, LayerStudy::NAME];
 }
 
 /// The device a backend runs on, as found at planning time.
@@ -144,7 +145,7 @@ pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
         device: facts.device(backend),
         kernel_version: facts.kernel_version(backend, pattern, rows, cols),
     };
-    if exp.model_part.is_none() {
+    if exp.model_part.is_none() && exp.study.is_none() {
         for point in &exp.prune_points {
             for &(rows, cols) in &exp.shapes {
                 for &bt in &exp.batch_tokens {
@@ -155,6 +156,18 @@ pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
             }
         }
         return Ok(());
+    }
+    // A layer study's tensors are tuned at their real shapes, requested by the study.
+    for (study, planned) in p.instances::<LayerStudy>() {
+        for &backend in &exp.backends {
+            for layer in &planned.trial.layers {
+                for &bt in &exp.batch_tokens {
+                    let t = tune(&layer.pattern, layer.rows, layer.cols, bt, backend);
+                    let key = p.add::<KernelTune>(t, ());
+                    p.request(study, key);
+                }
+            }
+        }
     }
     for (prune, planned) in p.instances::<Prune>() {
         for &backend in &exp.backends {

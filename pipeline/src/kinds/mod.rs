@@ -3,15 +3,20 @@
 //!
 //! `dataset → train → prune → kernel_tune → evaluate`; a kernel tuning is requested by the
 //! prunes whose layers take its format, and an evaluation reads its prune and those tunings.
+//! A layer study of a user's weights is `checkpoint → layer_study → kernel_tune`.
 
+pub mod checkpoint;
 pub mod dataset;
 pub mod evaluate;
 pub mod kernel_tune;
+pub mod layer_study;
 pub mod prune;
 pub mod train;
 
+pub use checkpoint::{Checkpoint, CheckpointTrial, StudyTensor};
 pub use dataset::{Dataset, DatasetTrial};
 pub use evaluate::{EvalTrial, Evaluate};
 pub use kernel_tune::{DeviceState, KernelTune, TuneFacts, TuneTrial};
+pub use layer_study::{LayerStudy, StudyTrial};
 pub use prune::{pattern_label, LayerFormat, Prune, PrunePoint, PruneTrial};
 pub use train::{Train, TrainTrial};

@@ -111,6 +111,55 @@ pub(crate) fn describe_pattern(f: &mut Fields, p: &Pattern, key: &str, column: &
     f.both(&format!("{key}v"), &format!("{column}v"), &v);
 }
 
+/// Declares a method's parameters: key fields `obs` (always), `sparsegpt` and `wanda` (only for
+/// those methods, so that the other methods' keys stay as they were before them); columns
+/// `prune.calibration_samples` and `prune.calibration`.
+pub(crate) fn describe_method_parameters(f: &mut Fields, method: Option<&Method>) {
+    f.key_only("obs", || match method {
+        Some(&Method::Obs { grads, block, damp }) => CanonValue::List(vec![
+            CanonValue::U64(grads as u64),
+            CanonValue::U64(block as u64),
+            CanonValue::f64(damp),
+        ]),
+        _ => CanonValue::List(vec![]),
+    });
+    // The one-shot methods' parameters are key fields only for them: the keys of the other
+    // methods stay as they were before these methods existed.
+    if let Some(&Method::SparseGpt {
+        calibration,
+        damp,
+        block,
+        scope,
+    }) = method
+    {
+        f.key_only("sparsegpt", || {
+            CanonValue::List(vec![
+                CanonValue::U64(calibration.samples as u64),
+                CanonValue::Str(calibration.inputs.tag().into()),
+                CanonValue::f64(damp),
+                CanonValue::U64(block as u64),
+                CanonValue::Str(scope.tag().into()),
+            ])
+        });
+    }
+    if let Some(&Method::Wanda { calibration, scope }) = method {
+        f.key_only("wanda", || {
+            CanonValue::List(vec![
+                CanonValue::U64(calibration.samples as u64),
+                CanonValue::Str(calibration.inputs.tag().into()),
+                CanonValue::Str(scope.tag().into()),
+            ])
+        });
+    }
+    let calibration = method.and_then(Method::calibration);
+    f.column_only("prune.calibration_samples", || {
+        calibration.map_or(Value::Null, |c| Value::I64(c.samples as i64))
+    });
+    f.column_only("prune.calibration", || {
+        calibration.map_or(Value::Null, |c| Value::Str(c.inputs.tag().into()))
+    });
+}
+
 /// A short label such as `vnm 64:2:8`, `nm 2:4`, `unstructured 0.75`, `vector 16x1 0.5`.
 pub fn pattern_label(p: &Pattern) -> String {
     let kind = p.kind();
@@ -137,49 +186,7 @@ impl Trial for PruneTrial {
             "prune.schedule",
             &pt.schedule.as_ref().map(|s| Tag(s.kind())),
         );
-        f.key_only("obs", || match pt.method {
-            Some(Method::Obs { grads, block, damp }) => CanonValue::List(vec![
-                CanonValue::U64(grads as u64),
-                CanonValue::U64(block as u64),
-                CanonValue::f64(damp),
-            ]),
-            _ => CanonValue::List(vec![]),
-        });
-        // The one-shot methods' parameters are key fields only for them: the keys of the other
-        // methods stay as they were before these methods existed.
-        if let Some(Method::SparseGpt {
-            calibration,
-            damp,
-            block,
-            scope,
-        }) = pt.method
-        {
-            f.key_only("sparsegpt", || {
-                CanonValue::List(vec![
-                    CanonValue::U64(calibration.samples as u64),
-                    CanonValue::Str(calibration.inputs.tag().into()),
-                    CanonValue::f64(damp),
-                    CanonValue::U64(block as u64),
-                    CanonValue::Str(scope.tag().into()),
-                ])
-            });
-        }
-        if let Some(Method::Wanda { calibration, scope }) = pt.method {
-            f.key_only("wanda", || {
-                CanonValue::List(vec![
-                    CanonValue::U64(calibration.samples as u64),
-                    CanonValue::Str(calibration.inputs.tag().into()),
-                    CanonValue::Str(scope.tag().into()),
-                ])
-            });
-        }
-        let calibration = pt.method.as_ref().and_then(Method::calibration);
-        f.column_only("prune.calibration_samples", || {
-            calibration.map_or(Value::Null, |c| Value::I64(c.samples as i64))
-        });
-        f.column_only("prune.calibration", || {
-            calibration.map_or(Value::Null, |c| Value::Str(c.inputs.tag().into()))
-        });
+        describe_method_parameters(f, pt.method.as_ref());
         f.key_only("gradual_steps", || match pt.schedule {
             Some(Schedule::Gradual { steps }) => canon_u64s([steps as u64]),
             _ => canon_u64s([]),

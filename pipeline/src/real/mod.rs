@@ -4,23 +4,29 @@
 //!
 //! Artifacts per stage: dataset → `dataset.txt`; train → `weights.safetensors`; prune →
 //! `weights.safetensors` (dense with exact zeros) and `masks.bin` (from which evaluate re-packs
-//! each layer exactly); kernel_tune → `tuned.txt` (best sparse and dense points).
+//! each layer exactly); kernel_tune → `tuned.txt` (best sparse and dense points); checkpoint →
+//! `tensors.safetensors` (the studied tensors as f32 matrices) and `calibration.safetensors`
+//! (their inputs from the user's file, if any); layer_study → `masks.bin`.
 //!
 //! Backend `cuda` runs kernel_tune and evaluate on the process's one CUDA device
 //! ([`stages::kernel_tune::cuda::shared_device`]); its trials carry the device's fingerprint,
 //! or why there is none, and then fail with "cuda backend unavailable".
 
+mod checkpoint;
 mod dataset;
 mod evaluate;
 mod kernel_tune;
+mod layer_study;
 mod masks;
 mod prune;
 mod rows;
 mod train;
 
+pub use checkpoint::CheckpointStage;
 pub use dataset::DatasetStage;
 pub use evaluate::EvaluateStage;
 pub use kernel_tune::{kernel_version_with, KernelTuneStage};
+pub use layer_study::LayerStudyStage;
 pub use prune::PruneStage;
 pub use train::TrainStage;
 
@@ -39,6 +45,8 @@ pub fn table(store: &Path) -> StageTable {
         .with(DatasetStage(data.clone()))
         .with(TrainStage(data.clone()))
         .with(PruneStage(data.clone()))
+        .with(CheckpointStage)
+        .with(LayerStudyStage)
         .with(KernelTuneStage)
         .with(EvaluateStage(data))
 }

@@ -249,3 +249,71 @@ pub fn cuda_evaluate_notes(r: &mut Row) {
         Value::Str(stages::evaluate::cuda::LATENCY_SCOPE.to_owned()),
     );
 }
+
+/// A checkpoint's studied tensors: names and shapes.
+pub fn checkpoint(tensors: &[stages::model::CheckpointTensor]) -> Row {
+    row([
+        (
+            "layer_names",
+            Value::ListStr(tensors.iter().map(|t| t.name.clone()).collect()),
+        ),
+        (
+            "layer_shapes",
+            Value::ListStr(
+                tensors
+                    .iter()
+                    .map(|t| format!("{}x{}", t.rows, t.cols))
+                    .collect(),
+            ),
+        ),
+        ("tensors", Value::I64(tensors.len() as i64)),
+    ])
+}
+
+/// A layer study: the metrics row over all tensors (sparsity and retained L1 weighted by the
+/// tensors' sizes and L1 norms as the prune rows are, then per tensor in lists), and one row per
+/// tensor.
+pub fn layer_study(studies: &[super::layer_study::TensorStudy]) -> crate::stage::Outcome {
+    let list = |f: &dyn Fn(&super::layer_study::TensorStudy) -> f64| {
+        Value::ListF64(studies.iter().map(f).collect())
+    };
+    let weights: f64 = studies.iter().map(|s| (s.shape.0 * s.shape.1) as f64).sum();
+    let sparsity = studies
+        .iter()
+        .map(|s| s.sparsity * (s.shape.0 * s.shape.1) as f64)
+        .sum::<f64>()
+        / weights.max(1.0);
+    let metrics = row([
+        ("sparsity", f(sparsity)),
+        (
+            "layer_names",
+            Value::ListStr(studies.iter().map(|s| s.name.clone()).collect()),
+        ),
+        ("layer_sparsity", list(&|s| s.sparsity)),
+        ("layer_retained_l1", list(&|s| s.retained_l1)),
+        ("layer_output_error_before", list(&|s| s.output_error.0)),
+        ("layer_output_error_after", list(&|s| s.output_error.1)),
+        (
+            "layer_status",
+            Value::ListStr(studies.iter().map(|s| s.status.clone()).collect()),
+        ),
+    ]);
+    let rows = studies
+        .iter()
+        .map(|s| {
+            row([
+                ("layer", Value::Str(s.name.clone())),
+                ("rows", Value::I64(s.shape.0 as i64)),
+                ("cols", Value::I64(s.shape.1 as i64)),
+                ("status", Value::Str(s.status.clone())),
+                ("layer_sparsity", f(s.sparsity)),
+                ("retained_l1", f(s.retained_l1)),
+                ("output_error_before", f(s.output_error.0)),
+                ("output_error_after", f(s.output_error.1)),
+                ("calibration", Value::Str(s.calibration.0.to_string())),
+                ("calibration_tokens", Value::I64(s.calibration.1 as i64)),
+            ])
+        })
+        .collect();
+    crate::stage::Outcome { metrics, rows }
+}

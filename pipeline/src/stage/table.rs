@@ -108,11 +108,15 @@ impl StageTable {
             if before.contains(&e.name()) {
                 return Err(TableError::Duplicate(e.name()));
             }
-            let needs = e
-                .parent_stages()
-                .into_iter()
-                .chain(e.requested_by().iter().copied());
-            for n in needs {
+            // Parents must come earlier; so must the requesters the table holds (a table
+            // without a requester's stage simply never plans its requests).
+            let all = self.names();
+            let requesters = e
+                .requested_by()
+                .iter()
+                .copied()
+                .filter(|r| all.contains(r));
+            for n in e.parent_stages().into_iter().chain(requesters) {
                 if !before.contains(&n) {
                     return Err(TableError::Order {
                         stage: e.name(),

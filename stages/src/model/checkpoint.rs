@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors};
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 use crate::StageError;
 
@@ -50,9 +50,34 @@ pub fn glob_matches(glob: &str, name: &str) -> bool {
     at[n.len()]
 }
 
-/// The tensors of the safetensors file at `path` that match any of `globs`, in the file's
-/// order of names; `conv` accepts 4-D weights as their im2col view.
+/// The tensors of the safetensors file at `path` that match any of `globs`, in the order of
+/// their names; `conv` accepts 4-D weights as their im2col view.
 pub fn read_checkpoint(
+    path: &Path,
+    globs: &[String],
+    conv: bool,
+) -> Result<Vec<CheckpointTensor>, StageError> {
+    let bytes = std::fs::read(path).map_err(|source| StageError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    checkpoint_from_bytes(&bytes, path, globs, conv)
+}
+
+/// The tensor names of safetensors `bytes`, sorted; `path` only names the file in errors.
+pub fn checkpoint_names(bytes: &[u8], path: &Path) -> Result<Vec<String>, StageError> {
+    let st = SafeTensors::deserialize(bytes).map_err(|e| StageError::BadWeights {
+        path: path.to_path_buf(),
+        what: format!("not a readable safetensors file: {e}"),
+    })?;
+    let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// [`read_checkpoint`] on the file's bytes.
+pub fn checkpoint_from_bytes(
+    bytes: &[u8],
     path: &Path,
     globs: &[String],
     conv: bool,
@@ -61,14 +86,9 @@ pub fn read_checkpoint(
         path: path.to_path_buf(),
         what,
     };
-    let bytes = std::fs::read(path).map_err(|source| StageError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let st = SafeTensors::deserialize(&bytes)
+    let names = checkpoint_names(bytes, path)?;
+    let st = SafeTensors::deserialize(bytes)
         .map_err(|e| bad(format!("not a readable safetensors file: {e}")))?;
-    let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
-    names.sort();
     for g in globs {
         if !names.iter().any(|n| glob_matches(g, n)) {
             let some: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
@@ -138,6 +158,36 @@ pub fn read_checkpoint(
         });
     }
     Ok(out)
+}
+
+/// Writes matrices as an F32 safetensors file (through a temporary file renamed into place),
+/// each `rows × cols` under its name: what [`read_checkpoint`] reads back exactly.
+pub fn write_matrices(path: &Path, tensors: &[CheckpointTensor]) -> Result<(), StageError> {
+    let bad = |what: String| StageError::BadWeights {
+        path: path.to_path_buf(),
+        what,
+    };
+    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .iter()
+        .map(|t| {
+            let b = t.values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            (t.name.clone(), vec![t.rows, t.cols], b)
+        })
+        .collect();
+    let views = bytes
+        .iter()
+        .map(|(n, s, b)| Ok((n.clone(), TensorView::new(Dtype::F32, s.clone(), b)?)))
+        .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()
+        .map_err(|e| bad(format!("tensors do not fit their shapes: {e}")))?;
+    let out = safetensors::serialize(views, None::<std::collections::HashMap<String, String>>)
+        .map_err(|e| bad(format!("tensors cannot be serialised: {e}")))?;
+    let io = |source| StageError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension("safetensors.tmp");
+    std::fs::write(&tmp, out).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
 }
 
 #[cfg(test)]

@@ -17,7 +17,10 @@ pub(crate) mod net;
 mod transformer;
 
 pub use arch::{Arch, Param, ParamRef, TransformerArch, BLOCK_LAYERS, LAYER_NORM_EPS};
-pub use checkpoint::{glob_matches, read_checkpoint, CheckpointTensor};
+pub use checkpoint::{
+    checkpoint_from_bytes, checkpoint_names, glob_matches, read_checkpoint, write_matrices,
+    CheckpointTensor,
+};
 pub use io::WeightsDigest;
 pub(crate) use transformer::layer_input as transformer_layer_input;
 
@@ -37,6 +40,9 @@ keytag::tagged_enum! {
         Cnn = "cnn",
         /// [`ModelSpec::Transformer`].
         Transformer = "transformer",
+        /// Not a model trained here: a layer study of a user's checkpoint
+        /// ([`read_checkpoint`]); no [`ModelSpec`] has this kind.
+        Checkpoint = "checkpoint",
     }
 }
 

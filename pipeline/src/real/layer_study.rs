@@ -1,0 +1,118 @@
+//! The layer-study stage: every studied tensor of a checkpoint pruned alone to the trial's
+//! point, on its calibration inputs (the user's, or i.i.d. Gaussian); one row per tensor, its
+//! masks in the store.
+
+use super::checkpoint::{CALIBRATION, TENSORS};
+use super::{masks, rows};
+use crate::kinds::Checkpoint;
+use crate::kinds::{layer_study, LayerStudy, StudyTrial};
+use crate::plan::{PlanError, Planner};
+use crate::stage::{Done, Outcome, RunCtx, Stage, StageError};
+use stages::model::read_checkpoint;
+use stages::prune::{gaussian_inputs, study_layer, LayerInputs};
+use stages::Method;
+
+/// The layer-study stage.
+pub struct LayerStudyStage;
+
+/// What one tensor's study found, as the rows record it.
+pub struct TensorStudy {
+    /// Tensor name.
+    pub name: String,
+    /// Matrix rows and columns.
+    pub shape: (usize, usize),
+    /// `pruned`, or `kept dense: why`.
+    pub status: String,
+    /// Fraction removed.
+    pub sparsity: f64,
+    /// ‖W ⊙ mask‖₁ / ‖W‖₁.
+    pub retained_l1: f64,
+    /// Output error without and with the method's update.
+    pub output_error: (f64, f64),
+    /// `file` or `gaussian`, and the tokens.
+    pub calibration: (&'static str, usize),
+}
+
+/// A seed per tensor name, so that two tensors of one width get different Gaussian inputs.
+fn tensor_seed(seed: u64, name: &str) -> u64 {
+    let h = blake3::hash(name.as_bytes());
+    seed ^ u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+impl Stage for LayerStudyStage {
+    type Kind = LayerStudy;
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
+        layer_study::plan(p)
+    }
+
+    fn run(
+        &self,
+        ctx: &RunCtx,
+        s: &StudyTrial,
+        checkpoint: Done<Checkpoint>,
+    ) -> Result<Outcome, StageError> {
+        let c = checkpoint.trial();
+        let all = ["*".to_string()];
+        let tensors = read_checkpoint(&checkpoint.artifact(TENSORS), &all, false)?;
+        let calibration_path = checkpoint.artifact(CALIBRATION);
+        let inputs = if c.calibration.is_some() && calibration_path.exists() {
+            read_checkpoint(&calibration_path, &all, false)?
+        } else {
+            vec![]
+        };
+        let mut studies = vec![];
+        let mut masks = vec![];
+        for layer in &s.layers {
+            let Some(t) = tensors.iter().find(|t| t.name == layer.layer) else {
+                return Err(StageError::Artifact {
+                    path: checkpoint.artifact(TENSORS),
+                    what: format!("no tensor {}", layer.layer),
+                });
+            };
+            let (x, from) = match inputs.iter().find(|x| x.name == t.name) {
+                Some(x) => (
+                    LayerInputs {
+                        p: x.values.clone(),
+                        tokens: x.rows,
+                        cols: x.cols,
+                    },
+                    "file",
+                ),
+                None => (
+                    gaussian_inputs(c.tokens as usize, t.cols, tensor_seed(c.seed, &t.name)),
+                    "gaussian",
+                ),
+            };
+            let method = s.method.clone().unwrap_or(Method::Magnitude);
+            let (status, study) = match (&layer.skipped, &layer.pattern) {
+                (Some(why), _) => (format!("kept dense: {why}"), None),
+                (None, kernels::Pattern::Dense) => ("dense".to_string(), None),
+                (None, p) => (
+                    "pruned".to_string(),
+                    Some(study_layer(
+                        &t.name, &t.values, t.rows, t.cols, p, &method, &x,
+                    )?),
+                ),
+            };
+            studies.push(TensorStudy {
+                name: t.name.clone(),
+                shape: (t.rows, t.cols),
+                status,
+                sparsity: study.as_ref().map_or(0.0, |s| s.sparsity),
+                retained_l1: study.as_ref().map_or(1.0, |s| s.retained_l1),
+                output_error: study.as_ref().map_or((0.0, 0.0), |s| {
+                    (s.output_error_before, s.output_error_after)
+                }),
+                calibration: (from, x.tokens),
+            });
+            masks.push(study.map(|s| s.mask));
+        }
+        masks::save(&ctx.out_dir.join(masks::MASKS), &masks)?;
+        Ok(rows::layer_study(&studies))
+    }
+}
