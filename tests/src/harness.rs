@@ -79,6 +79,22 @@ impl Workspace {
         };
         cmd.output().expect("run cotune-test")
     }
+
+    /// `cotune run FILE --store STORE --out OUT -q EXTRA…` (paths inside the workspace).
+    pub fn run(&self, bin: &str, file: &str, store: &str, out: &str, extra: &[&str]) -> Output {
+        let (f, s, o) = (self.path(file), self.path(store), self.path(out));
+        let mut args = vec![
+            "run",
+            f.to_str().expect("utf-8 path"),
+            "--store",
+            s.to_str().expect("utf-8 path"),
+            "--out",
+            o.to_str().expect("utf-8 path"),
+            "-q",
+        ];
+        args.extend(extra);
+        self.cotune(bin, &args, None)
+    }
 }
 
 impl Default for Workspace {

@@ -93,20 +93,7 @@ batch_tokens = [16]
 const GOOD: &str = r#"["enc.*.weight"]"#;
 
 fn run(ws: &Workspace) -> std::process::Output {
-    let (f, s, o) = (ws.path("exp.toml"), ws.path("store"), ws.path("out"));
-    ws.cotune(
-        BIN,
-        &[
-            "run",
-            f.to_str().unwrap(),
-            "--store",
-            s.to_str().unwrap(),
-            "--out",
-            o.to_str().unwrap(),
-            "-q",
-        ],
-        None,
-    )
+    ws.run(BIN, "exp.toml", "store", "out", &[])
 }
 
 #[test]

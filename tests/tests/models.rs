@@ -47,18 +47,7 @@ const VIT: &str =
     "kind = \"transformer\"\nlayers = 1\nd_model = 16\nheads = 2\nd_ff = 32\npatch = 4";
 
 fn run(ws: &Workspace, file: &str, store: &str, out: &str, extra: &[&str]) {
-    let (f, s, o) = (ws.path(file), ws.path(store), ws.path(out));
-    let mut args = vec![
-        "run",
-        f.to_str().unwrap(),
-        "--store",
-        s.to_str().unwrap(),
-        "--out",
-        o.to_str().unwrap(),
-        "-q",
-    ];
-    args.extend(extra);
-    let o = ws.cotune(BIN, &args, None);
+    let o = ws.run(BIN, file, store, out, extra);
     assert!(
         o.status.success(),
         "run failed: {}\n{}",

@@ -111,11 +111,7 @@ impl StageTable {
             // Parents must come earlier; so must the requesters the table holds (a table
             // without a requester's stage simply never plans its requests).
             let all = self.names();
-            let requesters = e
-                .requested_by()
-                .iter()
-                .copied()
-                .filter(|r| all.contains(r));
+            let requesters = e.requested_by().iter().copied().filter(|r| all.contains(r));
             for n in e.parent_stages().into_iter().chain(requesters) {
                 if !before.contains(&n) {
                     return Err(TableError::Order {
