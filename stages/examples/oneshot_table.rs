@@ -75,6 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 finetune_lr: 1e-3,
                 batch_size: 64,
                 optimizer: Optimizer::Adamw,
+                keep_dense: None,
             };
             let t0 = std::time::Instant::now();
             let one = prune(&data, &trained.weights, &spec(0), 7)?;

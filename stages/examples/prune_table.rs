@@ -87,6 +87,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 finetune_lr: 1e-3,
                 batch_size: 64,
                 optimizer: Optimizer::Adamw,
+                keep_dense: None,
             };
             let start = Instant::now();
             let p = prune(&data, &trained.weights, &spec, 7)?;

@@ -49,6 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 finetune_lr: spec.lr,
                 batch_size: spec.batch_size,
                 optimizer: spec.optimizer,
+                keep_dense: None,
             },
             7,
         )?;

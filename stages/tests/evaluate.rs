@@ -55,6 +55,7 @@ fn model_layers(data: &Dataset, model: &ModelSpec, pattern: &Pattern) -> (Weight
         finetune_lr: 1e-2,
         batch_size: 32,
         optimizer: Default::default(),
+        keep_dense: None,
     };
     let pruned = prune(data, &trained.weights, &ps, 5).unwrap();
     let tokens = pruned.weights.layer_tokens();

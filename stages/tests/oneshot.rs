@@ -66,6 +66,7 @@ fn spec(pattern: &Pattern, method: Method, finetune_epochs: usize) -> PruneSpec 
         finetune_lr: 1e-3,
         batch_size: 32,
         optimizer: Default::default(),
+        keep_dense: None,
     }
 }
 

@@ -38,6 +38,7 @@ fn spec(pattern: Pattern, method: Method, schedule: Schedule) -> PruneSpec {
         finetune_lr: 1e-2,
         batch_size: 32,
         optimizer: Default::default(),
+        keep_dense: None,
     }
 }
 
@@ -195,4 +196,51 @@ fn obs_without_finetuning_chooses_its_own_mask_and_skips_finetuning() {
     assert_ne!(pm.masks, po.masks);
     assert_exact_zeros(&po);
     // Which method keeps more accuracy is measured on digits by the prune_table example.
+}
+
+/// A transformer keeps its embedding and head dense unless `keep_dense` says otherwise; a
+/// `keep_dense` glob keeps the layers it names dense, with the reason.
+#[test]
+fn keep_dense_overrides_the_models_choice() {
+    let (data, _) = setup();
+    let model = ModelSpec::Transformer {
+        layers: 1,
+        d_model: 8,
+        heads: 2,
+        d_ff: 16,
+        patch: 4,
+    };
+    let t = train(
+        &data,
+        &model,
+        &TrainSpec {
+            epochs: 1,
+            batch_size: 32,
+            lr: 1e-2,
+            optimizer: Default::default(),
+            weight_decay: 0.0,
+        },
+        3,
+    )
+    .unwrap();
+    let dense_names = |keep: Option<Vec<String>>| -> Vec<String> {
+        let mut s = spec(
+            Pattern::Nm { n: 1, m: 2 },
+            Method::Magnitude,
+            Schedule::Oneshot,
+        );
+        s.keep_dense = keep;
+        let p = prune(&data, &t.weights, &s, 3).unwrap();
+        p.layers
+            .iter()
+            .filter(|l| matches!(l.status, LayerStatus::KeptDense { .. }))
+            .map(|l| l.name.clone())
+            .collect()
+    };
+    assert_eq!(dense_names(None), ["embed", "head"]);
+    assert!(dense_names(Some(vec![])).is_empty());
+    assert_eq!(
+        dense_names(Some(vec!["block.*.mlp.*".into()])),
+        ["block.0.mlp.up", "block.0.mlp.down"]
+    );
 }

@@ -203,7 +203,9 @@ impl Stage for TestPrune {
         1
     }
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
-        prune::plan(p, |d, model, pattern| Ok(layer_formats(d, model, pattern)))
+        prune::plan(p, |d, model, spec| {
+            Ok(layer_formats(d, model, &spec.pattern))
+        })
     }
     fn run(
         &self,

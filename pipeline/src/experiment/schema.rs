@@ -143,6 +143,9 @@ pub struct RawPrune {
     pub finetune_epochs: Option<Spanned<u64>>,
     /// Fine-tuning learning rate (default: the training learning rate).
     pub finetune_lr: Option<Spanned<f64>>,
+    /// Globs of layer names kept dense whatever the pattern (default: a transformer's
+    /// `embed` and `head`, no layer of the other models).
+    pub keep_dense: Option<Spanned<Vec<String>>>,
     /// OBS: gradients G for the empirical Fisher (default 256).
     pub obs_gradients: Option<Spanned<u64>>,
     /// OBS: Fisher block size B (default 64).

@@ -201,6 +201,13 @@ fn check_prune_space(
             })?;
         }
     }
+    if let Some(k) = &prune.keep_dense {
+        return Err(map.error(
+            k.span(),
+            "a layer study prunes only the tensors `layers` names: keep_dense does not apply"
+                .to_string(),
+        ));
+    }
     if let Some(e) = &prune.finetune_epochs {
         check(*e.get_ref() == 0, map, e.span(), || {
             "a layer study fine-tunes nothing: finetune_epochs must be 0".into()

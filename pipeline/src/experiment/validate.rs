@@ -47,6 +47,8 @@ pub struct ModelPart {
     pub trains: Vec<TrainTrial>,
     /// Fine-tuning learning rate, if given (else each training's lr).
     pub finetune_lr: Option<f64>,
+    /// `[prune] keep_dense`, if given (else the model's own choice).
+    pub keep_dense: Option<Vec<String>>,
 }
 
 pub(super) fn values<T: Clone>(axis: &Spanned<Axis<T>>) -> Vec<(T, Range<usize>)> {
@@ -423,11 +425,17 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
         }
         None => None,
     };
+    let keep_dense = raw
+        .prune
+        .as_ref()
+        .and_then(|p| p.get_ref().keep_dense.as_ref())
+        .map(|k| k.get_ref().clone());
     Ok(ModelPart {
         dataset,
         model: model_spec,
         trains,
         finetune_lr,
+        keep_dense,
     })
 }
 

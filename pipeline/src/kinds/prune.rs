@@ -197,6 +197,16 @@ impl Trial for PruneTrial {
             &pt.finetune_epochs,
         );
         f.both("finetune_lr", "prune.finetune_lr", &pt.finetune_lr);
+        // A key field only where the file sets it: the keys of the models' defaults stay.
+        if let Some(globs) = &pt.keep_dense {
+            f.key_only("keep_dense", || {
+                CanonValue::List(globs.iter().cloned().map(CanonValue::Str).collect())
+            });
+        }
+        f.column_only("prune.keep_dense", || match &pt.keep_dense {
+            Some(globs) => Value::ListStr(globs.clone()),
+            None => Value::Null,
+        });
     }
 
     fn label(&self) -> String {
@@ -211,7 +221,7 @@ impl Trial for PruneTrial {
 /// model takes under a pattern (it knows the model's shapes; an error names what is wrong).
 pub fn plan(
     p: &mut Planner,
-    layers: impl Fn(&super::DatasetTrial, &ModelSpec, &Pattern) -> Result<Vec<LayerFormat>, String>,
+    layers: impl Fn(&super::DatasetTrial, &ModelSpec, &PruneSpec) -> Result<Vec<LayerFormat>, String>,
 ) -> Result<(), PlanError> {
     let exp = p.experiment();
     let Some(mp) = &exp.model_part else {
@@ -223,19 +233,21 @@ pub fn plan(
             .map(|d| d.trial.clone())
             .ok_or_else(|| p.error(0..0, "a training was planned without its data set"))?;
         for point in &exp.prune_points {
-            let formats = layers(&dataset, &planned.trial.model, &point.pattern)
-                .map_err(|e| p.error(0..0, format!("[model]: {e}")))?;
             let train_spec = &planned.trial.train;
+            let spec = PruneSpec {
+                pattern: point.pattern.clone(),
+                method: point.method.clone(),
+                schedule: point.schedule.clone(),
+                finetune_epochs: point.finetune_epochs as usize,
+                finetune_lr: mp.finetune_lr.unwrap_or(train_spec.lr),
+                batch_size: train_spec.batch_size,
+                optimizer: train_spec.optimizer,
+                keep_dense: mp.keep_dense.clone(),
+            };
+            let formats = layers(&dataset, &planned.trial.model, &spec)
+                .map_err(|e| p.error(0..0, format!("[model]: {e}")))?;
             let trial = PruneTrial {
-                spec: PruneSpec {
-                    pattern: point.pattern.clone(),
-                    method: point.method.clone(),
-                    schedule: point.schedule.clone(),
-                    finetune_epochs: point.finetune_epochs as usize,
-                    finetune_lr: mp.finetune_lr.unwrap_or(train_spec.lr),
-                    batch_size: train_spec.batch_size,
-                    optimizer: train_spec.optimizer,
-                },
+                spec,
                 layers: formats,
             };
             p.add::<Prune>(trial, train);

@@ -6,7 +6,7 @@ use crate::kinds::{prune, DatasetTrial, LayerFormat, Prune, PruneTrial, Train};
 use crate::plan::{PlanError, Planner};
 use crate::stage::{Done, Outcome, RunCtx, Stage, StageError};
 use kernels::Pattern;
-use stages::{ModelSpec, Weights};
+use stages::{ModelSpec, PruneSpec, Weights};
 use std::sync::Arc;
 
 /// The prune stage.
@@ -19,18 +19,31 @@ impl PruneStage {
         &self,
         data: &DatasetTrial,
         model: &ModelSpec,
-        pattern: &Pattern,
+        spec: &PruneSpec,
     ) -> Result<Vec<LayerFormat>, StageError> {
         let ds = self.0.load(&data.spec)?;
         let w = Weights::init(model, ds.n_features, ds.image_shape, ds.n_classes, 0)?;
+        let pattern = &spec.pattern;
+        for g in spec.keep_dense.iter().flatten() {
+            if !w
+                .layers
+                .iter()
+                .any(|l| stages::model::glob_matches(g, &l.name))
+            {
+                let names: Vec<&str> = w.layers.iter().map(|l| l.name.as_str()).collect();
+                return Err(StageError::Failed(format!(
+                    "[prune] keep_dense: `{g}` matches no layer of the model (its layers: {names:?})"
+                )));
+            }
+        }
         Ok(w.layers
             .iter()
             .zip(w.layer_tokens())
             .enumerate()
             .map(|(i, (l, tokens))| {
                 let (rows, cols) = (l.rows() as u64, l.cols() as u64);
-                let fits = match w.kept_dense(i) {
-                    Some(why) => Err(why.to_string()),
+                let fits = match spec.kept_dense(&w, i) {
+                    Some(why) => Err(why),
                     None => pattern
                         .validate_for(l.rows(), l.cols())
                         .map_err(|e| e.to_string()),
@@ -60,8 +73,8 @@ impl Stage for PruneStage {
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
-        prune::plan(p, |data, model, pattern| {
-            self.layer_formats(data, model, pattern)
+        prune::plan(p, |data, model, spec| {
+            self.layer_formats(data, model, spec)
                 .map_err(|e| e.to_string())
         })
     }

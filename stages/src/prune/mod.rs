@@ -167,9 +167,23 @@ pub struct PruneSpec {
     pub batch_size: usize,
     /// Fine-tune optimiser (fresh moments: none carried over from training).
     pub optimizer: Optimizer,
+    /// Globs of the layers kept dense whatever the pattern; `None` keeps the model's own
+    /// choice ([`Weights::kept_dense`]: a transformer's embedding and head).
+    pub keep_dense: Option<Vec<String>>,
 }
 
 impl PruneSpec {
+    /// Why layer `i` of `w` stays dense whatever the pattern, if it does.
+    pub fn kept_dense(&self, w: &Weights, i: usize) -> Option<String> {
+        match &self.keep_dense {
+            Some(globs) => globs
+                .iter()
+                .find(|g| crate::model::glob_matches(g, &w.layers[i].name))
+                .map(|g| format!("kept dense by keep_dense `{g}`")),
+            None => w.kept_dense(i).map(str::to_string),
+        }
+    }
+
     /// Checks values no model can fix.
     pub fn validate(&self) -> Result<(), StageError> {
         self.pattern.validate()?;
@@ -394,8 +408,8 @@ pub fn prune(
         .layers
         .iter()
         .enumerate()
-        .map(|(i, l)| match weights.kept_dense(i) {
-            Some(why) => Err(why.to_string()),
+        .map(|(i, l)| match spec.kept_dense(weights, i) {
+            Some(why) => Err(why),
             None => spec
                 .pattern
                 .validate_for(l.rows(), l.cols())
