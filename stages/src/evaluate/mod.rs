@@ -308,10 +308,11 @@ fn points_at(
 
 /// The ways a pass may run its dense-format layers: as tuned, or all on one dense backend
 /// (`faer`, `gemm`) with the tuned thread counts. Each dense backend is tuned on a layer alone,
-/// but inside a pass, between host computations, the two do not cost what they cost alone
-/// (measured on a 2-block ViT at batch 1: the passes took 3× longer with faer than with gemm,
-/// outside the GEMM calls themselves), so each pass is timed in every way and the fastest kept,
-/// for the sparse model and its dense baseline alike.
+/// but inside a pass, between host computations, the two do not cost what they cost alone (on
+/// a 2-block ViT at batch 1 with an earlier, strided LayerNorm, the passes took 3× longer with
+/// faer than with gemm, outside the GEMM calls themselves; which one wins depends on what runs
+/// between the GEMMs), so each pass is timed in every way and the fastest kept, for the sparse
+/// model and its dense baseline alike.
 fn dense_variants(
     matrices: &[&SparseMatrix],
     points: &[ParamPoint],
