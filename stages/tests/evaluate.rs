@@ -176,7 +176,7 @@ fn cnns_and_transformers_run_end_to_end_through_the_sparse_kernels() {
             for b in &ev.latencies {
                 assert_eq!(b.per_layer.len(), l.len());
                 assert_eq!(b.per_layer_dense.len(), l.len());
-                assert!(b.non_gemm.median_us >= 0.0 || b.non_gemm.median_us.is_nan());
+                assert!(b.non_gemm.median_us > 0.0, "{:?}", b.non_gemm);
             }
         }
     }
@@ -191,4 +191,13 @@ fn a_model_missing_its_classifier_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("not the model's layers"), "{err}");
+    let (model, l) = model_layers(&data, &mlp(), &Pattern::Nm { n: 2, m: 4 });
+    let five = Dataset {
+        n_classes: 5,
+        ..data
+    };
+    let err = evaluate(&five, &model, &l, &[4], 0.0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("classes"), "{err}");
 }

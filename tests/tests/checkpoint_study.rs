@@ -325,3 +325,53 @@ fn retained_l1_of_a_gaussian_layer_matches_an_independent_computation() {
     // unstructured, 2:8, 7 V:2:8 and 7 vector-wise points.
     assert_eq!(checked, 16);
 }
+
+/// Calibration inputs from a file where it has a tensor's (under the tensor's name), Gaussian
+/// elsewhere, each row saying which; inputs of the wrong width are refused before anything runs.
+#[test]
+fn calibration_inputs_come_from_the_file_where_it_has_them() {
+    let ws = Workspace::new();
+    write_model(&ws.path("model.safetensors"), 1);
+    let q = "enc.0.attn.query.weight";
+    write_safetensors(
+        &ws.path("inputs.safetensors"),
+        &[(q, "F32", vec![32, 64], f32s(32 * 64, 9))],
+    );
+    ws.write(
+        "exp.toml",
+        &experiment(GOOD, "calibration = \"inputs.safetensors\""),
+    );
+    let o = run(&ws);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = results::current(&ws.path("out"), "study").unwrap();
+    let studies = strip(results::read_table(&dir.join("layer_study")).unwrap());
+    for r in studies.iter().filter(|r| r.contains_key("layer")) {
+        let from_file = r.get("layer") == Some(&Value::Str(q.into()));
+        let (source, tokens) = if from_file {
+            ("file", 32.0)
+        } else {
+            ("gaussian", 96.0)
+        };
+        assert_eq!(
+            r.get("calibration"),
+            Some(&Value::Str(source.into())),
+            "{r:?}"
+        );
+        assert_eq!(
+            r.get("calibration_tokens").and_then(Value::as_f64),
+            Some(tokens)
+        );
+    }
+    std::fs::remove_dir_all(ws.path("store")).unwrap();
+    write_safetensors(
+        &ws.path("inputs.safetensors"),
+        &[(q, "F32", vec![32, 60], f32s(32 * 60, 9))],
+    );
+    refused(
+        &ws,
+        &experiment(GOOD, "calibration = \"inputs.safetensors\""),
+        8,
+        15,
+        &["inputs.safetensors", q, "32x60"],
+    );
+}

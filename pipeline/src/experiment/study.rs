@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 /// Default Gaussian calibration tokens per tensor.
 pub const CALIBRATION_TOKENS_DEFAULT: u64 = 256;
 
+/// Most Gaussian calibration tokens per tensor (a 4096-wide tensor's inputs are then 1 GiB).
+pub const MAX_CALIBRATION_TOKENS: u64 = 65_536;
+
 /// The file at `written` (relative to the experiment file's folder): its resolved path, bytes
 /// and blake3.
 fn read(
@@ -120,11 +123,25 @@ pub(super) fn checkpoint_trial(
     }
     let tensors = stages::model::checkpoint_from_bytes(&bytes, &resolved, &globs, conv)
         .map_err(|e| map.error(layers.span(), e.to_string()))?;
+    if let Some(t) = tensors.iter().find(|t| t.rows == 0 || t.cols == 0) {
+        return Err(map.error(
+            layers.span(),
+            format!(
+                "{} in {} has shape {:?}: nothing to prune",
+                t.name,
+                resolved.display(),
+                t.shape
+            ),
+        ));
+    }
     let tokens = match &model.calibration_tokens {
         Some(t) => {
-            check(*t.get_ref() >= 1, map, t.span(), || {
-                "calibration_tokens must be ≥ 1".into()
-            })?;
+            check(
+                (1..=MAX_CALIBRATION_TOKENS).contains(t.get_ref()),
+                map,
+                t.span(),
+                || format!("calibration_tokens must be in 1..={MAX_CALIBRATION_TOKENS}"),
+            )?;
             *t.get_ref()
         }
         None => CALIBRATION_TOKENS_DEFAULT,
@@ -145,7 +162,7 @@ pub(super) fn checkpoint_trial(
                 let Some(t) = tensors.iter().find(|t| t.name == x.name) else {
                     continue;
                 };
-                check(x.cols == t.cols, map, c.span(), || {
+                check(x.cols == t.cols && x.rows >= 1, map, c.span(), || {
                     format!(
                         "calibration inputs {} in {} are {}x{}: a {}x{} weight needs tokens x {} inputs",
                         x.name,

@@ -27,6 +27,8 @@ pub struct TensorStudy {
     pub sparsity: f64,
     /// ‖W ⊙ mask‖₁ / ‖W‖₁.
     pub retained_l1: f64,
+    /// ‖W‖₁.
+    pub l1: f64,
     /// Output error without and with the method's update.
     pub output_error: (f64, f64),
     /// `file` or `gaussian`, and the tokens.
@@ -105,6 +107,7 @@ impl Stage for LayerStudyStage {
                 status,
                 sparsity: study.as_ref().map_or(0.0, |s| s.sparsity),
                 retained_l1: study.as_ref().map_or(1.0, |s| s.retained_l1),
+                l1: t.values.iter().map(|v| f64::from(v.abs())).sum(),
                 output_error: study.as_ref().map_or((0.0, 0.0), |s| {
                     (s.output_error_before, s.output_error_after)
                 }),

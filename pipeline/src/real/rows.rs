@@ -283,8 +283,15 @@ pub fn layer_study(studies: &[super::layer_study::TensorStudy]) -> crate::stage:
         .map(|s| s.sparsity * (s.shape.0 * s.shape.1) as f64)
         .sum::<f64>()
         / weights.max(1.0);
+    let l1: f64 = studies.iter().map(|s| s.l1).sum();
+    let retained = if l1 > 0.0 {
+        studies.iter().map(|s| s.retained_l1 * s.l1).sum::<f64>() / l1
+    } else {
+        1.0
+    };
     let metrics = row([
         ("sparsity", f(sparsity)),
+        ("retained_l1", f(retained)),
         (
             "layer_names",
             Value::ListStr(studies.iter().map(|s| s.name.clone()).collect()),

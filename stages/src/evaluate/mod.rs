@@ -55,7 +55,8 @@ pub struct BatchLatency {
     /// End to end through the tuned dense kernel (same shapes, all weights dense).
     pub dense: Timing,
     /// The part of each sparse pass outside the GEMMs (bias, activations, im2col, pooling,
-    /// norms, attention), per pass: the pass's time minus its GEMMs' times.
+    /// norms, attention), per pass: the pass's time minus its GEMMs' times (a GEMM's time
+    /// includes allocating its output). NaN on CUDA, whose host part is not timed.
     pub non_gemm: Timing,
     /// Per layer through the sparse kernels, on the layer's input at this batch size.
     pub per_layer: Vec<Timing>,
@@ -65,7 +66,8 @@ pub struct BatchLatency {
     /// (the cost model's best valid point was used instead).
     pub fallbacks: usize,
     /// How the sparse pass and the dense pass ran their dense-format layers: `tuned`, or all
-    /// on `faer` or on `gemm` (whichever pass was fastest; see `dense_variants`).
+    /// on `faer` or on `gemm` (whichever pass was fastest; see `dense_variants`); on CUDA,
+    /// `tuned` and `cublas`.
     pub dense_kernels: [&'static str; 2],
 }
 
@@ -268,7 +270,13 @@ fn agreement(
         let x64: Vec<f64> = xt.iter().map(|&v| v as f64).collect();
         let want = graph::forward(model, &x64, b, &mut reference)?;
         for (x, y) in logits.iter().zip(&want) {
-            max_err = max_err.max((*x as f64 - y).abs());
+            let err = (*x as f64 - y).abs();
+            // `f64::max` would drop a NaN: a NaN logit makes the error NaN, which is refused.
+            max_err = if err.is_nan() {
+                f64::NAN
+            } else {
+                max_err.max(err)
+            };
             max_ref = max_ref.max(y.abs());
         }
         for j in 0..b {

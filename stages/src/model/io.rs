@@ -229,6 +229,25 @@ impl Weights {
             }
         };
         if let Arch::Transformer(t) = &arch {
+            // The architecture must be one `TransformerArch::new` builds for its own inputs.
+            let features = match image_shape {
+                Some((c, h, w)) => c * h * w,
+                None => t.patches * t.patch_dim,
+            };
+            let rebuilt = super::TransformerArch::new(
+                t.blocks,
+                t.d_model,
+                t.heads,
+                t.d_ff,
+                t.patch,
+                features,
+                image_shape,
+            );
+            if rebuilt.ok().as_ref() != Some(t) {
+                return Err(bad(format!(
+                    "cotune.arch is not a transformer its inputs allow: {t:?}"
+                )));
+            }
             let classes = layers.last().map_or(0, Layer::rows);
             let have: Vec<(String, Vec<usize>)> = layers
                 .iter()
