@@ -16,7 +16,7 @@ pub mod prune;
 pub mod train;
 
 pub use error::StageError;
-pub use model::{Layer, LayerKind, LinearLayer, ModelKind, ModelSpec, Weights, WeightsDigest};
+pub use model::{Layer, LayerKind, ModelKind, ModelSpec, Weights, WeightsDigest};
 pub use prune::{
     prune, Calibration, CalibrationInputs, LayerReport, LayerStatus, Method, MethodKind, PruneSpec,
     Pruned, Schedule, ScheduleKind, Scope,

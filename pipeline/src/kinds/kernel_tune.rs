@@ -4,7 +4,7 @@
 //! prunes whose layers take that format, or a root of a kernel-only study.
 
 use super::layer_study::LayerStudy;
-use super::prune::{describe_pattern, pattern_label, Prune};
+use super::prune::{describe_pattern, pattern_label, LayerFormat, Prune};
 use crate::fields::{FieldValue, Fields, Tag};
 use crate::key::CanonValue;
 use crate::plan::{PlanError, Planner};
@@ -129,6 +129,26 @@ pub trait TuneFacts {
     fn kernel_version(&self, backend: Backend, pattern: &Pattern, rows: u64, cols: u64) -> String;
 }
 
+/// The tunings a requester's layers need: per backend, layer and batch-token count, in that
+/// order.
+fn layer_tunings(
+    layers: &[LayerFormat],
+    backends: &[Backend],
+    batch_tokens: &[u64],
+    tune: &dyn Fn(&Pattern, u64, u64, u64, Backend) -> TuneTrial,
+) -> Vec<TuneTrial> {
+    let mut out = vec![];
+    for &backend in backends {
+        for layer in layers {
+            for &bt in batch_tokens {
+                let n = bt * layer.tokens.max(1);
+                out.push(tune(&layer.pattern, layer.rows, layer.cols, n, backend));
+            }
+        }
+    }
+    out
+}
+
 /// Plans the tunings: in a kernel-only study every (pattern, shape, batch tokens, backend) as
 /// a root; otherwise every layer format of every prune, per batch tokens and backend, requested
 /// by that prune.
@@ -157,30 +177,29 @@ pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
         }
         return Ok(());
     }
-    // A layer study's tensors are tuned at their real shapes, requested by the study.
+    // Every layer format of every prune and layer study, at its real GEMM widths: in a model,
+    // `batch_tokens` counts samples and a layer's GEMM has `tokens` columns per sample (a
+    // study's tensors have 1).
     for (study, planned) in p.instances::<LayerStudy>() {
-        for &backend in &exp.backends {
-            for layer in &planned.trial.layers {
-                for &bt in &exp.batch_tokens {
-                    let t = tune(&layer.pattern, layer.rows, layer.cols, bt, backend);
-                    let key = p.add::<KernelTune>(t, ());
-                    p.request(study, key);
-                }
-            }
+        for t in layer_tunings(
+            &planned.trial.layers,
+            &exp.backends,
+            &exp.batch_tokens,
+            &tune,
+        ) {
+            let key = p.add::<KernelTune>(t, ());
+            p.request(study, key);
         }
     }
     for (prune, planned) in p.instances::<Prune>() {
-        for &backend in &exp.backends {
-            for layer in &planned.trial.layers {
-                // In a model, `batch_tokens` counts samples: the layer's GEMM has `tokens`
-                // columns per sample.
-                for &bt in &exp.batch_tokens {
-                    let n = bt * layer.tokens.max(1);
-                    let t = tune(&layer.pattern, layer.rows, layer.cols, n, backend);
-                    let key = p.add::<KernelTune>(t, ());
-                    p.request(prune, key);
-                }
-            }
+        for t in layer_tunings(
+            &planned.trial.layers,
+            &exp.backends,
+            &exp.batch_tokens,
+            &tune,
+        ) {
+            let key = p.add::<KernelTune>(t, ());
+            p.request(prune, key);
         }
     }
     Ok(())

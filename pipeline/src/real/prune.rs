@@ -42,13 +42,7 @@ impl PruneStage {
             .enumerate()
             .map(|(i, (l, tokens))| {
                 let (rows, cols) = (l.rows() as u64, l.cols() as u64);
-                let fits = match spec.kept_dense(&w, i) {
-                    Some(why) => Err(why),
-                    None => pattern
-                        .validate_for(l.rows(), l.cols())
-                        .map_err(|e| e.to_string()),
-                };
-                let (pattern, skipped) = match fits {
+                let (pattern, skipped) = match spec.layer_fits(&w, i) {
                     Ok(()) => (pattern.clone(), None),
                     Err(e) => (Pattern::Dense, Some(e)),
                 };

@@ -64,15 +64,20 @@ pub fn read_checkpoint(
     checkpoint_from_bytes(&bytes, path, globs, conv)
 }
 
-/// The tensor names of safetensors `bytes`, sorted; `path` only names the file in errors.
-pub fn checkpoint_names(bytes: &[u8], path: &Path) -> Result<Vec<String>, StageError> {
+/// The parsed file and its tensor names, sorted; `path` only names the file in errors.
+fn parse<'a>(bytes: &'a [u8], path: &Path) -> Result<(SafeTensors<'a>, Vec<String>), StageError> {
     let st = SafeTensors::deserialize(bytes).map_err(|e| StageError::BadWeights {
         path: path.to_path_buf(),
         what: format!("not a readable safetensors file: {e}"),
     })?;
     let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
     names.sort();
-    Ok(names)
+    Ok((st, names))
+}
+
+/// The tensor names of safetensors `bytes`, sorted; `path` only names the file in errors.
+pub fn checkpoint_names(bytes: &[u8], path: &Path) -> Result<Vec<String>, StageError> {
+    Ok(parse(bytes, path)?.1)
 }
 
 /// [`read_checkpoint`] on the file's bytes.
@@ -86,9 +91,7 @@ pub fn checkpoint_from_bytes(
         path: path.to_path_buf(),
         what,
     };
-    let names = checkpoint_names(bytes, path)?;
-    let st = SafeTensors::deserialize(bytes)
-        .map_err(|e| bad(format!("not a readable safetensors file: {e}")))?;
+    let (st, names) = parse(bytes, path)?;
     for g in globs {
         if !names.iter().any(|n| glob_matches(g, n)) {
             let some: Vec<&str> = names.iter().take(5).map(String::as_str).collect();

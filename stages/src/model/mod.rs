@@ -132,21 +132,6 @@ impl Layer {
     }
 }
 
-/// A linear layer as the evaluate stage wants it: `w` is `rows × cols` row-major (`out × in`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct LinearLayer {
-    /// Layer name.
-    pub name: String,
-    /// Outputs.
-    pub rows: usize,
-    /// Inputs.
-    pub cols: usize,
-    /// Weights, `rows × cols` row-major.
-    pub w: Vec<f32>,
-    /// Bias, `rows` values.
-    pub b: Vec<f32>,
-}
-
 /// The weights of a network: its GEMM layers in forward order, how they connect, and the
 /// tensors that are not GEMM weights.
 #[derive(Clone, Debug, PartialEq)]
@@ -163,23 +148,6 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// The linear layers in forward order. For an MLP this is the whole network (ReLU between
-    /// layers, none after the last); for a CNN only the fully connected tail, which reads the
-    /// flattened (channel, row, column) output of the last convolution.
-    pub fn linear_layers(&self) -> Vec<LinearLayer> {
-        self.layers
-            .iter()
-            .filter(|l| l.kind == LayerKind::Linear)
-            .map(|l| LinearLayer {
-                name: l.name.clone(),
-                rows: l.rows(),
-                cols: l.cols(),
-                w: l.weight.clone(),
-                b: l.bias.clone(),
-            })
-            .collect()
-    }
-
     /// Number of weights (biases not counted).
     pub fn n_weights(&self) -> usize {
         self.layers.iter().map(|l| l.weight.len()).sum()
@@ -427,7 +395,8 @@ mod tests {
             shapes,
             [vec![4, 1, 3, 3], vec![6, 4, 3, 3], vec![10, 6 * 2 * 2]]
         );
-        assert_eq!(c.linear_layers().len(), 1);
+        let linear = c.layers.iter().filter(|l| l.kind == LayerKind::Linear);
+        assert_eq!(linear.count(), 1);
         assert!(Weights::init(&cnn, 64, None, 10, 1).is_err());
         assert!(Weights::init(&ModelSpec::Mlp { hidden: vec![0] }, 4, None, 2, 1).is_err());
     }

@@ -6,7 +6,7 @@
 
 use candle_core::{Tensor, D};
 
-use super::arch::{ParamRef, TransformerArch, BLOCK_LAYERS, LAYER_NORM_EPS};
+use super::arch::{ParamRef, TransformerArch, LAYER_NORM_EPS};
 use super::net::Net;
 use crate::StageError;
 
@@ -88,7 +88,8 @@ pub(crate) fn forward(
         .reshape((n * tokens, d))?;
     let scale = 1.0 / (dh as f64).sqrt();
     for b in 0..t.blocks {
-        let at = |op: &str| t.block_layer(b, BLOCK_LAYERS.iter().position(|o| *o == op).unwrap());
+        // The block's GEMMs in `BLOCK_LAYERS` order: q, k, v, o, up, down.
+        let at = |op: usize| t.block_layer(b, op);
         let x1 = layer_norm(net, t.param(ParamRef::Norm1(b)), &h)?;
         // (n·tokens, d) → (n, heads, tokens, dh)
         let split = |y: Tensor| -> Result<Tensor, Halt> {
@@ -96,19 +97,19 @@ pub(crate) fn forward(
                 .transpose(1, 2)?
                 .contiguous()?)
         };
-        let q = split(linear(net, at("attn.q"), &x1, stop)?)?;
-        let k = split(linear(net, at("attn.k"), &x1, stop)?)?;
-        let v = split(linear(net, at("attn.v"), &x1, stop)?)?;
+        let q = split(linear(net, at(0), &x1, stop)?)?;
+        let k = split(linear(net, at(1), &x1, stop)?)?;
+        let v = split(linear(net, at(2), &x1, stop)?)?;
         let scores = (q.matmul(&k.transpose(2, 3)?.contiguous()?)? * scale)?;
         let mixed = softmax_last(&scores)?
             .matmul(&v)?
             .transpose(1, 2)?
             .contiguous()?
             .reshape((n * tokens, d))?;
-        h = (h + linear(net, at("attn.o"), &mixed, stop)?)?;
+        h = (h + linear(net, at(3), &mixed, stop)?)?;
         let x2 = layer_norm(net, t.param(ParamRef::Norm2(b)), &h)?;
-        let up = linear(net, at("mlp.up"), &x2, stop)?.gelu()?;
-        h = (h + linear(net, at("mlp.down"), &up, stop)?)?;
+        let up = linear(net, at(4), &x2, stop)?.gelu()?;
+        h = (h + linear(net, at(5), &up, stop)?)?;
     }
     let first = h
         .reshape((n, tokens, d))?

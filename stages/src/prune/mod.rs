@@ -184,6 +184,20 @@ impl PruneSpec {
         }
     }
 
+    /// Whether layer `i` of `w` takes the pattern: `Err` with why it stays dense (kept dense,
+    /// or a shape the pattern does not fit).
+    pub fn layer_fits(&self, w: &Weights, i: usize) -> Result<(), String> {
+        match self.kept_dense(w, i) {
+            Some(why) => Err(why),
+            None => {
+                let l = &w.layers[i];
+                self.pattern
+                    .validate_for(l.rows(), l.cols())
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
     /// Checks values no model can fix.
     pub fn validate(&self) -> Result<(), StageError> {
         self.pattern.validate()?;
@@ -404,17 +418,8 @@ pub fn prune(
 ) -> Result<Pruned, StageError> {
     spec.validate()?;
     check_fits(data, weights)?;
-    let fits: Vec<Result<(), String>> = weights
-        .layers
-        .iter()
-        .enumerate()
-        .map(|(i, l)| match spec.kept_dense(weights, i) {
-            Some(why) => Err(why),
-            None => spec
-                .pattern
-                .validate_for(l.rows(), l.cols())
-                .map_err(|e| e.to_string()),
-        })
+    let fits: Vec<Result<(), String>> = (0..weights.layers.len())
+        .map(|i| spec.layer_fits(weights, i))
         .collect();
     let prunable: Vec<bool> = fits
         .iter()
