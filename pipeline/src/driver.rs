@@ -29,6 +29,21 @@ pub trait PlanSource: Send + 'static {
     fn next(&mut self, first: bool) -> Option<Plan>;
     /// Called after each epoch's outputs are written, with its summary and Pareto front.
     fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64);
+    /// Whether `run.json` counts every epoch so far (a search's rounds) rather than the last
+    /// one alone (a watch's edits).
+    fn cumulative(&self) -> bool {
+        false
+    }
+    /// Called once an epoch's tables are written and before its `run.json`: the source may add
+    /// tables of its own to the generation folder `dir` and entries to the summary.
+    fn finish_epoch(
+        &mut self,
+        _dir: &std::path::Path,
+        _meta: &TableMeta,
+        _summary: &mut RunSummary,
+    ) -> Result<(), results::ResultsError> {
+        Ok(())
+    }
 }
 
 /// What a finished computation reports.
@@ -114,6 +129,7 @@ fn lead(
     let mut old_nodes = std::collections::BTreeSet::new();
     let mut epoch = 0u64;
     let mut report = Report::default();
+    let mut totals_so_far: std::collections::BTreeMap<String, StageCounts> = Default::default();
     while let Some(plan) = source.next(epoch == 0) {
         let t0 = Instant::now();
         let started_at = rfc3339_now();
@@ -167,15 +183,21 @@ fn lead(
                 .get(stage)
                 .copied()
                 .unwrap_or_default();
-            summary.stages.insert(
-                stage.into(),
-                StageCounts {
-                    executed: c.executed,
-                    cached: c.cached,
-                    failed: c.failed,
-                    duration_s: c.duration_s,
-                },
-            );
+            let mut counts = StageCounts {
+                executed: c.executed,
+                cached: c.cached,
+                failed: c.failed,
+                duration_s: c.duration_s,
+            };
+            if source.cumulative() {
+                let t = totals_so_far.entry(stage.into()).or_default();
+                t.executed += counts.executed;
+                t.cached += counts.cached;
+                t.failed += counts.failed;
+                t.duration_s += counts.duration_s;
+                counts = t.clone();
+            }
+            summary.stages.insert(stage.into(), counts);
         }
         // Every process's failures, not only this worker's: the counts are gathered on worker 0.
         let failed_total: u64 = summary
@@ -196,6 +218,7 @@ fn lead(
                 let best = aggregates.best_kernels();
                 results::write_parquet(&dir.join("kernel_best.parquet"), &best, &meta)
             })
+            .and_then(|()| source.finish_epoch(dir, &meta, &mut summary))
             .and_then(|()| {
                 summary.wall_s = t0.elapsed().as_secs_f64();
                 results::write_run_json(&dir.join("run.json"), &summary)

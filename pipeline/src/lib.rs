@@ -19,5 +19,6 @@ pub mod kinds;
 pub mod plan;
 pub mod progress;
 pub mod real;
+pub mod search;
 pub mod stage;
 pub mod store;

@@ -76,6 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 batch_size: 64,
                 optimizer: Optimizer::Adamw,
                 keep_dense: None,
+                layer_patterns: vec![],
             };
             let t0 = std::time::Instant::now();
             let one = prune(&data, &trained.weights, &spec(0), 7)?;

@@ -88,6 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 batch_size: 64,
                 optimizer: Optimizer::Adamw,
                 keep_dense: None,
+                layer_patterns: vec![],
             };
             let start = Instant::now();
             let p = prune(&data, &trained.weights, &spec, 7)?;

@@ -50,6 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 batch_size: spec.batch_size,
                 optimizer: spec.optimizer,
                 keep_dense: None,
+                layer_patterns: vec![],
             },
             7,
         )?;

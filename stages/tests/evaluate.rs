@@ -56,6 +56,7 @@ fn model_layers(data: &Dataset, model: &ModelSpec, pattern: &Pattern) -> (Weight
         batch_size: 32,
         optimizer: Default::default(),
         keep_dense: None,
+        layer_patterns: vec![],
     };
     let pruned = prune(data, &trained.weights, &ps, 5).unwrap();
     let tokens = pruned.weights.layer_tokens();

@@ -67,6 +67,7 @@ fn spec(pattern: &Pattern, method: Method, finetune_epochs: usize) -> PruneSpec 
         batch_size: 32,
         optimizer: Default::default(),
         keep_dense: None,
+        layer_patterns: vec![],
     }
 }
 

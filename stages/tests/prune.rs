@@ -39,6 +39,7 @@ fn spec(pattern: Pattern, method: Method, schedule: Schedule) -> PruneSpec {
         batch_size: 32,
         optimizer: Default::default(),
         keep_dense: None,
+        layer_patterns: vec![],
     }
 }
 
@@ -243,4 +244,55 @@ fn keep_dense_overrides_the_models_choice() {
         dense_names(Some(vec!["block.*.mlp.*".into()])),
         ["block.0.mlp.up", "block.0.mlp.down"]
     );
+}
+
+/// A per-layer point prunes each named layer to its own pattern: with a layer-local method and
+/// no fine-tuning each layer's mask equals the uniform pruning's to that layer's pattern; a
+/// layer set dense stays dense (reported so); every method and schedule keeps exact zeros; a
+/// point naming a layer the model lacks is refused.
+#[test]
+fn per_layer_points_prune_each_layer_to_its_own_pattern() {
+    let (data, w) = setup();
+    let (a, b) = (
+        Pattern::Unstructured { sparsity: 0.75 },
+        Pattern::Nm { n: 2, m: 8 },
+    );
+    let mut s = spec(a.clone(), Method::Magnitude, Schedule::Oneshot);
+    s.finetune_epochs = 0;
+    let uniform = |p: &Pattern| {
+        let mut u = s.clone();
+        u.pattern = p.clone();
+        prune(&data, &w, &u, 5).unwrap()
+    };
+    let (ua, ub) = (uniform(&a), uniform(&b));
+    s.layer_patterns = vec![("fc1".into(), b.clone())];
+    let mixed = prune(&data, &w, &s, 5).unwrap();
+    assert_eq!(mixed.masks[0], ua.masks[0]);
+    assert_eq!(mixed.masks[1], ub.masks[1]);
+    assert_eq!(mixed.layer_patterns, vec![a.clone(), b.clone()]);
+    assert_exact_zeros(&mixed);
+    for ((name, m), p) in mixed.packed().unwrap().iter().zip(&mixed.weights.layers) {
+        assert_eq!(&m.to_dense(), &p.weight, "{name}");
+    }
+    s.layer_patterns = vec![("fc1".into(), Pattern::Dense)];
+    let half = prune(&data, &w, &s, 5).unwrap();
+    assert_eq!(half.masks[0], ua.masks[0]);
+    assert!(half.masks[1].is_none());
+    assert!(matches!(
+        half.layers[1].status,
+        LayerStatus::KeptDense { .. }
+    ));
+    for (method, schedule) in [
+        (obs(), Schedule::Oneshot),
+        (Method::Magnitude, Schedule::Gradual { steps: 3 }),
+    ] {
+        let mut g = spec(a.clone(), method, schedule);
+        g.layer_patterns = vec![("fc1".into(), b.clone())];
+        let p = prune(&data, &w, &g, 5).unwrap();
+        assert_exact_zeros(&p);
+        assert!((1.0 - p.masks[1].as_ref().unwrap().density() - 0.75).abs() < 1e-12);
+    }
+    s.layer_patterns = vec![("fc9".into(), b)];
+    let e = prune(&data, &w, &s, 5).unwrap_err().to_string();
+    assert!(e.contains("fc9"), "{e}");
 }

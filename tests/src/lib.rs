@@ -148,12 +148,20 @@ impl Stage for TestTrain {
     }
 }
 
-/// The test prune stage: accuracy drops with the square of the sparsity (half as much for OBS).
+/// The test prune stage: accuracy drops with the square of the sparsity (half as much for OBS);
+/// under a per-layer point, each layer's share of that drop is weighted by its sensitivity
+/// (halving from the first layer on), and fine-tuning wins back a fifth of it per epoch, up
+/// to half.
 pub struct TestPrune;
 
-/// Layers of an MLP on (features, classes): `fc0..`, each kept dense where the pattern does
-/// not fit (V must divide the rows, M must not exceed the columns).
-fn layer_formats(d: &DatasetTrial, model: &ModelSpec, pattern: &Pattern) -> Vec<LayerFormat> {
+/// Layers of an MLP on (features, classes): `fc0..`, each taking its pattern (a per-layer
+/// point's, else the trial's), kept dense where the pattern does not fit (V must divide the
+/// rows, M must not exceed the columns).
+fn layer_formats(
+    d: &DatasetTrial,
+    model: &ModelSpec,
+    spec: &stages::PruneSpec,
+) -> Vec<LayerFormat> {
     let (features, classes) = match d.spec {
         datasets::DatasetSpec::Synthetic {
             n_features,
@@ -175,13 +183,15 @@ fn layer_formats(d: &DatasetTrial, model: &ModelSpec, pattern: &Pattern) -> Vec<
         .enumerate()
         .map(|(i, w)| {
             let (rows, cols) = (w[1], w[0]);
+            let layer = format!("fc{i}");
+            let pattern = spec.pattern_of(&layer);
             let fits = match *pattern {
                 Pattern::Vnm { v, .. } | Pattern::Vector { v, .. } => rows % v as u64 == 0,
                 Pattern::Nm { m, .. } => cols >= m as u64,
                 _ => true,
             };
             LayerFormat {
-                layer: format!("fc{i}"),
+                layer,
                 pattern: if fits {
                     pattern.clone()
                 } else {
@@ -203,9 +213,7 @@ impl Stage for TestPrune {
         1
     }
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
-        prune::plan(p, |d, model, spec| {
-            Ok(layer_formats(d, model, &spec.pattern))
-        })
+        prune::plan(p, |d, model, spec| Ok(layer_formats(d, model, spec)))
     }
     fn run(
         &self,
@@ -218,7 +226,20 @@ impl Stage for TestPrune {
         let base = read_f64(trained.artifact("weights.bin"))?;
         let s = pattern.sparsity();
         let obs = p.spec.method.as_ref().map(|m| m.kind()) == Some(MethodKind::Obs);
-        let penalty = s * s * 0.1 * if obs { 0.5 } else { 1.0 };
+        let scale = 0.1 * if obs { 0.5 } else { 1.0 };
+        let penalty = if p.spec.layer_patterns.is_empty() {
+            s * s * scale
+        } else {
+            let weights: Vec<f64> = (0..p.layers.len()).map(|i| 0.5f64.powi(i as i32)).collect();
+            let total: f64 = weights.iter().sum();
+            let raw: f64 = p
+                .layers
+                .iter()
+                .zip(&weights)
+                .map(|(l, w)| w / total * l.pattern.sparsity().powi(2) * scale)
+                .sum();
+            raw * (1.0 - (0.2 * p.spec.finetune_epochs as f64).min(0.5))
+        };
         let acc = base - penalty;
         write(ctx, "pruned.bin", &acc.to_le_bytes())?;
         one(row(&[

@@ -155,7 +155,7 @@ fn every_key_tag_is_frozen() {
     );
     assert_eq!(
         pipeline::experiment::schema::SearchStrategy::tags(),
-        ["grid"]
+        ["grid", "unified"]
     );
     assert_eq!(
         kernels::KernelFamily::tags(),

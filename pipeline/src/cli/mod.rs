@@ -6,6 +6,8 @@ mod plan_cmd;
 mod run_cmd;
 mod store_cmd;
 
+pub use run_cmd::print_summary;
+
 use crate::stage::StageTable;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -143,12 +145,23 @@ pub fn main_with(
     }
 }
 
-/// Loads, validates and plans an experiment file.
+/// Loads and validates an experiment file.
+pub fn load_experiment(
+    file: &std::path::Path,
+) -> Result<
+    (crate::experiment::Experiment, crate::experiment::SourceMap),
+    crate::experiment::ExperimentError,
+> {
+    let (raw, map) = crate::experiment::parse_file(file)?;
+    let exp = crate::experiment::validate(&raw, &map)?;
+    Ok((exp, map))
+}
+
+/// Loads, validates and plans an experiment file (a unified search: its round 0).
 pub fn load_plan(
     file: &std::path::Path,
     stages: &StageTable,
 ) -> Result<crate::plan::Plan, crate::experiment::ExperimentError> {
-    let (raw, map) = crate::experiment::parse_file(file)?;
-    let exp = crate::experiment::validate(&raw, &map)?;
+    let (exp, map) = load_experiment(file)?;
     stages.plan(&exp, &map)
 }

@@ -2,7 +2,7 @@
 //! part of its key is new (config fields that differ from the closest stored instance of the
 //! same stage, and inputs that are themselves new).
 
-use super::{load_plan, EXIT_OK, EXIT_USAGE};
+use super::{load_experiment, EXIT_OK, EXIT_USAGE};
 use crate::key::AnyKey;
 use crate::plan::{Node, Plan};
 use crate::stage::StageTable;
@@ -73,8 +73,17 @@ type StageCounts<'a> = (usize, Vec<(AnyKey, &'a Node)>);
 
 /// Prints the plan; returns the exit code.
 pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &StageTable) -> u8 {
-    let plan = match load_plan(file, stages) {
-        Ok(p) => p,
+    let loaded = load_experiment(file).and_then(|(exp, map)| {
+        if exp.search.is_none() {
+            return Ok((stages.plan(&exp, &map)?, None));
+        }
+        let store = Store::open(store_dir).map_err(|e| map.error(0..0, e.to_string()))?;
+        let table = std::sync::Arc::new(stages.clone());
+        let (u, plan) = crate::search::Unified::new(exp, map, table, store, false)?;
+        Ok((plan, Some(u.later_rounds())))
+    });
+    let (plan, later) = match loaded {
+        Ok(x) => x,
         Err(e) => {
             eprintln!("{e}");
             return EXIT_USAGE;
@@ -142,6 +151,9 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &StageTable) -
                 new.len() - shown
             );
         }
+    }
+    if let Some(later) = later {
+        println!("{later}");
     }
     EXIT_OK
 }

@@ -1,6 +1,6 @@
 //! `cotune run` and `cotune watch`.
 
-use super::{load_plan, RunArgs, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use super::{load_experiment, load_plan, RunArgs, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::cluster::Cluster;
 use crate::driver::{self, Output, PlanSource};
 use crate::engine::Engine;
@@ -131,13 +131,17 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
             (cores / args.workers as usize).max(1).to_string(),
         );
     }
-    let plan = match load_plan(&args.file, stages.as_ref()) {
-        Ok(p) => p,
+    let (exp, map) = match load_experiment(&args.file) {
+        Ok(x) => x,
         Err(e) => {
             eprintln!("{e}");
             return EXIT_USAGE;
         }
     };
+    if watch && exp.search.is_some() {
+        eprintln!("error: watch does not run a unified search (its rounds depend on results); use `cotune run`");
+        return EXIT_USAGE;
+    }
     let store = match Store::open(&args.store) {
         Ok(s) => s,
         Err(e) => {
@@ -145,6 +149,29 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let mut unified = None;
+    let plan = if exp.search.is_some() {
+        let print = args.process == 0;
+        match crate::search::Unified::new(exp, map, stages.clone(), store.clone(), print) {
+            Ok((u, plan)) => {
+                unified = Some(u);
+                plan
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return EXIT_USAGE;
+            }
+        }
+    } else {
+        match stages.plan(&exp, &map) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("{e}");
+                return EXIT_USAGE;
+            }
+        }
+    };
+    let verdict = unified.as_ref().map(crate::search::Unified::verdict);
     // Half-written entries of runs that died are never read; clear them so they do not pile up.
     if let Err(e) = store.sweep_tmp() {
         eprintln!("warning: could not clear unfinished store writes: {e}");
@@ -169,7 +196,9 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         addresses,
         connect_timeout: Duration::from_secs(args.connect_timeout),
     };
-    let source: Box<dyn PlanSource> = if watch {
+    let source: Box<dyn PlanSource> = if let Some(u) = unified {
+        Box::new(u)
+    } else if watch {
         Box::new(Watch {
             file: args.file.clone(),
             stages,
@@ -196,7 +225,16 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
             if args.process == 0 {
                 println!("results: {}", results_dir.display());
             }
-            if report.failed > 0 || !report.errors.is_empty() {
+            let unmet = verdict
+                .and_then(|v| v.lock().ok().map(|v| v.unmet.clone()))
+                .unwrap_or_default();
+            if !unmet.is_empty() {
+                eprintln!("no trial meets the search's constraints:");
+                for line in &unmet {
+                    eprintln!("  {line}");
+                }
+            }
+            if report.failed > 0 || !report.errors.is_empty() || !unmet.is_empty() {
                 EXIT_FAILED
             } else {
                 EXIT_OK

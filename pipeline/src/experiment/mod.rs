@@ -8,11 +8,13 @@ mod axis;
 pub mod error;
 mod prune_space;
 pub mod schema;
+mod search;
 mod study;
 mod validate;
 
 pub use axis::Axis;
 pub use error::{ExperimentError, SourceMap};
+pub use search::{Constraints, SearchSpec, PER_ROUND_DEFAULT};
 pub use validate::{validate, Experiment, ModelPart};
 
 use std::path::Path;

@@ -173,6 +173,8 @@ pub(super) fn prune_points(
             method: Some(method_of(m)),
             schedule: Some(schedule_of(s)),
             finetune_epochs,
+            layers: vec![],
+            note: None,
         },
     };
     let mut points: Vec<PrunePoint> = vec![];

@@ -220,6 +220,9 @@ keytag::tagged_enum! {
     pub enum SearchStrategy {
         /// Run every trial.
         Grid = "grid",
+        /// Search both spaces together in rounds, spending fine-tune epochs only on the
+        /// candidates the predictors put on or near the front.
+        Unified = "unified",
     }
 }
 
@@ -227,6 +230,20 @@ keytag::tagged_enum! {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawSearch {
-    /// grid (unified search is not built yet).
+    /// grid or unified.
     pub strategy: Spanned<SearchStrategy>,
+    /// unified: every prunable layer takes its own point.
+    pub per_layer: Option<Spanned<bool>>,
+    /// unified: the batch size whose latency is the objective.
+    pub batch_size: Option<Spanned<u64>>,
+    /// unified: fine-tune epochs the search may spend.
+    pub budget_epochs: Option<Spanned<u64>>,
+    /// unified: full trials chosen per round (at most).
+    pub per_round: Option<Spanned<u64>>,
+    /// unified: the least accuracy a trial may have.
+    pub min_accuracy: Option<Spanned<f64>>,
+    /// unified: the most latency (µs at `batch_size`) a trial may have.
+    pub max_latency_us: Option<Spanned<f64>>,
+    /// unified: the least speedup over dense (at `batch_size`) a trial may have.
+    pub min_speedup: Option<Spanned<f64>>,
 }

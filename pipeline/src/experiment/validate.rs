@@ -34,6 +34,8 @@ pub struct Experiment {
     pub strategy: Strategy,
     /// Evaluation batch sizes.
     pub batch_sizes: Vec<u64>,
+    /// `[search] strategy = "unified"`; `None` for grid.
+    pub search: Option<super::search::SearchSpec>,
 }
 
 /// The training side of an experiment.
@@ -200,6 +202,15 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
     } else {
         batch_sizes = vec![1, 256];
     }
+    let batch_sizes = dedup(batch_sizes);
+    let search = super::search::search_spec(
+        raw,
+        map,
+        model_part.as_ref(),
+        &prune_points,
+        &batch_tokens,
+        &batch_sizes,
+    )?;
     Ok(Experiment {
         name,
         seed: raw.seed,
@@ -210,7 +221,8 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         backends,
         batch_tokens,
         strategy,
-        batch_sizes: dedup(batch_sizes),
+        batch_sizes,
+        search,
     })
 }
 

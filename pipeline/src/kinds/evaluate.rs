@@ -48,7 +48,11 @@ impl Trial for EvalTrial {
 /// that backend. `device` is the backend's device as the kernel-tune stage found it.
 pub fn plan(p: &mut Planner, device: impl Fn(Backend) -> DeviceState) -> Result<(), PlanError> {
     let exp = p.experiment();
-    for (prune, _) in p.instances::<Prune>() {
+    for (prune, planned) in p.instances::<Prune>() {
+        // The unified search's accuracy proxies are measured by their pruning alone.
+        if planned.trial.note.as_ref().is_some_and(|n| n.proxy) {
+            continue;
+        }
         let requested = p.requested_by::<KernelTune>(prune.any());
         for &backend in &exp.backends {
             // Layers of one format share a tuning: each tuning once, in first-request order.

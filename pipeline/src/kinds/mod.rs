@@ -18,5 +18,5 @@ pub use dataset::{Dataset, DatasetTrial};
 pub use evaluate::{EvalTrial, Evaluate};
 pub use kernel_tune::{DeviceState, KernelTune, TuneFacts, TuneTrial};
 pub use layer_study::{LayerStudy, StudyTrial};
-pub use prune::{pattern_label, LayerFormat, Prune, PrunePoint, PruneTrial};
+pub use prune::{pattern_label, LayerFormat, Prune, PrunePoint, PruneTrial, SearchNote};
 pub use train::{Train, TrainTrial};

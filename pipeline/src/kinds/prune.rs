@@ -31,6 +31,11 @@ pub struct PrunePoint {
     pub schedule: Option<Schedule>,
     /// Fine-tuning epochs after pruning (0 for the dense pattern).
     pub finetune_epochs: u64,
+    /// Per-layer points: the named layers take their own pattern (empty: every layer takes
+    /// `pattern`). Set by the unified search only.
+    pub layers: Vec<(String, Pattern)>,
+    /// Why the unified search planned this point (`None` in a grid).
+    pub note: Option<SearchNote>,
 }
 
 impl PrunePoint {
@@ -41,8 +46,26 @@ impl PrunePoint {
             method: None,
             schedule: None,
             finetune_epochs: 0,
+            layers: vec![],
+            note: None,
         }
     }
+}
+
+/// What the unified search says about a pruning it planned: result columns, never key fields
+/// (the same pruning planned by a grid has the same key and measurements).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchNote {
+    /// The round that chose it (0: the performance table, the proxies and the references).
+    pub round: u64,
+    /// A cheap accuracy proxy (one layer pruned, no fine-tuning): not evaluated.
+    pub proxy: bool,
+    /// The accuracy the predictor gave it when it was chosen.
+    pub predicted_accuracy: Option<f64>,
+    /// The latency (µs at the search's batch size) the predictor gave it when it was chosen.
+    pub predicted_latency_us: Option<f64>,
+    /// Why it was chosen, in words.
+    pub reason: String,
 }
 
 /// The structure of one layer's weights under a pruning: what kernel tuning is keyed on
@@ -75,6 +98,8 @@ pub struct PruneTrial {
     /// The format each layer takes. Derived at planning time from the model and the pattern,
     /// which the key covers (through the training and the pattern), so it is not a key field.
     pub layers: Vec<LayerFormat>,
+    /// The unified search's note on it (columns only).
+    pub note: Option<SearchNote>,
 }
 
 /// (sparsity, N:M, V) of a pattern as the key records them: each only where it applies.
@@ -207,12 +232,58 @@ impl Trial for PruneTrial {
             Some(globs) => Value::ListStr(globs.clone()),
             None => Value::Null,
         });
+        // A key field only where a per-layer point sets it: uniform prunings keep their keys.
+        if !pt.layer_patterns.is_empty() {
+            f.key_only("layer_patterns", || {
+                CanonValue::List(
+                    pt.layer_patterns
+                        .iter()
+                        .map(|(name, p)| {
+                            CanonValue::List(vec![
+                                CanonValue::Str(name.clone()),
+                                CanonValue::Str(pattern_label(p)),
+                            ])
+                        })
+                        .collect(),
+                )
+            });
+        }
+        if let Some(note) = &self.note {
+            f.column_only("prune.layer_patterns", || {
+                Value::ListStr(
+                    self.layers
+                        .iter()
+                        .map(|l| format!("{}={}", l.layer, pattern_label(&l.pattern)))
+                        .collect(),
+                )
+            });
+            f.column_only("search.round", || Value::I64(note.round as i64));
+            f.column_only("search.role", || {
+                Value::Str(if note.proxy { "proxy" } else { "trial" }.into())
+            });
+            let opt = |x: Option<f64>| x.map_or(Value::Null, Value::F64);
+            f.column_only("search.predicted_accuracy", || opt(note.predicted_accuracy));
+            f.column_only("search.predicted_latency_us", || {
+                opt(note.predicted_latency_us)
+            });
+            f.column_only("search.reason", || Value::Str(note.reason.clone()));
+        }
     }
 
     fn label(&self) -> String {
+        let pattern = if self.spec.layer_patterns.is_empty() {
+            pattern_label(&self.spec.pattern)
+        } else {
+            let each: Vec<String> = self
+                .layers
+                .iter()
+                .map(|l| pattern_label(&l.pattern))
+                .collect();
+            format!("per-layer [{}]", each.join(", "))
+        };
         match &self.spec.method {
-            Some(m) => format!("{} {}", pattern_label(&self.spec.pattern), m.kind()),
-            None => pattern_label(&self.spec.pattern),
+            Some(m) => format!("{pattern} {}", m.kind()),
+            None => pattern,
         }
     }
 }
@@ -243,12 +314,14 @@ pub fn plan(
                 batch_size: train_spec.batch_size,
                 optimizer: train_spec.optimizer,
                 keep_dense: mp.keep_dense.clone(),
+                layer_patterns: point.layers.clone(),
             };
             let formats = layers(&dataset, &planned.trial.model, &spec)
                 .map_err(|e| p.error(0..0, format!("[model]: {e}")))?;
             let trial = PruneTrial {
                 spec,
                 layers: formats,
+                note: point.note.clone(),
             };
             p.add::<Prune>(trial, train);
         }

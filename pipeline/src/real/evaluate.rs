@@ -84,7 +84,7 @@ impl Stage for EvaluateStage {
                 ),
             });
         }
-        let pattern = &pruned.trial().spec.pattern;
+        let spec = &pruned.trial().spec;
         let mut layers = vec![];
         let mlp = weights.arch == stages::model::Arch::Chain
             && weights
@@ -98,7 +98,7 @@ impl Stage for EvaluateStage {
         }
         for (l, m) in weights.layers.iter().zip(masks) {
             let (lp, mask) = match m {
-                Some(mask) => (pattern.clone(), mask),
+                Some(mask) => (spec.pattern_of(&l.name).clone(), mask),
                 None => (
                     kernels::Pattern::Dense,
                     kernels::Mask::full(l.rows(), l.cols()),

@@ -23,7 +23,6 @@ impl PruneStage {
     ) -> Result<Vec<LayerFormat>, StageError> {
         let ds = self.0.load(&data.spec)?;
         let w = Weights::init(model, ds.n_features, ds.image_shape, ds.n_classes, 0)?;
-        let pattern = &spec.pattern;
         for g in spec.keep_dense.iter().flatten() {
             if !w
                 .layers
@@ -43,7 +42,7 @@ impl PruneStage {
             .map(|(i, (l, tokens))| {
                 let (rows, cols) = (l.rows() as u64, l.cols() as u64);
                 let (pattern, skipped) = match spec.layer_fits(&w, i) {
-                    Ok(()) => (pattern.clone(), None),
+                    Ok(()) => (spec.pattern_of(&l.name).clone(), None),
                     Err(e) => (Pattern::Dense, Some(e)),
                 };
                 LayerFormat {

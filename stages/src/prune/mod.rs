@@ -170,6 +170,10 @@ pub struct PruneSpec {
     /// Globs of the layers kept dense whatever the pattern; `None` keeps the model's own
     /// choice ([`Weights::kept_dense`]: a transformer's embedding and head).
     pub keep_dense: Option<Vec<String>>,
+    /// Per-layer points: the named layers take their own pattern instead of `pattern`
+    /// ([`Pattern::Dense`] leaves a layer dense). Empty for a uniform pruning. Every layer in
+    /// it must exist in the model (checked by [`prune`]).
+    pub layer_patterns: Vec<(String, Pattern)>,
 }
 
 impl PruneSpec {
@@ -184,18 +188,40 @@ impl PruneSpec {
         }
     }
 
-    /// Whether layer `i` of `w` takes the pattern: `Err` with why it stays dense (kept dense,
-    /// or a shape the pattern does not fit).
+    /// The pattern the layer named `layer` is asked to take: its per-layer point, else the
+    /// trial's pattern.
+    pub fn pattern_of(&self, layer: &str) -> &Pattern {
+        self.layer_patterns
+            .iter()
+            .find(|(name, _)| name == layer)
+            .map_or(&self.pattern, |(_, p)| p)
+    }
+
+    /// Whether layer `i` of `w` takes its pattern: `Err` with why it stays dense (kept dense,
+    /// dense in a per-layer point, or a shape the pattern does not fit).
     pub fn layer_fits(&self, w: &Weights, i: usize) -> Result<(), String> {
-        match self.kept_dense(w, i) {
-            Some(why) => Err(why),
-            None => {
-                let l = &w.layers[i];
-                self.pattern
-                    .validate_for(l.rows(), l.cols())
-                    .map_err(|e| e.to_string())
-            }
+        if let Some(why) = self.kept_dense(w, i) {
+            return Err(why);
         }
+        let l = &w.layers[i];
+        let pattern = self.pattern_of(&l.name);
+        if *pattern == Pattern::Dense && self.pattern != Pattern::Dense {
+            return Err("dense in this per-layer point".into());
+        }
+        pattern
+            .validate_for(l.rows(), l.cols())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Each layer's pattern in forward order: its own where it takes one, dense where it does
+    /// not (kept dense, dense in the point, or a shape the pattern does not fit).
+    pub fn layer_pattern_list(&self, w: &Weights) -> Vec<Pattern> {
+        (0..w.layers.len())
+            .map(|i| match self.layer_fits(w, i) {
+                Ok(()) => self.pattern_of(&w.layers[i].name).clone(),
+                Err(_) => Pattern::Dense,
+            })
+            .collect()
     }
 
     /// Checks values no model can fix.
@@ -241,6 +267,12 @@ impl PruneSpec {
         if self.schedule == Some(Schedule::Gradual { steps: 0 }) {
             return bad("gradual needs steps >= 1".into());
         }
+        if !self.layer_patterns.is_empty() && dense {
+            return bad("per-layer points need a non-dense trial pattern and a method".into());
+        }
+        for (_, p) in &self.layer_patterns {
+            p.validate()?;
+        }
         Ok(())
     }
 }
@@ -284,6 +316,8 @@ pub struct LayerReport {
 pub struct Pruned {
     /// The trial's pattern.
     pub pattern: Pattern,
+    /// Each layer's pattern (forward order; dense for a layer kept dense).
+    pub layer_patterns: Vec<Pattern>,
     /// Dense weights with exact `+0.0` where masks drop weights.
     pub weights: Weights,
     /// Per layer (forward order): the keep-mask, `None` for a layer kept dense.
@@ -312,9 +346,10 @@ impl Pruned {
             .layers
             .iter()
             .zip(&self.masks)
-            .map(|(l, m)| {
+            .zip(&self.layer_patterns)
+            .map(|((l, m), pattern)| {
                 let packed = match m {
-                    Some(m) => SparseMatrix::from_masked(&self.pattern, &l.weight, m)?,
+                    Some(m) => SparseMatrix::from_masked(pattern, &l.weight, m)?,
                     None => SparseMatrix::from_masked(
                         &Pattern::Dense,
                         &l.weight,
@@ -327,13 +362,14 @@ impl Pruned {
     }
 }
 
-/// Prunes every layer that can take `pattern`: scores, masks, updates (OBS) and zeroes the
-/// weights in place; returns the masks (`None` where `prunable` is false). OBS goes there in
-/// recomputation steps that each at most halve the density ([`schedule::obs_substeps`]).
+/// Prunes every layer that can take its pattern (`patterns`, per layer): scores, masks,
+/// updates (OBS) and zeroes the weights in place; returns the masks (`None` where `prunable` is
+/// false). OBS goes there in recomputation steps that each at most halve the density
+/// ([`schedule::obs_substeps`]).
 fn prune_step(
     data: &Dataset,
     weights: &mut Weights,
-    pattern: &Pattern,
+    patterns: &[Pattern],
     prunable: &[bool],
     method: &Method,
     rng: &mut ChaCha8Rng,
@@ -341,9 +377,9 @@ fn prune_step(
 ) -> Result<Vec<Option<Mask>>, StageError> {
     let substeps = match method {
         Method::SparseGpt { .. } | Method::Wanda { .. } => {
-            return oneshot::prune_network(weights, pattern, prunable, method, calibration);
+            return oneshot::prune_network(weights, patterns, prunable, method, calibration);
         }
-        Method::Magnitude => vec![pattern.clone()],
+        Method::Magnitude => vec![patterns.to_vec()],
         Method::Obs { .. } => {
             let (nonzero, total) = weights
                 .layers
@@ -356,7 +392,8 @@ fn prune_step(
                         t + l.weight.len(),
                     )
                 });
-            schedule::obs_substeps(pattern, nonzero as f64 / total.max(1) as f64)
+            let density = nonzero as f64 / total.max(1) as f64;
+            schedule::layer_substeps(patterns, density)
         }
     };
     let mut masks = Vec::new();
@@ -366,11 +403,11 @@ fn prune_step(
     Ok(masks)
 }
 
-/// One scoring + masking pass (one OBS recomputation) to `pattern`.
+/// One scoring + masking pass (one OBS recomputation) to each layer's pattern.
 fn prune_substep(
     data: &Dataset,
     weights: &mut Weights,
-    pattern: &Pattern,
+    patterns: &[Pattern],
     prunable: &[bool],
     method: &Method,
     rng: &mut ChaCha8Rng,
@@ -388,6 +425,7 @@ fn prune_substep(
             continue;
         }
         let (rows, cols) = (layer.rows(), layer.cols());
+        let pattern = &patterns[i];
         let mask = match (method, fishers.as_ref().and_then(|f| f[i].as_ref())) {
             (Method::Obs { block, damp, .. }, Some(fisher)) => {
                 let inverses = fisher.inverses(*damp)?;
@@ -418,12 +456,20 @@ pub fn prune(
 ) -> Result<Pruned, StageError> {
     spec.validate()?;
     check_fits(data, weights)?;
+    for (name, _) in &spec.layer_patterns {
+        if !weights.layers.iter().any(|l| &l.name == name) {
+            return Err(StageError::InvalidConfig(format!(
+                "prune: the per-layer point names `{name}`, which is not a layer of the model"
+            )));
+        }
+    }
     let fits: Vec<Result<(), String>> = (0..weights.layers.len())
         .map(|i| spec.layer_fits(weights, i))
         .collect();
-    let prunable: Vec<bool> = fits
+    let layer_patterns = spec.layer_pattern_list(weights);
+    let prunable: Vec<bool> = layer_patterns
         .iter()
-        .map(|f| f.is_ok() && spec.pattern != Pattern::Dense)
+        .map(|p| *p != Pattern::Dense)
         .collect();
     let accuracy_before = net_accuracy(&Net::from_weights(weights)?, data)?;
 
@@ -445,15 +491,15 @@ pub fn prune(
             },
         };
         let batch = calibrate::batch(data, calibration.samples, seed)?;
-        let steps = schedule::plan(&spec.pattern, sched, spec.finetune_epochs);
+        let steps = schedule::layer_plan(&layer_patterns, sched, spec.finetune_epochs);
         let last = steps.len() - 1;
-        for (k, (pattern, epochs)) in steps.iter().enumerate() {
+        for (k, (patterns, epochs)) in steps.iter().enumerate() {
             // The output errors are the last step's: keep the weights it starts from.
             let before = (k == last).then(|| current.clone());
             masks = prune_step(
                 data,
                 &mut current,
-                pattern,
+                patterns,
                 &prunable,
                 method,
                 &mut rng,
@@ -538,6 +584,7 @@ pub fn prune(
         .collect();
     Ok(Pruned {
         pattern: spec.pattern.clone(),
+        layer_patterns,
         sparsity: removed as f64 / weights.n_weights().max(1) as f64,
         retained_l1: if total_l1 > 0.0 {
             kept_l1 / total_l1

@@ -107,12 +107,12 @@ pub fn prune_layer(
     Ok(mask)
 }
 
-/// Prunes the `prunable` layers of `weights` to `pattern` with a one-shot method, in order, on
+/// Prunes the `prunable` layers of `weights` to their `patterns` with a one-shot method, in order, on
 /// the calibration `batch`: each layer sees the outputs of the layers before it as pruned
 /// (`sequential`) or as they were.
 pub(crate) fn prune_network(
     weights: &mut Weights,
-    pattern: &Pattern,
+    patterns: &[Pattern],
     prunable: &[bool],
     method: &Method,
     batch: &[f32],
@@ -125,7 +125,7 @@ pub(crate) fn prune_network(
     for (i, layer) in weights.layers.iter_mut().enumerate() {
         if prunable[i] {
             let x = chain.inputs(layer)?;
-            masks.push(Some(prune_layer(layer, &x, pattern, method)?));
+            masks.push(Some(prune_layer(layer, &x, &patterns[i], method)?));
         } else {
             masks.push(None);
         }

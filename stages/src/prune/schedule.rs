@@ -91,6 +91,45 @@ pub(crate) fn plan(pattern: &Pattern, schedule: &Schedule, epochs: usize) -> Vec
         .collect()
 }
 
+/// [`plan`] for every layer at once: each step's per-layer patterns and fine-tune epochs (every
+/// layer's schedule has the same steps and epochs; a dense layer stays dense).
+pub(crate) fn layer_plan(
+    patterns: &[Pattern],
+    schedule: &Schedule,
+    epochs: usize,
+) -> Vec<(Vec<Pattern>, usize)> {
+    let per_layer: Vec<Vec<(Pattern, usize)>> =
+        patterns.iter().map(|p| plan(p, schedule, epochs)).collect();
+    let steps = plan(&Pattern::Dense, schedule, epochs);
+    steps
+        .iter()
+        .enumerate()
+        .map(|(k, (_, e))| (per_layer.iter().map(|l| l[k].0.clone()).collect(), *e))
+        .collect()
+}
+
+/// [`obs_substeps`] for every layer at once: the per-layer patterns of each recomputation
+/// step. Layers that need fewer steps repeat their first one (re-scoring at the same pattern
+/// keeps the weights an earlier step kept, as removed weights score 0).
+pub(crate) fn layer_substeps(patterns: &[Pattern], current: f64) -> Vec<Vec<Pattern>> {
+    let per_layer: Vec<Vec<Pattern>> = patterns
+        .iter()
+        .map(|p| match p {
+            Pattern::Dense => vec![Pattern::Dense],
+            p => obs_substeps(p, current),
+        })
+        .collect();
+    let n = per_layer.iter().map(Vec::len).max().unwrap_or(1);
+    (0..n)
+        .map(|k| {
+            per_layer
+                .iter()
+                .map(|l| l[k.saturating_sub(n - l.len())].clone())
+                .collect()
+        })
+        .collect()
+}
+
 /// The patterns of OBS's recomputation steps towards `pattern` from weights of density
 /// `current` (fraction non-zero): each step halves the density until the target, so that no step
 /// removes more than half of the remaining weights, where the quadratic model behind the OBS

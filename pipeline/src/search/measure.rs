@@ -1,0 +1,127 @@
+//! What a unified search reads back after each round: from the store, by the keys of the plan
+//! it fed (so the same stored measurements give the same choices, whatever the workers).
+
+use crate::key::AnyKey;
+use crate::kinds::{pattern_label, Evaluate, KernelTune, Prune, PrunePoint};
+use crate::plan::Plan;
+use crate::store::{EntryState, Store};
+use kernels::Pattern;
+use results::{Row, Value};
+use stages::kernel_tune::Backend;
+use std::collections::BTreeMap;
+
+/// A model's measured objectives.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measured {
+    /// Test accuracy.
+    pub accuracy: f64,
+    /// Latency at the search's batch size, µs.
+    pub latency_us: f64,
+    /// Weight bytes.
+    pub weight_bytes: f64,
+    /// The dense model's latency measured in the same evaluation, µs, if it says.
+    pub dense_latency_us: Option<f64>,
+    /// Time outside the GEMMs per pass, µs, if it says.
+    pub non_gemm_us: Option<f64>,
+}
+
+fn num(row: &Row, col: &str) -> Option<f64> {
+    row.get(col)
+        .and_then(Value::as_f64)
+        .filter(|x| x.is_finite())
+}
+
+/// The stored result row of `key`, if it succeeded.
+pub fn metrics(store: &Store, key: &AnyKey) -> Option<Row> {
+    match store.read(key) {
+        EntryState::Valid(meta) => Some(meta.metrics.clone()),
+        _ => None,
+    }
+}
+
+/// The prune node of `point` in `plan`.
+pub fn prune_key(plan: &Plan, point: &PrunePoint) -> Option<AnyKey> {
+    plan.nodes.values().find_map(|n| {
+        let p = n.planned::<Prune>()?;
+        let s = &p.trial.spec;
+        (s.pattern == point.pattern
+            && s.method == point.method
+            && s.schedule == point.schedule
+            && s.finetune_epochs as u64 == point.finetune_epochs
+            && s.layer_patterns == point.layers)
+            .then_some(n.key)
+    })
+}
+
+/// The measured objectives of the evaluation of `prune` on `backend` at `batch`.
+pub fn evaluation(
+    store: &Store,
+    plan: &Plan,
+    prune: AnyKey,
+    backend: Backend,
+    batch: u64,
+) -> Option<Measured> {
+    let key = plan.nodes.values().find_map(|n| {
+        let e = n.planned::<Evaluate>()?;
+        (e.parents.0.any() == prune && e.trial.backend == backend).then_some(n.key)
+    })?;
+    let row = metrics(store, &key)?;
+    Some(Measured {
+        accuracy: num(&row, "accuracy")?,
+        latency_us: num(&row, &format!("latency_us_b{batch}"))
+            .or_else(|| num(&row, "latency_us_median"))?,
+        weight_bytes: num(&row, "weight_bytes")?,
+        dense_latency_us: num(&row, &format!("dense_latency_us_b{batch}")),
+        non_gemm_us: num(&row, &format!("non_gemm_us_b{batch}")),
+    })
+}
+
+/// The accuracy a pruning reached (its fine-tuned test accuracy).
+pub fn prune_accuracy(store: &Store, key: AnyKey) -> Option<f64> {
+    num(&metrics(store, &key)?, "accuracy")
+}
+
+/// The tuned latency (µs) of every tuning in `plan` on `backend`, by (pattern label, rows,
+/// cols, batch tokens).
+pub fn tunings(
+    store: &Store,
+    plan: &Plan,
+    backend: Backend,
+) -> BTreeMap<(String, u64, u64, u64), f64> {
+    let mut out = BTreeMap::new();
+    for n in plan.nodes.values() {
+        let Some(t) = n.planned::<KernelTune>() else {
+            continue;
+        };
+        let t = &t.trial;
+        if t.backend != backend {
+            continue;
+        }
+        if let Some(us) = metrics(store, &n.key).and_then(|r| num(&r, "latency_us_median")) {
+            out.insert(
+                (pattern_label(&t.pattern), t.rows, t.cols, t.batch_tokens),
+                us,
+            );
+        }
+    }
+    out
+}
+
+/// The bytes a `rows × cols` layer takes in the format of `pattern` (packed from a fixed
+/// pseudo-random matrix: exact for every pattern whose count of kept weights is fixed).
+pub fn format_bytes(pattern: &Pattern, rows: u64, cols: u64) -> f64 {
+    let (r, c) = (rows as usize, cols as usize);
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let w: Vec<f32> = (0..r * c)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect();
+    let scores: Vec<f32> = w.iter().map(|x| x.abs()).collect();
+    kernels::build_mask(pattern, &scores, r, c)
+        .and_then(|m| kernels::SparseMatrix::from_masked(pattern, &w, &m))
+        .map_or(rows as f64 * cols as f64 * 4.0, |m| m.bytes() as f64)
+}

@@ -1,0 +1,649 @@
+//! The unified search as a plan source: round 0 plans the dense reference and the cheap
+//! proxies (whose prunings request every layer × format tuning); after each round it reads the
+//! round's measurements from the store, refits the predictors, writes its round record, and
+//! chooses the next round's trials. Each round is a new epoch of the same dataflow: its plan is
+//! the last one plus the chosen trials, fed as insertions.
+
+use super::front::{self, Objectives, Reference, ACCURACY_MARGIN};
+use super::measure::{self, Measured};
+use super::predict::{AccuracyFit, LatencyFit};
+use super::select::{self, Scored};
+use super::space::{Candidate, Space, ENUMERATE_MAX};
+use crate::driver::PlanSource;
+use crate::experiment::{Experiment, SearchSpec, SourceMap};
+use crate::kinds::{pattern_label, PrunePoint, SearchNote};
+use crate::plan::{Plan, PlanError};
+use crate::stage::StageTable;
+use crate::store::Store;
+use kernels::Pattern;
+use results::{ResultsError, Row, RunSummary, TableMeta, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// What a finished search tells the command line.
+#[derive(Clone, Debug, Default)]
+pub struct Verdict {
+    /// Lines saying which constraints no trial met, each with the best trial found for it.
+    pub unmet: Vec<String>,
+    /// Rounds run.
+    pub rounds: u64,
+}
+
+/// One planned pruning of the search.
+#[derive(Clone, Debug)]
+struct Entry {
+    point: PrunePoint,
+    role: Role,
+}
+
+#[derive(Clone, Debug)]
+enum Role {
+    Dense,
+    Proxy { layer: usize, pattern: Pattern },
+    Trial(Box<Candidate>),
+}
+
+/// A candidate's prediction.
+#[derive(Clone, Copy, Debug)]
+struct Prediction {
+    drop: f64,
+    gemm_us: f64,
+    objectives: Objectives,
+}
+
+/// The unified search.
+pub struct Unified {
+    exp: Experiment,
+    map: SourceMap,
+    table: Arc<StageTable>,
+    store: Store,
+    spec: SearchSpec,
+    space: Space,
+    entries: Vec<Entry>,
+    plan: Option<Plan>,
+    round: u64,
+    pending: Vec<Entry>,
+    records: Vec<Row>,
+    stop: Option<String>,
+    verdict: Arc<Mutex<Verdict>>,
+    print: bool,
+}
+
+fn note(round: u64, reason: String, predicted: Option<&Prediction>) -> SearchNote {
+    SearchNote {
+        round,
+        proxy: false,
+        predicted_accuracy: predicted.map(|p| p.objectives.accuracy),
+        predicted_latency_us: predicted.map(|p| p.objectives.latency_us),
+        reason,
+    }
+}
+
+impl Unified {
+    /// Plans round 0 of the unified search of `exp` (errors at `path:line:col`).
+    pub fn new(
+        exp: Experiment,
+        map: SourceMap,
+        table: Arc<StageTable>,
+        store: Store,
+        print: bool,
+    ) -> Result<(Unified, Plan), PlanError> {
+        let spec = exp
+            .search
+            .clone()
+            .ok_or_else(|| map.error(0..0, "not a unified search"))?;
+        let grid = table.plan(&exp, &map)?;
+        let space = Space::new(&exp, &spec, &map, &grid)?;
+        let mut dense = PrunePoint::dense();
+        dense.note = Some(note(
+            0,
+            "reference: the dense model (the hypervolume's reference point and the cost outside the GEMMs)".into(),
+            None,
+        ));
+        let mut entries = vec![Entry {
+            point: dense,
+            role: Role::Dense,
+        }];
+        for (_, layer, pattern, point) in space.proxies() {
+            entries.push(Entry {
+                point,
+                role: Role::Proxy { layer, pattern },
+            });
+        }
+        let mut u = Unified {
+            exp,
+            map,
+            table,
+            store,
+            spec,
+            space,
+            entries,
+            plan: None,
+            round: 0,
+            pending: vec![],
+            records: vec![],
+            stop: None,
+            verdict: Arc::new(Mutex::new(Verdict::default())),
+            print,
+        };
+        let plan = u.plan_entries()?;
+        u.plan = Some(plan.clone());
+        Ok((u, plan))
+    }
+
+    /// Shared with the caller: filled in as the search ends.
+    pub fn verdict(&self) -> Arc<Mutex<Verdict>> {
+        self.verdict.clone()
+    }
+
+    /// What `cotune plan` says about the rounds after round 0.
+    pub fn later_rounds(&self) -> String {
+        format!(
+            "unified search: this is round 0 (the dense reference, {} one-shot proxies, and every layer × format tuning they request); later rounds depend on its results: each chooses up to {} fine-tuned trials of {} epochs, within budget_epochs = {}. The grid of this space runs {} trials and {} fine-tune epochs.",
+            self.entries.len() - 1,
+            self.spec.per_round,
+            self.space.finetune_epochs,
+            self.spec.budget_epochs,
+            self.space.grid_trials,
+            self.space.grid_epochs()
+        )
+    }
+
+    fn plan_entries(&self) -> Result<Plan, PlanError> {
+        let mut exp = self.exp.clone();
+        exp.prune_points = self.entries.iter().map(|e| e.point.clone()).collect();
+        self.table.plan(&exp, &self.map)
+    }
+
+    fn backend(&self) -> stages::kernel_tune::Backend {
+        self.exp.backends[0]
+    }
+
+    fn measured(&self, plan: &Plan, e: &Entry) -> Option<Measured> {
+        let key = measure::prune_key(plan, &e.point)?;
+        measure::evaluation(&self.store, plan, key, self.backend(), self.spec.batch_size)
+    }
+
+    fn budget_used(&self) -> u64 {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e.role, Role::Trial(_)))
+            .map(|e| e.point.finetune_epochs)
+            .sum()
+    }
+
+    /// Reads the round's results, refits, chooses the next round and writes its record.
+    fn observe(&mut self) -> Row {
+        let plan = self.plan.clone().unwrap_or_default();
+        let store = &self.store;
+        let b = self.spec.batch_size;
+        let dense = self
+            .entries
+            .iter()
+            .find(|e| matches!(e.role, Role::Dense))
+            .and_then(|e| self.measured(&plan, e));
+        let dense_accuracy = self
+            .entries
+            .iter()
+            .find(|e| matches!(e.role, Role::Dense))
+            .and_then(|e| measure::prune_key(&plan, &e.point))
+            .and_then(|k| measure::prune_accuracy(store, k));
+        // One-shot drops per (method group, layer, pattern).
+        let mut drops: BTreeMap<(usize, usize, String), f64> = BTreeMap::new();
+        for e in &self.entries {
+            if let Role::Proxy { layer, pattern } = &e.role {
+                let acc = measure::prune_key(&plan, &e.point)
+                    .and_then(|k| measure::prune_accuracy(store, k));
+                let group = self
+                    .space
+                    .methods
+                    .iter()
+                    .position(|(m, _)| Some(m) == e.point.method.as_ref())
+                    .unwrap_or(0);
+                if let (Some(acc), Some(d)) = (acc, dense_accuracy) {
+                    drops.insert((group, *layer, pattern_label(pattern)), d - acc);
+                }
+            }
+        }
+        let tuned = measure::tunings(store, &plan, self.backend());
+        let layer_us = |i: usize, p: &Pattern| {
+            let l = &self.space.layers[i];
+            tuned
+                .get(&(pattern_label(p), l.rows, l.cols, b * l.tokens))
+                .copied()
+        };
+        let non_gemm = dense.and_then(|d| d.non_gemm_us).unwrap_or(0.0);
+        let dense_gemm: Option<f64> = (0..self.space.layers.len())
+            .map(|i| layer_us(i, &Pattern::Dense))
+            .sum();
+        // Trials measured so far, with what was predicted when they were chosen.
+        let mut trials: Vec<(&Entry, Option<Measured>)> = vec![];
+        for e in &self.entries {
+            if matches!(e.role, Role::Trial(_)) {
+                trials.push((e, self.measured(&plan, e)));
+            }
+        }
+        let groups = self.space.methods.len();
+        let mut bytes_memo: BTreeMap<(usize, String), f64> = BTreeMap::new();
+        let mut predict_raw = |c: &Candidate| -> Option<(f64, f64, f64)> {
+            let g = self.space.proxy_group(c.group);
+            let (mut drop, mut gemm, mut bytes) = (0.0, 0.0, 0.0);
+            for (i, p) in c.patterns.iter().enumerate() {
+                if *p != Pattern::Dense {
+                    drop += drops.get(&(g, i, pattern_label(p)))?;
+                }
+                gemm += layer_us(i, p)?;
+                let l = &self.space.layers[i];
+                bytes += *bytes_memo
+                    .entry((i, pattern_label(p)))
+                    .or_insert_with(|| measure::format_bytes(p, l.rows, l.cols));
+            }
+            Some((drop, gemm, bytes))
+        };
+        let mut acc_data = vec![];
+        let mut lat_data = vec![];
+        for (e, m) in &trials {
+            if let (Role::Trial(c), Some(m)) = (&e.role, m) {
+                if let Some((drop, gemm, _)) = predict_raw(c) {
+                    acc_data.push((c.group, drop, m.accuracy));
+                    lat_data.push((gemm, m.latency_us));
+                }
+            }
+        }
+        let acc_fit = AccuracyFit::fit(dense_accuracy.unwrap_or(1.0), groups, &acc_data);
+        let lat_fit = LatencyFit::fit(non_gemm, &lat_data);
+        let reference = dense.map(|d| Reference {
+            accuracy: (d.accuracy - ACCURACY_MARGIN).max(0.0),
+            latency_us: d.latency_us,
+            weight_bytes: d.weight_bytes,
+        });
+        let dense_latency = dense.map(|d| d.dense_latency_us.unwrap_or(d.latency_us));
+        let c = &self.spec.constraints;
+        let feasible = |o: &Objectives| {
+            c.min_accuracy.is_none_or(|x| o.accuracy >= x)
+                && c.max_latency_us.is_none_or(|x| o.latency_us <= x)
+                && c.min_speedup
+                    .is_none_or(|x| dense_latency.is_some_and(|d| d / o.latency_us >= x))
+        };
+        let objectives = |m: &Measured| Objectives {
+            accuracy: m.accuracy,
+            latency_us: m.latency_us,
+            weight_bytes: m.weight_bytes,
+        };
+        let mut measured: Vec<Objectives> = trials
+            .iter()
+            .filter_map(|(_, m)| m.as_ref().map(objectives))
+            .collect();
+        if let Some(d) = &dense {
+            measured.push(objectives(d));
+        }
+        let feasible_pts: Vec<Objectives> =
+            measured.iter().copied().filter(|o| feasible(o)).collect();
+        let front_idx = front::front(&feasible_pts);
+        let hv = reference.map(|r| {
+            let g: Vec<[f64; 3]> = front_idx
+                .iter()
+                .map(|&i| r.gains(&feasible_pts[i]))
+                .collect();
+            front::hypervolume(&g)
+        });
+        // Rank agreement of what was predicted at choice time with what was measured.
+        let (mut pa, mut ma, mut pl, mut ml) = (vec![], vec![], vec![], vec![]);
+        for (e, m) in &trials {
+            if let (Some(n), Some(m)) = (&e.point.note, m) {
+                if let (Some(a), Some(l)) = (n.predicted_accuracy, n.predicted_latency_us) {
+                    pa.push(a);
+                    ma.push(m.accuracy);
+                    pl.push(l);
+                    ml.push(m.latency_us);
+                }
+            }
+        }
+        let rho = |x: &[f64], y: &[f64]| {
+            let r = kernels::spearman(x, y);
+            if r.is_finite() {
+                Value::F64(r)
+            } else {
+                Value::Null
+            }
+        };
+        // Choose the next round.
+        let used = self.budget_used();
+        let left = self.spec.budget_epochs.saturating_sub(used);
+        let next_round = self.round + 1;
+        let mut chosen: Vec<Entry> = vec![];
+        let mut stop = None;
+        match (reference, dense_gemm) {
+            (None, _) | (_, None) => {
+                stop = Some(
+                    "the dense reference or its layer tunings failed: nothing to predict from"
+                        .to_string(),
+                );
+            }
+            (Some(reference), Some(_)) => {
+                let run: Vec<&str> = self
+                    .entries
+                    .iter()
+                    .filter_map(|e| match &e.role {
+                        Role::Trial(c) => Some(c.id.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let cands = self.candidates(&drops, &layer_us);
+                let mut scored = vec![];
+                let mut preds = vec![];
+                for (k, cand) in cands.iter().enumerate() {
+                    if run.contains(&cand.id.as_str()) {
+                        preds.push(None);
+                        continue;
+                    }
+                    let p = predict_raw(cand).map(|(drop, gemm, bytes)| Prediction {
+                        drop,
+                        gemm_us: gemm,
+                        objectives: Objectives {
+                            accuracy: acc_fit.predict(cand.group, drop),
+                            latency_us: lat_fit.predict(gemm),
+                            weight_bytes: bytes,
+                        },
+                    });
+                    if let Some(p) = p {
+                        let optimistic = Objectives {
+                            accuracy: p.objectives.accuracy + acc_fit.sigma,
+                            ..p.objectives
+                        };
+                        if feasible(&optimistic) {
+                            scored.push(Scored {
+                                index: k,
+                                id: cand.id.clone(),
+                                predicted: p.objectives,
+                                sigma: acc_fit.sigma,
+                                cost: cand.point.finetune_epochs,
+                            });
+                        }
+                    }
+                    preds.push(p);
+                }
+                let measured_front: Vec<Objectives> =
+                    front_idx.iter().map(|&i| feasible_pts[i]).collect();
+                let picks = select::choose(
+                    &reference,
+                    &measured_front,
+                    &scored,
+                    self.spec.per_round,
+                    left,
+                );
+                for pick in &picks {
+                    let cand = cands[pick.index].clone();
+                    let pred = preds[pick.index].expect("scored candidates have predictions");
+                    let reason = format!(
+                        "optimistic hypervolume gain {:.5}: predicted accuracy {:.4} ± {:.4} (one-shot drop {:.4}), latency {:.1} µs ({:.1} µs of tuned GEMMs)",
+                        pick.gain,
+                        pred.objectives.accuracy,
+                        acc_fit.sigma,
+                        pred.drop,
+                        pred.objectives.latency_us,
+                        pred.gemm_us
+                    );
+                    let mut point = cand.point.clone();
+                    point.note = Some(note(next_round, reason, Some(&pred)));
+                    chosen.push(Entry {
+                        point,
+                        role: Role::Trial(Box::new(cand)),
+                    });
+                }
+                if chosen.is_empty() {
+                    stop = Some(
+                        if left < self.space.finetune_epochs.max(1)
+                            && self.space.finetune_epochs > 0
+                        {
+                            format!(
+                                "budget spent: {used} of {} fine-tune epochs",
+                                self.spec.budget_epochs
+                            )
+                        } else {
+                            "the front stopped moving: no candidate within the budget is predicted to add hypervolume, even at accuracy + σ".to_string()
+                        },
+                    );
+                }
+            }
+        }
+        let count = |stage: &str| plan.nodes.values().filter(|n| n.stage == stage).count() as i64;
+        let cheap = self
+            .entries
+            .iter()
+            .filter(|e| e.point.finetune_epochs == 0 && e.point.method.is_some())
+            .count() as i64;
+        let opt = |x: Option<f64>| x.map_or(Value::Null, Value::F64);
+        let mut row = Row::new();
+        let mut put = |k: &str, v: Value| {
+            row.insert(k.to_owned(), v);
+        };
+        put("round", Value::I64(self.round as i64));
+        put(
+            "trials_this_round",
+            Value::I64(
+                self.entries
+                    .iter()
+                    .filter(|e| {
+                        matches!(e.role, Role::Trial(_))
+                            && e.point.note.as_ref().is_some_and(|n| n.round == self.round)
+                    })
+                    .count() as i64,
+            ),
+        );
+        put("trials_total", Value::I64(trials.len() as i64));
+        put(
+            "trials_failed",
+            Value::I64(trials.iter().filter(|t| t.1.is_none()).count() as i64),
+        );
+        put("budget_epochs_used", Value::I64(used as i64));
+        put("budget_epochs", Value::I64(self.spec.budget_epochs as i64));
+        put("cheap_prunes", Value::I64(cheap));
+        put("kernel_tunes", Value::I64(count("kernel_tune")));
+        put("evaluates", Value::I64(count("evaluate")));
+        put("front_size", Value::I64(front_idx.len() as i64));
+        put("hypervolume", opt(hv));
+        put("reference_accuracy", opt(reference.map(|r| r.accuracy)));
+        put("reference_latency_us", opt(reference.map(|r| r.latency_us)));
+        put(
+            "reference_weight_bytes",
+            opt(reference.map(|r| r.weight_bytes)),
+        );
+        put("spearman_accuracy", rho(&pa, &ma));
+        put("spearman_latency", rho(&pl, &ml));
+        put("predictor_trials", Value::I64(acc_fit.n as i64));
+        put("accuracy_intercept", Value::F64(acc_fit.intercept));
+        put("accuracy_slope", Value::F64(acc_fit.slope));
+        put("accuracy_sigma", Value::F64(acc_fit.sigma));
+        put("latency_scale", Value::F64(lat_fit.scale));
+        put("non_gemm_us", Value::F64(non_gemm));
+        put("next_round_trials", Value::I64(chosen.len() as i64));
+        put("stop", stop.clone().map_or(Value::Null, Value::Str));
+        if stop.is_some() {
+            self.finish(&trials, dense, dense_latency, &feasible_pts);
+        }
+        self.stop = stop;
+        self.pending = chosen;
+        row
+    }
+
+    /// The candidates: the grid's points, or every per-layer choice (or, for a space too
+    /// large to enumerate, each group's additive front).
+    fn candidates(
+        &self,
+        drops: &BTreeMap<(usize, usize, String), f64>,
+        layer_us: &dyn Fn(usize, &Pattern) -> Option<f64>,
+    ) -> Vec<Candidate> {
+        if !self.space.per_layer {
+            return self.space.uniform_candidates();
+        }
+        let mut out = vec![];
+        for g in 0..self.space.methods.len() {
+            if self.space.per_group() <= ENUMERATE_MAX as f64 {
+                out.extend(self.space.enumerate(g));
+            } else {
+                out.extend(super::additive::front(&self.space, g, drops, layer_us));
+            }
+        }
+        out
+    }
+
+    /// Records the constraints no trial met, with the best trial found for each.
+    fn finish(
+        &self,
+        trials: &[(&Entry, Option<Measured>)],
+        dense: Option<Measured>,
+        dense_latency: Option<f64>,
+        feasible: &[Objectives],
+    ) {
+        let c = &self.spec.constraints;
+        let mut unmet = vec![];
+        let any = c.min_accuracy.is_some() || c.max_latency_us.is_some() || c.min_speedup.is_some();
+        if any && feasible.is_empty() {
+            let mut ms: Vec<(String, Measured)> = trials
+                .iter()
+                .filter_map(|(e, m)| match &e.role {
+                    Role::Trial(c) => m.map(|m| (c.id.clone(), m)),
+                    _ => None,
+                })
+                .collect();
+            ms.extend(dense.map(|d| ("dense".to_string(), d)));
+            let best = |key: &dyn Fn(&Measured) -> f64| {
+                ms.iter()
+                    .max_by(|a, b| key(&a.1).total_cmp(&key(&b.1)))
+                    .map(|(id, m)| (id.clone(), *m))
+            };
+            let none = "no trial was measured".to_string();
+            if let Some(x) = c.min_accuracy {
+                let b = best(&|m| m.accuracy);
+                unmet.push(format!(
+                    "min_accuracy = {x}: {}",
+                    b.map_or(none.clone(), |(id, m)| format!(
+                        "best accuracy {:.4} ({id})",
+                        m.accuracy
+                    ))
+                ));
+            }
+            if let Some(x) = c.max_latency_us {
+                let b = best(&|m| -m.latency_us);
+                unmet.push(format!(
+                    "max_latency_us = {x}: {}",
+                    b.map_or(none.clone(), |(id, m)| format!(
+                        "best latency {:.1} µs ({id})",
+                        m.latency_us
+                    ))
+                ));
+            }
+            if let Some(x) = c.min_speedup {
+                let sp = |m: &Measured| dense_latency.map_or(0.0, |d| d / m.latency_us);
+                let b = best(&|m| sp(m));
+                unmet.push(format!(
+                    "min_speedup = {x}: {}",
+                    b.map_or(none, |(id, m)| format!(
+                        "best speedup {:.3}× ({id})",
+                        sp(&m)
+                    ))
+                ));
+            }
+        }
+        if let Ok(mut v) = self.verdict.lock() {
+            v.unmet = unmet;
+            v.rounds = self.round + 1;
+        }
+    }
+}
+
+impl PlanSource for Unified {
+    fn next(&mut self, first: bool) -> Option<Plan> {
+        if first {
+            return self.plan.clone();
+        }
+        if self.stop.is_some() || self.pending.is_empty() {
+            return None;
+        }
+        self.entries.append(&mut self.pending);
+        self.round += 1;
+        match self.plan_entries() {
+            Ok(plan) => {
+                self.plan = Some(plan.clone());
+                Some(plan)
+            }
+            Err(e) => {
+                eprintln!(
+                    "unified search: round {} could not be planned: {e}",
+                    self.round
+                );
+                None
+            }
+        }
+    }
+
+    fn cumulative(&self) -> bool {
+        true
+    }
+
+    fn finish_epoch(
+        &mut self,
+        dir: &Path,
+        meta: &TableMeta,
+        summary: &mut RunSummary,
+    ) -> Result<(), ResultsError> {
+        let row = self.observe();
+        self.records.push(row);
+        results::write_parquet(&dir.join("search.parquet"), &self.records, meta)?;
+        let last = self.records.last().cloned().unwrap_or_default();
+        let j = |k: &str| {
+            last.get(k)
+                .map_or(serde_json::Value::Null, crate::store::value_to_json)
+        };
+        summary.extra.insert(
+            "search".into(),
+            serde_json::json!({
+                "strategy": "unified",
+                "per_layer": self.spec.per_layer,
+                "batch_size": self.spec.batch_size,
+                "rounds": self.round + 1,
+                "budget_epochs": self.spec.budget_epochs,
+                "budget_epochs_used": j("budget_epochs_used"),
+                "trials": j("trials_total"),
+                "cheap_prunes": j("cheap_prunes"),
+                "kernel_tunes": j("kernel_tunes"),
+                "hypervolume": j("hypervolume"),
+                "reference": {
+                    "accuracy": j("reference_accuracy"),
+                    "latency_us": j("reference_latency_us"),
+                    "weight_bytes": j("reference_weight_bytes"),
+                    "what": format!("the dense model's accuracy less {ACCURACY_MARGIN}, its latency at batch {} and its weight bytes", self.spec.batch_size),
+                },
+                "grid": {
+                    "trials": self.space.grid_trials,
+                    "finetune_epochs": self.space.grid_epochs(),
+                },
+                "stop": j("stop"),
+            }),
+        );
+        Ok(())
+    }
+
+    fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64) {
+        if !self.print {
+            return;
+        }
+        let last = self.records.last().cloned().unwrap_or_default();
+        let f = |k: &str| last.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        println!(
+            "round {}: {} new trial(s); budget {}/{} epochs; front {} point(s), hypervolume {:.5}",
+            self.round,
+            f("trials_this_round"),
+            f("budget_epochs_used"),
+            self.spec.budget_epochs,
+            f("front_size"),
+            f("hypervolume"),
+        );
+        if let Some(Value::Str(stop)) = last.get("stop") {
+            println!("search stopped: {stop}\n");
+            crate::cli::print_summary(summary, pareto, failed, &self.table.names());
+        }
+    }
+}

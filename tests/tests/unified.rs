@@ -1,0 +1,280 @@
+//! The unified search on the deterministic test stages: a search continued with a bigger
+//! budget equals a fresh search with that budget (same trials, same tables, same rounds); a
+//! finished search re-run computes nothing; one and two workers choose the same trials; every
+//! trial row says its round, predictions and reason; bad `[search]` input is refused at
+//! `path:line:col`; unmet constraints exit 1 naming the best trial found.
+
+use e2e::harness::{counts, log_lines, run_json, strip, tables, Workspace};
+use results::{Row, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cotune-test");
+
+fn experiment(search: &str) -> String {
+    format!(
+        r#"
+name = "uni"
+seed = 5
+[dataset]
+source = "synthetic"
+samples = 100
+features = 16
+classes = 4
+[model]
+kind = "mlp"
+hidden = [32, 32]
+[train]
+epochs = 2
+batch_size = 8
+lr = [1e-3]
+[prune]
+pattern = ["dense", "unstructured", "nm", "vnm", "vector"]
+sparsity = [0.5, 0.75]
+v = [8]
+method = ["magnitude", "obs"]
+finetune_epochs = 2
+[kernel_tune]
+batch_tokens = [8]
+budget = 4
+[evaluate]
+batch_sizes = [1, 8]
+[search]
+strategy = "unified"
+{search}
+"#
+    )
+}
+
+fn ok(o: &std::process::Output) {
+    assert!(
+        o.status.success(),
+        "run failed: {}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn search_rows(ws: &Workspace, out: &str) -> Vec<Row> {
+    let dir = results::current(&ws.path(out), "uni").expect("published");
+    results::read_table(&dir.join("search.parquet")).expect("search.parquet")
+}
+
+/// Tables without provenance, and the search's round table.
+fn outputs(ws: &Workspace, out: &str) -> (std::collections::BTreeMap<String, Vec<Row>>, Vec<Row>) {
+    (tables(&ws.path(out), "uni"), search_rows(ws, out))
+}
+
+fn n(r: &Row, c: &str) -> Option<f64> {
+    match r.get(c) {
+        Some(Value::I64(x)) => Some(*x as f64),
+        Some(Value::F64(x)) => Some(*x),
+        _ => None,
+    }
+}
+
+fn s(r: &Row, c: &str) -> String {
+    match r.get(c) {
+        Some(Value::Str(x)) => x.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_bigger_budget_continues_the_search_and_equals_a_fresh_one() {
+    let ws = Workspace::new();
+    ws.write(
+        "small.toml",
+        &experiment("budget_epochs = 4\nper_round = 2"),
+    );
+    ws.write("big.toml", &experiment("budget_epochs = 8\nper_round = 2"));
+    ok(&ws.run(BIN, "small.toml", "store", "out", &[]));
+    let small = search_rows(&ws, "out");
+    let log = ws.path("log");
+    let o = ws.cotune(
+        BIN,
+        &[
+            "run",
+            ws.path("big.toml").to_str().unwrap(),
+            "--store",
+            ws.path("store").to_str().unwrap(),
+            "--out",
+            ws.path("out").to_str().unwrap(),
+            "-q",
+        ],
+        Some(&log),
+    );
+    ok(&o);
+    ok(&ws.run(BIN, "big.toml", "fresh-store", "fresh", &[]));
+    let (inc, inc_search) = outputs(&ws, "out");
+    let (fresh, fresh_search) = outputs(&ws, "fresh");
+    for stage in ["prune", "kernel_tune", "evaluate", "pareto"] {
+        assert_eq!(inc[stage], fresh[stage], "{stage} differs");
+    }
+    let strip_cached = |rows: Vec<Row>| strip(rows);
+    assert_eq!(strip_cached(inc_search.clone()), strip_cached(fresh_search));
+    // The continued search re-ran its first rounds from the store and computed only the new.
+    let trained = log_lines(&log)
+        .iter()
+        .filter(|l| l.starts_with("train"))
+        .count();
+    assert_eq!(trained, 0, "the training was cached");
+    let evaluated = log_lines(&log)
+        .iter()
+        .filter(|l| l.starts_with("evaluate"))
+        .count();
+    let trials = |rows: &[Row]| rows.last().and_then(|r| n(r, "trials_total")).unwrap() as usize;
+    assert_eq!(evaluated, trials(&inc_search) - trials(&small));
+    assert!(
+        trials(&inc_search) > trials(&small),
+        "a bigger budget ran more trials"
+    );
+    // Each round's rows: budget used within the budget, a hypervolume, a stop on the last.
+    let last = inc_search.last().unwrap();
+    assert!(n(last, "budget_epochs_used").unwrap() <= 8.0);
+    assert!(n(last, "hypervolume").unwrap() > 0.0);
+    assert!(matches!(last.get("stop"), Some(Value::Str(_))));
+    // Every evaluated trial says which round chose it and why.
+    for r in &inc["evaluate"] {
+        assert!(r.contains_key("search.round"), "{r:?}");
+        assert!(!s(r, "search.reason").is_empty());
+        if s(r, "prune.pattern") != "dense" {
+            assert!(n(r, "search.predicted_accuracy").is_some());
+        }
+    }
+    // The proxies are prunings only: never evaluated.
+    let proxies: Vec<&Row> = inc["prune"]
+        .iter()
+        .filter(|r| s(r, "search.role") == "proxy")
+        .collect();
+    assert!(!proxies.is_empty());
+    let run = run_json(&ws.path("out"), "uni");
+    assert!(run["extra"]["search"]["grid"]["trials"].as_f64().unwrap() > 1.0);
+}
+
+#[test]
+fn a_finished_search_rerun_computes_nothing_and_workers_agree() {
+    let ws = Workspace::new();
+    ws.write("e.toml", &experiment("budget_epochs = 6\nper_layer = true"));
+    ok(&ws.run(BIN, "e.toml", "store", "out", &[]));
+    let log = ws.path("log");
+    let o = ws.cotune(
+        BIN,
+        &[
+            "run",
+            ws.path("e.toml").to_str().unwrap(),
+            "--store",
+            ws.path("store").to_str().unwrap(),
+            "--out",
+            ws.path("out2").to_str().unwrap(),
+            "-q",
+        ],
+        Some(&log),
+    );
+    ok(&o);
+    assert!(
+        log_lines(&log).is_empty(),
+        "re-run computed: {:?}",
+        log_lines(&log)
+    );
+    let run = run_json(&ws.path("out2"), "uni");
+    for stage in ["dataset", "train", "prune", "kernel_tune", "evaluate"] {
+        assert_eq!(counts(&run, stage).0, 0, "{stage} executed on a re-run");
+    }
+    ok(&ws.run(BIN, "e.toml", "store2", "out3", &["--workers", "2"]));
+    let (one, one_search) = outputs(&ws, "out");
+    let (two, two_search) = outputs(&ws, "out3");
+    for stage in ["prune", "kernel_tune", "evaluate", "pareto"] {
+        assert_eq!(one[stage], two[stage], "{stage} differs with 2 workers");
+    }
+    assert_eq!(strip(one_search), strip(two_search));
+    // A per-layer search plans per-layer points: some trial's layers take different patterns.
+    let mixed = one["prune"]
+        .iter()
+        .filter(|r| s(r, "search.role") == "trial")
+        .any(|r| match r.get("prune.layer_patterns") {
+            Some(Value::ListStr(l)) => {
+                let pats: std::collections::BTreeSet<&str> = l
+                    .iter()
+                    .map(|x| x.split_once('=').map_or("", |p| p.1))
+                    .collect();
+                pats.len() > 1
+            }
+            _ => false,
+        });
+    assert!(mixed, "no trial mixes patterns: {:?}", one["prune"]);
+}
+
+fn refused(ws: &Workspace, search: &str, model: Option<&str>, want: &str) {
+    let mut text = experiment(search);
+    if let Some(m) = model {
+        text = text.replace("hidden = [32, 32]", m);
+    }
+    ws.write("bad.toml", &text);
+    let o = ws.run(BIN, "bad.toml", "store", "out", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad.toml:") && err.contains(want), "{err}");
+}
+
+#[test]
+fn bad_search_input_is_refused_at_its_place() {
+    let ws = Workspace::new();
+    refused(&ws, "budget_epochs = 1", None, "smaller than one fine-tune");
+    refused(&ws, "", None, "needs `budget_epochs`");
+    refused(
+        &ws,
+        "budget_epochs = 4\nper_layer = true",
+        Some("hidden = []"),
+        "two or more prunable layers",
+    );
+    refused(
+        &ws,
+        "budget_epochs = 4\nbatch_size = 3",
+        None,
+        "not one of [evaluate]",
+    );
+    ws.write(
+        "grid.toml",
+        &experiment("budget_epochs = 4").replace("\"unified\"", "\"grid\""),
+    );
+    let o = ws.run(BIN, "grid.toml", "store", "out", &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("applies to strategy = \"unified\" only"));
+}
+
+#[test]
+fn unmet_constraints_complete_the_run_and_exit_1_naming_the_best() {
+    let ws = Workspace::new();
+    ws.write(
+        "c.toml",
+        &experiment("budget_epochs = 4\nmin_accuracy = 0.999\nmin_speedup = 50.0"),
+    );
+    let o = ws.run(BIN, "c.toml", "store", "out", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("min_accuracy = 0.999: best accuracy"), "{err}");
+    assert!(err.contains("min_speedup = 50: best speedup"), "{err}");
+    assert!(!search_rows(&ws, "out").is_empty());
+}
+
+#[test]
+fn plan_shows_round_zero_and_says_later_rounds_depend_on_results() {
+    let ws = Workspace::new();
+    let f = ws.write("p.toml", &experiment("budget_epochs = 4"));
+    let o = ws.cotune(
+        BIN,
+        &[
+            "plan",
+            f.to_str().unwrap(),
+            "--store",
+            ws.path("store").to_str().unwrap(),
+        ],
+        None,
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("round 0") && out.contains("later rounds depend on its results"),
+        "{out}"
+    );
+    assert!(out.contains("The grid of this space runs"), "{out}");
+}
