@@ -39,14 +39,11 @@ fn label(r: &Row) -> String {
         p => format!("{p} {}", text(r, "prune.sparsity")),
     };
     let method = text(r, "prune.method");
-    let distinct: std::collections::BTreeSet<&str> = per_layer
-        .split(' ')
-        .filter_map(|x| x.split_once('=').map(|p| p.1))
-        .collect();
-    if distinct.len() > 1 {
-        format!("per-layer [{per_layer}] {method}")
-    } else {
+    // A unified search's rows name every layer's pattern; a grid's name the trial's.
+    if per_layer.is_empty() {
         format!("{pattern} {method}")
+    } else {
+        format!("[{per_layer}] {method}")
     }
 }
 
@@ -110,7 +107,10 @@ fn main() {
     let mut fronts = vec![];
     for (name, run) in [(&args[2], &a), (&args[3], &b)] {
         let f = front(&run.objectives);
-        let gains: Vec<[f64; 3]> = f.iter().map(|&i| reference.gains(&run.objectives[i])).collect();
+        let gains: Vec<[f64; 3]> = f
+            .iter()
+            .map(|&i| reference.gains(&run.objectives[i]))
+            .collect();
         let v = hypervolume(&gains);
         println!(
             "\n{name}: {} evaluated, {} fine-tune epochs, front {} point(s), hypervolume {v:.6}",
@@ -119,7 +119,11 @@ fn main() {
             f.len()
         );
         let mut sorted = f.clone();
-        sorted.sort_by(|&x, &y| run.objectives[x].latency_us.total_cmp(&run.objectives[y].latency_us));
+        sorted.sort_by(|&x, &y| {
+            run.objectives[x]
+                .latency_us
+                .total_cmp(&run.objectives[y].latency_us)
+        });
         for i in sorted {
             let o = run.objectives[i];
             println!(
@@ -147,7 +151,9 @@ fn main() {
         let p = a.objectives[i];
         fronts[1].iter().any(|&j| {
             let q = b.objectives[j];
-            q.accuracy >= p.accuracy && q.latency_us <= p.latency_us && q.weight_bytes <= p.weight_bytes
+            q.accuracy >= p.accuracy
+                && q.latency_us <= p.latency_us
+                && q.weight_bytes <= p.weight_bytes
         })
     });
     println!(

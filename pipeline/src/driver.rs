@@ -130,6 +130,7 @@ fn lead(
     let mut epoch = 0u64;
     let mut report = Report::default();
     let mut totals_so_far: std::collections::BTreeMap<String, StageCounts> = Default::default();
+    let run_t0 = Instant::now();
     while let Some(plan) = source.next(epoch == 0) {
         let t0 = Instant::now();
         let started_at = rfc3339_now();
@@ -220,7 +221,8 @@ fn lead(
             })
             .and_then(|()| source.finish_epoch(dir, &meta, &mut summary))
             .and_then(|()| {
-                summary.wall_s = t0.elapsed().as_secs_f64();
+                let since = if source.cumulative() { run_t0 } else { t0 };
+                summary.wall_s = since.elapsed().as_secs_f64();
                 results::write_run_json(&dir.join("run.json"), &summary)
             })
             .and_then(|()| generation.publish());

@@ -53,6 +53,21 @@ fn ok(o: &std::process::Output) {
     );
 }
 
+/// Runs `file` on `store` into `out`, logging what the stages compute into `log`.
+fn run_logged(ws: &Workspace, file: &str, store: &str, out: &str, log: &std::path::Path) {
+    let (f, s, o) = (ws.path(file), ws.path(store), ws.path(out));
+    let args = [
+        "run",
+        f.to_str().unwrap(),
+        "--store",
+        s.to_str().unwrap(),
+        "--out",
+        o.to_str().unwrap(),
+        "-q",
+    ];
+    ok(&ws.cotune(BIN, &args, Some(log)));
+}
+
 fn search_rows(ws: &Workspace, out: &str) -> Vec<Row> {
     let dir = results::current(&ws.path(out), "uni").expect("published");
     results::read_table(&dir.join("search.parquet")).expect("search.parquet")
@@ -89,20 +104,7 @@ fn a_bigger_budget_continues_the_search_and_equals_a_fresh_one() {
     ok(&ws.run(BIN, "small.toml", "store", "out", &[]));
     let small = search_rows(&ws, "out");
     let log = ws.path("log");
-    let o = ws.cotune(
-        BIN,
-        &[
-            "run",
-            ws.path("big.toml").to_str().unwrap(),
-            "--store",
-            ws.path("store").to_str().unwrap(),
-            "--out",
-            ws.path("out").to_str().unwrap(),
-            "-q",
-        ],
-        Some(&log),
-    );
-    ok(&o);
+    run_logged(&ws, "big.toml", "store", "out", &log);
     ok(&ws.run(BIN, "big.toml", "fresh-store", "fresh", &[]));
     let (inc, inc_search) = outputs(&ws, "out");
     let (fresh, fresh_search) = outputs(&ws, "fresh");
@@ -156,20 +158,7 @@ fn a_finished_search_rerun_computes_nothing_and_workers_agree() {
     ws.write("e.toml", &experiment("budget_epochs = 6\nper_layer = true"));
     ok(&ws.run(BIN, "e.toml", "store", "out", &[]));
     let log = ws.path("log");
-    let o = ws.cotune(
-        BIN,
-        &[
-            "run",
-            ws.path("e.toml").to_str().unwrap(),
-            "--store",
-            ws.path("store").to_str().unwrap(),
-            "--out",
-            ws.path("out2").to_str().unwrap(),
-            "-q",
-        ],
-        Some(&log),
-    );
-    ok(&o);
+    run_logged(&ws, "e.toml", "store", "out2", &log);
     assert!(
         log_lines(&log).is_empty(),
         "re-run computed: {:?}",
@@ -277,4 +266,41 @@ fn plan_shows_round_zero_and_says_later_rounds_depend_on_results() {
         "{out}"
     );
     assert!(out.contains("The grid of this space runs"), "{out}");
+}
+
+#[test]
+fn store_gc_keeps_every_round_of_a_unified_search() {
+    let ws = Workspace::new();
+    let f = ws.write("e.toml", &experiment("budget_epochs = 6\nper_layer = true"));
+    ws.write(
+        "other.toml",
+        &experiment("budget_epochs = 4").replace("seed = 5", "seed = 6"),
+    );
+    ok(&ws.run(BIN, "e.toml", "store", "out", &[]));
+    ok(&ws.run(BIN, "other.toml", "store", "out", &[]));
+    let store = ws.path("store");
+    let o = ws.cotune(
+        BIN,
+        &[
+            "store",
+            "gc",
+            "--keep",
+            f.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).starts_with("removed 0 "),
+        "the other search was kept"
+    );
+    let log = ws.path("log");
+    run_logged(&ws, "e.toml", "store", "out2", &log);
+    assert!(
+        log_lines(&log).is_empty(),
+        "gc dropped some of the search: {:?}",
+        log_lines(&log)
+    );
 }

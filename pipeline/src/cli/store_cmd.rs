@@ -1,6 +1,6 @@
 //! `cotune store ls | verify | gc`.
 
-use super::{load_plan, StoreAction, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use super::{load_experiment, StoreAction, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::stage::StageTable;
 use crate::store::{read_entry, EntryState, Store};
 use std::collections::BTreeSet;
@@ -86,7 +86,7 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
             } else {
                 let mut set = BTreeSet::new();
                 for f in &keep {
-                    match load_plan(f, stages) {
+                    match kept_plan(f, stages, &store) {
                         Ok(p) => set.extend(p.nodes.keys().copied()),
                         Err(e) => {
                             eprintln!("{e}");
@@ -111,4 +111,20 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
             }
         }
     }
+}
+
+/// The instances an experiment file keeps: its plan, or for a unified search every round the
+/// store holds (replayed from its measurements).
+fn kept_plan(
+    file: &std::path::Path,
+    stages: &StageTable,
+    store: &Store,
+) -> Result<crate::plan::Plan, crate::experiment::ExperimentError> {
+    let (exp, map) = load_experiment(file)?;
+    if exp.search.is_none() {
+        return stages.plan(&exp, &map);
+    }
+    let table = std::sync::Arc::new(stages.clone());
+    let (u, _) = crate::search::Unified::new(exp, map, table, store.clone(), false)?;
+    Ok(u.replay())
 }

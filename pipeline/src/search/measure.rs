@@ -7,11 +7,12 @@ use crate::plan::Plan;
 use crate::store::{EntryState, Store};
 use kernels::Pattern;
 use results::{Row, Value};
+
 use stages::kernel_tune::Backend;
 use std::collections::BTreeMap;
 
 /// A model's measured objectives.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
     /// Test accuracy.
     pub accuracy: f64,
@@ -23,6 +24,8 @@ pub struct Measured {
     pub dense_latency_us: Option<f64>,
     /// Time outside the GEMMs per pass, µs, if it says.
     pub non_gemm_us: Option<f64>,
+    /// Each GEMM layer's time inside the pass (forward order), µs, if it says for this batch.
+    pub layer_us: Option<Vec<f64>>,
 }
 
 fn num(row: &Row, col: &str) -> Option<f64> {
@@ -60,6 +63,7 @@ pub fn evaluation(
     prune: AnyKey,
     backend: Backend,
     batch: u64,
+    largest: bool,
 ) -> Option<Measured> {
     let key = plan.nodes.values().find_map(|n| {
         let e = n.planned::<Evaluate>()?;
@@ -73,6 +77,11 @@ pub fn evaluation(
         weight_bytes: num(&row, "weight_bytes")?,
         dense_latency_us: num(&row, &format!("dense_latency_us_b{batch}")),
         non_gemm_us: num(&row, &format!("non_gemm_us_b{batch}")),
+        // The in-pass layer times are recorded for the largest batch size only.
+        layer_us: match row.get("layer_latency_us") {
+            Some(Value::ListF64(v)) if largest => Some(v.clone()),
+            _ => None,
+        },
     })
 }
 
@@ -81,8 +90,7 @@ pub fn prune_accuracy(store: &Store, key: AnyKey) -> Option<f64> {
     num(&metrics(store, &key)?, "accuracy")
 }
 
-/// The tuned latency (µs) of every tuning in `plan` on `backend`, by (pattern label, rows,
-/// cols, batch tokens).
+/// The tuned latency (µs) of every tuning in `plan` on `backend`, by (pattern label, rows, cols, batch tokens).
 pub fn tunings(
     store: &Store,
     plan: &Plan,

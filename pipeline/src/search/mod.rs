@@ -3,6 +3,7 @@
 //!
 //! - [`space`]: the model's prunable layers, their options, the candidates and the proxies.
 //! - [`measure`]: what a round reads back from the store.
+//! - [`layers`]: each layer's time in a format, tuned or measured inside a pass.
 //! - [`predict`]: the accuracy and latency predictors and their calibration.
 //! - [`front`]: Pareto fronts and hypervolume.
 //! - [`select`]: which candidates a round fine-tunes.
@@ -11,6 +12,7 @@
 
 pub mod additive;
 pub mod front;
+pub mod layers;
 pub mod measure;
 pub mod predict;
 pub mod select;

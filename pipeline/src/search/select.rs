@@ -1,5 +1,5 @@
-//! Choosing a round's trials: the candidates whose optimistic prediction (accuracy + σ) adds
-//! the most hypervolume to the front measured so far, one at a time, each added at its mean
+//! Choosing a round's trials: the candidates whose optimistic prediction (accuracy + σ,
+//! latency − its relative σ) adds the most hypervolume to the front measured so far, one at a time, each added at its mean
 //! prediction before the next is chosen (so that a round spreads along the front).
 
 use super::front::{hypervolume, Objectives, Reference};
@@ -15,8 +15,21 @@ pub struct Scored {
     pub predicted: Objectives,
     /// The accuracy predictor's σ.
     pub sigma: f64,
+    /// The latency predictor's relative σ.
+    pub latency_sigma: f64,
     /// Fine-tune epochs it costs.
     pub cost: u64,
+}
+
+impl Scored {
+    /// Its prediction at one σ better on accuracy and latency.
+    pub fn optimistic(&self) -> Objectives {
+        Objectives {
+            accuracy: self.predicted.accuracy + self.sigma,
+            latency_us: self.predicted.latency_us * (1.0 - self.latency_sigma),
+            ..self.predicted
+        }
+    }
 }
 
 /// One chosen candidate and why.
@@ -46,10 +59,7 @@ pub fn choose(
             if taken[k] || c.cost > budget {
                 continue;
             }
-            let optimistic = Objectives {
-                accuracy: c.predicted.accuracy + c.sigma,
-                ..c.predicted
-            };
+            let optimistic = c.optimistic();
             let g = reference.gains(&optimistic);
             // A point another already covers adds nothing: skip the volume computation.
             if g.iter().any(|&x| x <= 0.0)
@@ -109,6 +119,7 @@ mod tests {
             id: id.into(),
             predicted: p,
             sigma: 0.0,
+            latency_sigma: 0.0,
             cost,
         };
         let cands = vec![

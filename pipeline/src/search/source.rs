@@ -5,6 +5,7 @@
 //! the last one plus the chosen trials, fed as insertions.
 
 use super::front::{self, Objectives, Reference, ACCURACY_MARGIN};
+use super::layers::LayerTimes;
 use super::measure::{self, Measured};
 use super::predict::{AccuracyFit, LatencyFit};
 use super::select::{self, Scored};
@@ -150,6 +151,20 @@ impl Unified {
         )
     }
 
+    /// The plan of the search as far as the store holds it: every round replayed from the
+    /// stored measurements, without running anything (what `store gc --keep` keeps). A round
+    /// whose results are missing ends it.
+    pub fn replay(mut self) -> Plan {
+        loop {
+            let plan = self.plan.clone().unwrap_or_default();
+            let complete = plan.nodes.keys().all(|k| self.store.contains(k));
+            self.observe();
+            if !complete || PlanSource::next(&mut self, false).is_none() {
+                return plan;
+            }
+        }
+    }
+
     fn plan_entries(&self) -> Result<Plan, PlanError> {
         let mut exp = self.exp.clone();
         exp.prune_points = self.entries.iter().map(|e| e.point.clone()).collect();
@@ -162,7 +177,15 @@ impl Unified {
 
     fn measured(&self, plan: &Plan, e: &Entry) -> Option<Measured> {
         let key = measure::prune_key(plan, &e.point)?;
-        measure::evaluation(&self.store, plan, key, self.backend(), self.spec.batch_size)
+        let largest = self.exp.batch_sizes.iter().max() == Some(&self.spec.batch_size);
+        measure::evaluation(
+            &self.store,
+            plan,
+            key,
+            self.backend(),
+            self.spec.batch_size,
+            largest,
+        )
     }
 
     fn budget_used(&self) -> u64 {
@@ -206,17 +229,6 @@ impl Unified {
                 }
             }
         }
-        let tuned = measure::tunings(store, &plan, self.backend());
-        let layer_us = |i: usize, p: &Pattern| {
-            let l = &self.space.layers[i];
-            tuned
-                .get(&(pattern_label(p), l.rows, l.cols, b * l.tokens))
-                .copied()
-        };
-        let non_gemm = dense.and_then(|d| d.non_gemm_us).unwrap_or(0.0);
-        let dense_gemm: Option<f64> = (0..self.space.layers.len())
-            .map(|i| layer_us(i, &Pattern::Dense))
-            .sum();
         // Trials measured so far, with what was predicted when they were chosen.
         let mut trials: Vec<(&Entry, Option<Measured>)> = vec![];
         for e in &self.entries {
@@ -224,6 +236,72 @@ impl Unified {
                 trials.push((e, self.measured(&plan, e)));
             }
         }
+        let tuned = measure::tunings(store, &plan, self.backend());
+        let tuned_us = |i: usize, p: &Pattern| {
+            let l = &self.space.layers[i];
+            tuned
+                .get(&(pattern_label(p), l.rows, l.cols, b * l.tokens))
+                .copied()
+        };
+        let n_layers = self.space.layers.len();
+        let mut in_pass: Vec<(Vec<Pattern>, Vec<f64>)> = vec![];
+        for (e, m) in &trials {
+            if let (
+                Role::Trial(c),
+                Some(Measured {
+                    layer_us: Some(t), ..
+                }),
+            ) = (&e.role, m)
+            {
+                in_pass.push((c.patterns.clone(), t.clone()));
+            }
+        }
+        if let Some(Measured {
+            layer_us: Some(t), ..
+        }) = &dense
+        {
+            in_pass.push((vec![Pattern::Dense; n_layers], t.clone()));
+        }
+        let times = LayerTimes::new(
+            n_layers,
+            |i| self.space.options[i].clone(),
+            tuned_us,
+            &in_pass,
+        );
+        let layer_us = |i: usize, p: &Pattern| times.us(i, p);
+        // Formats that cannot beat dense on a layer at the batch size, by the layer times the
+        // latency predictor adds up (in-pass where measured, else tuned and scaled).
+        let mut slow: Vec<(usize, Pattern)> = vec![];
+        let mut slow_why: Vec<String> = vec![];
+        for i in self.space.prunable() {
+            let Some(dense_us) = layer_us(i, &Pattern::Dense) else {
+                continue;
+            };
+            for p in self.space.options[i]
+                .iter()
+                .filter(|p| **p != Pattern::Dense)
+            {
+                if let Some(us) = layer_us(i, p).filter(|&us| us >= dense_us) {
+                    slow.push((i, p.clone()));
+                    slow_why.push(format!(
+                        "{} {}: {us:.1} µs, dense {dense_us:.1} µs, at batch {b}",
+                        self.space.layers[i].name,
+                        pattern_label(p)
+                    ));
+                }
+            }
+        }
+        // The time outside the GEMMs: the median over the measured models.
+        let mut outside: Vec<f64> = trials
+            .iter()
+            .filter_map(|t| t.1.as_ref().and_then(|m| m.non_gemm_us))
+            .chain(dense.as_ref().and_then(|d| d.non_gemm_us))
+            .collect();
+        outside.sort_by(f64::total_cmp);
+        let non_gemm = outside.get(outside.len() / 2).copied().unwrap_or(0.0);
+        let dense_gemm: Option<f64> = (0..self.space.layers.len())
+            .map(|i| layer_us(i, &Pattern::Dense))
+            .sum();
         let groups = self.space.methods.len();
         let mut bytes_memo: BTreeMap<(usize, String), f64> = BTreeMap::new();
         let mut predict_raw = |c: &Candidate| -> Option<(f64, f64, f64)> {
@@ -251,14 +329,19 @@ impl Unified {
                 }
             }
         }
+        if let (Some(d), Some(g)) = (&dense, dense_gemm) {
+            lat_data.push((g, d.latency_us));
+        }
         let acc_fit = AccuracyFit::fit(dense_accuracy.unwrap_or(1.0), groups, &acc_data);
         let lat_fit = LatencyFit::fit(non_gemm, &lat_data);
-        let reference = dense.map(|d| Reference {
+        let reference = dense.as_ref().map(|d| Reference {
             accuracy: (d.accuracy - ACCURACY_MARGIN).max(0.0),
             latency_us: d.latency_us,
             weight_bytes: d.weight_bytes,
         });
-        let dense_latency = dense.map(|d| d.dense_latency_us.unwrap_or(d.latency_us));
+        let dense_latency = dense
+            .as_ref()
+            .map(|d| d.dense_latency_us.unwrap_or(d.latency_us));
         let c = &self.spec.constraints;
         let feasible = |o: &Objectives| {
             c.min_accuracy.is_none_or(|x| o.accuracy >= x)
@@ -330,7 +413,7 @@ impl Unified {
                         _ => None,
                     })
                     .collect();
-                let cands = self.candidates(&drops, &layer_us);
+                let cands = self.candidates(&slow, &drops, &layer_us);
                 let mut scored = vec![];
                 let mut preds = vec![];
                 for (k, cand) in cands.iter().enumerate() {
@@ -348,18 +431,16 @@ impl Unified {
                         },
                     });
                     if let Some(p) = p {
-                        let optimistic = Objectives {
-                            accuracy: p.objectives.accuracy + acc_fit.sigma,
-                            ..p.objectives
+                        let s = Scored {
+                            index: k,
+                            id: cand.id.clone(),
+                            predicted: p.objectives,
+                            sigma: acc_fit.sigma,
+                            latency_sigma: lat_fit.sigma_rel,
+                            cost: cand.point.finetune_epochs,
                         };
-                        if feasible(&optimistic) {
-                            scored.push(Scored {
-                                index: k,
-                                id: cand.id.clone(),
-                                predicted: p.objectives,
-                                sigma: acc_fit.sigma,
-                                cost: cand.point.finetune_epochs,
-                            });
+                        if feasible(&s.optimistic()) {
+                            scored.push(s);
                         }
                     }
                     preds.push(p);
@@ -377,12 +458,13 @@ impl Unified {
                     let cand = cands[pick.index].clone();
                     let pred = preds[pick.index].expect("scored candidates have predictions");
                     let reason = format!(
-                        "optimistic hypervolume gain {:.5}: predicted accuracy {:.4} ± {:.4} (one-shot drop {:.4}), latency {:.1} µs ({:.1} µs of tuned GEMMs)",
+                        "optimistic hypervolume gain {:.5}: predicted accuracy {:.4} ± {:.4} (one-shot drop {:.4}), latency {:.1} µs ± {:.0} % ({:.1} µs of tuned GEMMs)",
                         pick.gain,
                         pred.objectives.accuracy,
                         acc_fit.sigma,
                         pred.drop,
                         pred.objectives.latency_us,
+                        100.0 * lat_fit.sigma_rel,
                         pred.gemm_us
                     );
                     let mut point = cand.point.clone();
@@ -402,7 +484,7 @@ impl Unified {
                                 self.spec.budget_epochs
                             )
                         } else {
-                            "the front stopped moving: no candidate within the budget is predicted to add hypervolume, even at accuracy + σ".to_string()
+                            "the front stopped moving: no candidate within the budget is predicted to add hypervolume, even one σ better".to_string()
                         },
                     );
                 }
@@ -457,8 +539,17 @@ impl Unified {
         put("accuracy_slope", Value::F64(acc_fit.slope));
         put("accuracy_sigma", Value::F64(acc_fit.sigma));
         put("latency_scale", Value::F64(lat_fit.scale));
+        put("latency_sigma_rel", Value::F64(lat_fit.sigma_rel));
         put("non_gemm_us", Value::F64(non_gemm));
+        put(
+            "layer_formats_measured_in_pass",
+            Value::I64(times.observed() as i64),
+        );
+        put("in_pass_over_tuned", Value::F64(times.ratio()));
         put("next_round_trials", Value::I64(chosen.len() as i64));
+        // Per layer, the formats slower than dense there (a per-layer search leaves them out).
+        put("formats_slower_than_dense", Value::ListStr(slow_why));
+        put("slow_formats_left_out", Value::Bool(self.space.per_layer));
         put("stop", stop.clone().map_or(Value::Null, Value::Str));
         if stop.is_some() {
             self.finish(&trials, dense, dense_latency, &feasible_pts);
@@ -470,20 +561,23 @@ impl Unified {
 
     /// The candidates: the grid's points, or every per-layer choice (or, for a space too
     /// large to enumerate, each group's additive front).
+    /// A per-layer space leaves out each layer's `slow` formats.
     fn candidates(
         &self,
+        slow: &[(usize, Pattern)],
         drops: &BTreeMap<(usize, usize, String), f64>,
         layer_us: &dyn Fn(usize, &Pattern) -> Option<f64>,
     ) -> Vec<Candidate> {
         if !self.space.per_layer {
             return self.space.uniform_candidates();
         }
+        let space = self.space.without(slow);
         let mut out = vec![];
-        for g in 0..self.space.methods.len() {
-            if self.space.per_group() <= ENUMERATE_MAX as f64 {
-                out.extend(self.space.enumerate(g));
+        for g in 0..space.methods.len() {
+            if space.per_group() <= ENUMERATE_MAX as f64 {
+                out.extend(space.enumerate(g));
             } else {
-                out.extend(super::additive::front(&self.space, g, drops, layer_us));
+                out.extend(super::additive::front(&space, g, drops, layer_us));
             }
         }
         out
@@ -504,7 +598,7 @@ impl Unified {
             let mut ms: Vec<(String, Measured)> = trials
                 .iter()
                 .filter_map(|(e, m)| match &e.role {
-                    Role::Trial(c) => m.map(|m| (c.id.clone(), m)),
+                    Role::Trial(c) => m.clone().map(|m| (c.id.clone(), m)),
                     _ => None,
                 })
                 .collect();
@@ -512,7 +606,7 @@ impl Unified {
             let best = |key: &dyn Fn(&Measured) -> f64| {
                 ms.iter()
                     .max_by(|a, b| key(&a.1).total_cmp(&key(&b.1)))
-                    .map(|(id, m)| (id.clone(), *m))
+                    .map(|(id, m)| (id.clone(), m.clone()))
             };
             let none = "no trial was measured".to_string();
             if let Some(x) = c.min_accuracy {

@@ -156,6 +156,22 @@ impl Space {
         })
     }
 
+    /// The space without the (layer, pattern) options `drop` names; a layer left with none
+    /// stays dense.
+    pub fn without(&self, drop: &[(usize, Pattern)]) -> Space {
+        let mut s = self.clone();
+        for (i, o) in s.options.iter_mut().enumerate() {
+            if o.is_empty() {
+                continue;
+            }
+            o.retain(|p| !drop.contains(&(i, p.clone())));
+            if o.is_empty() {
+                o.push(Pattern::Dense);
+            }
+        }
+        s
+    }
+
     /// Indices of the layers that may be pruned.
     pub fn prunable(&self) -> Vec<usize> {
         (0..self.layers.len())
