@@ -304,3 +304,78 @@ fn store_gc_keeps_every_round_of_a_unified_search() {
         log_lines(&log)
     );
 }
+
+/// A search killed with kill -9 in a later round loses nothing completed: the re-run finds
+/// every stored entry cached and ends as a fresh search does.
+#[test]
+fn a_killed_search_resumes_and_ends_as_a_fresh_one() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let ws = Workspace::new();
+    let f = ws.write("k.toml", &experiment("budget_epochs = 6\nper_round = 1"));
+    let log = ws.path("k.log");
+    let (s, o) = (ws.path("store"), ws.path("out"));
+    let args = [
+        "run",
+        f.to_str().unwrap(),
+        "--store",
+        s.to_str().unwrap(),
+        "--out",
+        o.to_str().unwrap(),
+        "-q",
+    ];
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("COTUNE_TEST_LOG", &log)
+        .env("COTUNE_TEST_SLEEP_MS", "20")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let evaluated = || {
+        log_lines(&log)
+            .iter()
+            .filter(|l| l.starts_with("evaluate"))
+            .count()
+    };
+    let t0 = Instant::now();
+    // The dense reference is round 0's one evaluation: wait for round 1's.
+    while evaluated() < 2 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(
+        evaluated() >= 2,
+        "the search reached round 1 before the kill"
+    );
+    let v = ws.cotune(
+        BIN,
+        &["store", "verify", "--store", s.to_str().unwrap()],
+        None,
+    );
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+    let stored: u64 = String::from_utf8_lossy(&v.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    ok(&ws.run(BIN, "k.toml", "store", "out", &[]));
+    let run = run_json(&o, "uni");
+    let cached: u64 = ["dataset", "train", "prune", "kernel_tune", "evaluate"]
+        .iter()
+        .map(|st| counts(&run, st).1)
+        .sum();
+    assert_eq!(
+        cached, stored,
+        "every entry stored before the kill is a cache hit"
+    );
+    ok(&ws.run(BIN, "k.toml", "fresh-store", "fresh", &[]));
+    let (a, a_search) = outputs(&ws, "out");
+    let (b, b_search) = outputs(&ws, "fresh");
+    for stage in ["prune", "kernel_tune", "evaluate", "pareto"] {
+        assert_eq!(a[stage], b[stage], "{stage} differs from a fresh search");
+    }
+    assert_eq!(strip(a_search), strip(b_search));
+}

@@ -34,10 +34,33 @@ fn num(row: &Row, col: &str) -> Option<f64> {
         .filter(|x| x.is_finite())
 }
 
+/// Reads result rows from the store, each stored entry verified once (an entry never changes
+/// once stored; one that is missing is asked again, as a later round may have computed it).
+pub struct Reader {
+    store: Store,
+    seen: std::cell::RefCell<BTreeMap<AnyKey, Row>>,
+}
+
+impl Reader {
+    /// A reader of `store`.
+    pub fn new(store: Store) -> Reader {
+        Reader {
+            store,
+            seen: Default::default(),
+        }
+    }
+}
+
 /// The stored result row of `key`, if it succeeded.
-pub fn metrics(store: &Store, key: &AnyKey) -> Option<Row> {
-    match store.read(key) {
-        EntryState::Valid(meta) => Some(meta.metrics.clone()),
+pub fn metrics(store: &Reader, key: &AnyKey) -> Option<Row> {
+    if let Some(row) = store.seen.borrow().get(key) {
+        return Some(row.clone());
+    }
+    match store.store.read(key) {
+        EntryState::Valid(meta) => {
+            store.seen.borrow_mut().insert(*key, meta.metrics.clone());
+            Some(meta.metrics.clone())
+        }
         _ => None,
     }
 }
@@ -58,7 +81,7 @@ pub fn prune_key(plan: &Plan, point: &PrunePoint) -> Option<AnyKey> {
 
 /// The measured objectives of the evaluation of `prune` on `backend` at `batch`.
 pub fn evaluation(
-    store: &Store,
+    store: &Reader,
     plan: &Plan,
     prune: AnyKey,
     backend: Backend,
@@ -86,13 +109,13 @@ pub fn evaluation(
 }
 
 /// The accuracy a pruning reached (its fine-tuned test accuracy).
-pub fn prune_accuracy(store: &Store, key: AnyKey) -> Option<f64> {
+pub fn prune_accuracy(store: &Reader, key: AnyKey) -> Option<f64> {
     num(&metrics(store, &key)?, "accuracy")
 }
 
 /// The tuned latency (µs) of every tuning in `plan` on `backend`, by (pattern label, rows, cols, batch tokens).
 pub fn tunings(
-    store: &Store,
+    store: &Reader,
     plan: &Plan,
     backend: Backend,
 ) -> BTreeMap<(String, u64, u64, u64), f64> {

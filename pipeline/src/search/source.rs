@@ -58,7 +58,7 @@ pub struct Unified {
     exp: Experiment,
     map: SourceMap,
     table: Arc<StageTable>,
-    store: Store,
+    store: measure::Reader,
     spec: SearchSpec,
     space: Space,
     entries: Vec<Entry>,
@@ -116,7 +116,7 @@ impl Unified {
             exp,
             map,
             table,
-            store,
+            store: measure::Reader::new(store),
             spec,
             space,
             entries,
@@ -151,15 +151,15 @@ impl Unified {
         )
     }
 
-    /// The plan of the search as far as the store holds it: every round replayed from the
-    /// stored measurements, without running anything (what `store gc --keep` keeps). A round
-    /// whose results are missing ends it.
+    /// The plan of the search as the store holds it: every round replayed from the stored
+    /// measurements, without running anything (what `store gc --keep` keeps). A result the
+    /// store lacks counts as failed, as in a run; so a finished search replays exactly, and an
+    /// interrupted one plans at most some rounds more than it ran.
     pub fn replay(mut self) -> Plan {
         loop {
             let plan = self.plan.clone().unwrap_or_default();
-            let complete = plan.nodes.keys().all(|k| self.store.contains(k));
             self.observe();
-            if !complete || PlanSource::next(&mut self, false).is_none() {
+            if PlanSource::next(&mut self, false).is_none() {
                 return plan;
             }
         }
