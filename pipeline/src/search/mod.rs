@@ -9,6 +9,7 @@
 //! - [`select`]: which candidates a round fine-tunes.
 //! - [`additive`]: the predicted front of a per-layer space too large to enumerate.
 //! - [`source`]: the rounds, as the driver's plan source.
+//! - [`verdict`]: what a search says when no trial meets its constraints.
 
 pub mod additive;
 pub mod front;
@@ -18,5 +19,6 @@ pub mod predict;
 pub mod select;
 pub mod source;
 pub mod space;
+pub mod verdict;
 
 pub use source::{Unified, Verdict};

@@ -591,56 +591,19 @@ impl Unified {
         dense_latency: Option<f64>,
         feasible: &[Objectives],
     ) {
-        let c = &self.spec.constraints;
-        let mut unmet = vec![];
-        let any = c.min_accuracy.is_some() || c.max_latency_us.is_some() || c.min_speedup.is_some();
-        if any && feasible.is_empty() {
-            let mut ms: Vec<(String, Measured)> = trials
-                .iter()
-                .filter_map(|(e, m)| match &e.role {
-                    Role::Trial(c) => m.clone().map(|m| (c.id.clone(), m)),
-                    _ => None,
-                })
-                .collect();
-            ms.extend(dense.map(|d| ("dense".to_string(), d)));
-            let best = |key: &dyn Fn(&Measured) -> f64| {
-                ms.iter()
-                    .max_by(|a, b| key(&a.1).total_cmp(&key(&b.1)))
-                    .map(|(id, m)| (id.clone(), m.clone()))
-            };
-            let none = "no trial was measured".to_string();
-            if let Some(x) = c.min_accuracy {
-                let b = best(&|m| m.accuracy);
-                unmet.push(format!(
-                    "min_accuracy = {x}: {}",
-                    b.map_or(none.clone(), |(id, m)| format!(
-                        "best accuracy {:.4} ({id})",
-                        m.accuracy
-                    ))
-                ));
-            }
-            if let Some(x) = c.max_latency_us {
-                let b = best(&|m| -m.latency_us);
-                unmet.push(format!(
-                    "max_latency_us = {x}: {}",
-                    b.map_or(none.clone(), |(id, m)| format!(
-                        "best latency {:.1} µs ({id})",
-                        m.latency_us
-                    ))
-                ));
-            }
-            if let Some(x) = c.min_speedup {
-                let sp = |m: &Measured| dense_latency.map_or(0.0, |d| d / m.latency_us);
-                let b = best(&|m| sp(m));
-                unmet.push(format!(
-                    "min_speedup = {x}: {}",
-                    b.map_or(none, |(id, m)| format!(
-                        "best speedup {:.3}× ({id})",
-                        sp(&m)
-                    ))
-                ));
-            }
-        }
+        let mut measured: Vec<(String, Measured)> = trials
+            .iter()
+            .filter_map(|(e, m)| match &e.role {
+                Role::Trial(c) => m.clone().map(|m| (c.id.clone(), m)),
+                _ => None,
+            })
+            .collect();
+        measured.extend(dense.map(|d| ("dense".to_string(), d)));
+        let unmet = if feasible.is_empty() {
+            super::verdict::unmet(&self.spec.constraints, &measured, dense_latency)
+        } else {
+            vec![]
+        };
         if let Ok(mut v) = self.verdict.lock() {
             v.unmet = unmet;
             v.rounds = self.round + 1;
