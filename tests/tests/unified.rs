@@ -149,7 +149,13 @@ fn a_bigger_budget_continues_the_search_and_equals_a_fresh_one() {
         .collect();
     assert!(!proxies.is_empty());
     let run = run_json(&ws.path("out"), "uni");
-    assert!(run["extra"]["search"]["grid"]["trials"].as_f64().unwrap() > 1.0);
+    let search = &run["extra"]["search"];
+    assert!(search["grid"]["trials"].as_f64().unwrap() > 1.0);
+    assert_eq!(
+        search["budget_epochs_used"].as_u64(),
+        n(last, "budget_epochs_used").map(|x| x as u64)
+    );
+    assert!(search["hypervolume"].as_f64().unwrap() > 0.0);
 }
 
 #[test]

@@ -650,9 +650,12 @@ impl PlanSource for Unified {
         self.records.push(row);
         results::write_parquet(&dir.join("search.parquet"), &self.records, meta)?;
         let last = self.records.last().cloned().unwrap_or_default();
-        let j = |k: &str| {
-            last.get(k)
-                .map_or(serde_json::Value::Null, crate::store::value_to_json)
+        // Plain JSON numbers and strings (the store's tagged encoding is for round trips).
+        let j = |k: &str| match last.get(k) {
+            Some(Value::I64(x)) => serde_json::Value::from(*x),
+            Some(Value::F64(x)) => serde_json::Value::from(*x),
+            Some(Value::Str(x)) => serde_json::Value::from(x.clone()),
+            _ => serde_json::Value::Null,
         };
         summary.extra.insert(
             "search".into(),
