@@ -239,9 +239,16 @@ impl Trial for PruneTrial {
                     pt.layer_patterns
                         .iter()
                         .map(|(name, p)| {
+                            // The pattern's key fields, as `describe_pattern` records them.
+                            let (sparsity, nm, v) = pattern_parts(p);
                             CanonValue::List(vec![
                                 CanonValue::Str(name.clone()),
-                                CanonValue::Str(pattern_label(p)),
+                                CanonValue::Str(p.kind().tag().to_owned()),
+                                CanonValue::List(
+                                    sparsity.into_iter().map(CanonValue::f64).collect(),
+                                ),
+                                canon_u64s(nm.into_iter().flat_map(|(n, m)| [n, m])),
+                                canon_u64s(v),
                             ])
                         })
                         .collect(),
