@@ -411,3 +411,49 @@ fn one_shot_parameters_are_in_their_keys_only() {
     let before = prunes(A);
     assert!(before.iter().all(|p| a.contains(p)));
 }
+
+/// A unified search's round 0 on the real stages: its prunings' keys (the dense reference and
+/// the per-layer proxies, whose keys cover each layer's pattern) are pinned, and its dense
+/// reference is the quickstart's own dense pruning (the two share the store's entries).
+#[test]
+fn golden_keys_of_a_unified_search() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../experiments/search/per-layer.toml"
+    );
+    let text = std::fs::read_to_string(file).expect("per-layer.toml");
+    let (raw, map) = parse_str(Path::new(file), &text).expect("parses");
+    let exp = validate(&raw, &map).expect("valid");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let table = std::sync::Arc::new(pipeline::real::table(dir.path()));
+    let store = pipeline::store::Store::open(&dir.path().join("store")).expect("store");
+    let (_, plan) =
+        pipeline::search::Unified::new(exp, map, table, store, false).expect("round 0 plans");
+    let mut h = blake3::Hasher::new();
+    let mut n = 0;
+    for (k, node) in &plan.nodes {
+        if node.stage == "prune" {
+            h.update(k.as_bytes());
+            n += 1;
+        }
+    }
+    // The dense reference and 26 proxies: fc0 and fc1 take 5 sparse patterns each, fc2 3
+    // (V = 64 does not divide its 10 rows), for each of the two methods.
+    assert_eq!(n, 1 + 2 * (5 + 5 + 3));
+    assert_eq!(
+        h.finalize().to_hex().as_str(),
+        GOLDEN_UNIFIED_PRUNES,
+        "a unified search's prune keys changed: if deliberate, update the golden value"
+    );
+    let dense = |p: &Plan| {
+        p.nodes
+            .values()
+            .find(|n| n.stage == "prune" && n.label() == "dense")
+            .map(|n| n.key)
+    };
+    assert!(dense(&plan).is_some(), "round 0 plans the dense reference");
+    assert_eq!(dense(&plan), dense(&quickstart()));
+}
+
+const GOLDEN_UNIFIED_PRUNES: &str =
+    "db8d921d495ff28486d2efbe9ef8f54e69de6c7a3863a373a482321c2eebe157";
