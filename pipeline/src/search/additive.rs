@@ -2,7 +2,6 @@
 //! additive over layers (one-shot drops, tuned latencies, bytes), so the front of whole models
 //! is built layer by layer, keeping only the partial sums no other partial sum dominates.
 
-use super::measure::format_bytes;
 use super::space::{Candidate, Space};
 use crate::kinds::pattern_label;
 use kernels::Pattern;
@@ -40,7 +39,7 @@ pub fn front(
         bytes: 0.0,
         choice: vec![],
     }];
-    for (i, l) in space.layers.iter().enumerate() {
+    for i in 0..space.layers.len() {
         let options: Vec<Pattern> = if space.options[i].is_empty() {
             vec![Pattern::Dense]
         } else {
@@ -54,7 +53,7 @@ pub fn front(
                 drops.get(&(g, i, pattern_label(&p))).copied()
             };
             if let (Some(d), Some(t)) = (d, layer_us(i, &p)) {
-                let y = format_bytes(&p, l.rows, l.cols);
+                let y = space.layer_bytes(i, &p);
                 costs.push((p, d, t, y));
             }
         }
@@ -98,6 +97,7 @@ pub fn front(
 mod tests {
     use super::*;
     use crate::kinds::PrunePoint;
+    use crate::search::measure::format_bytes;
     use crate::search::space::LayerInfo;
     use stages::{Method, Schedule};
 
@@ -140,6 +140,7 @@ mod tests {
             per_layer: true,
             finetune_epochs: 1,
             grid_trials: 0.0,
+            bytes: BTreeMap::new(),
         };
         let mut s = 7u64;
         let mut r = || {

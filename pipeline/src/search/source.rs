@@ -27,8 +27,6 @@ use std::sync::{Arc, Mutex};
 pub struct Verdict {
     /// Lines saying which constraints no trial met, each with the best trial found for it.
     pub unmet: Vec<String>,
-    /// Rounds run.
-    pub rounds: u64,
 }
 
 /// One planned pruning of the search.
@@ -303,8 +301,7 @@ impl Unified {
             .map(|i| layer_us(i, &Pattern::Dense))
             .sum();
         let groups = self.space.methods.len();
-        let mut bytes_memo: BTreeMap<(usize, String), f64> = BTreeMap::new();
-        let mut predict_raw = |c: &Candidate| -> Option<(f64, f64, f64)> {
+        let predict_raw = |c: &Candidate| -> Option<(f64, f64, f64)> {
             let g = self.space.proxy_group(c.group);
             let (mut drop, mut gemm, mut bytes) = (0.0, 0.0, 0.0);
             for (i, p) in c.patterns.iter().enumerate() {
@@ -312,10 +309,7 @@ impl Unified {
                     drop += drops.get(&(g, i, pattern_label(p)))?;
                 }
                 gemm += layer_us(i, p)?;
-                let l = &self.space.layers[i];
-                bytes += *bytes_memo
-                    .entry((i, pattern_label(p)))
-                    .or_insert_with(|| measure::format_bytes(p, l.rows, l.cols));
+                bytes += self.space.layer_bytes(i, p);
             }
             Some((drop, gemm, bytes))
         };
@@ -549,7 +543,6 @@ impl Unified {
         put("next_round_trials", Value::I64(chosen.len() as i64));
         // Per layer, the formats slower than dense there (a per-layer search leaves them out).
         put("formats_slower_than_dense", Value::ListStr(slow_why));
-        put("slow_formats_left_out", Value::Bool(self.space.per_layer));
         put("stop", stop.clone().map_or(Value::Null, Value::Str));
         if stop.is_some() {
             self.finish(&trials, dense, dense_latency, &feasible_pts);
@@ -606,7 +599,6 @@ impl Unified {
         };
         if let Ok(mut v) = self.verdict.lock() {
             v.unmet = unmet;
-            v.rounds = self.round + 1;
         }
     }
 }

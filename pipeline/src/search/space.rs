@@ -1,11 +1,13 @@
 //! The joint space of a unified search: the model's prunable layers, each layer's options,
 //! the (method, schedule) pairs, the candidates, and the cheap proxies.
 
+use super::measure::format_bytes;
 use crate::experiment::{Experiment, SearchSpec, SourceMap};
 use crate::kinds::{pattern_label, LayerFormat, Prune, PrunePoint, SearchNote};
 use crate::plan::{Plan, PlanError};
 use kernels::Pattern;
 use stages::{Method, Schedule};
+use std::collections::BTreeMap;
 
 /// One GEMM layer of the model.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,6 +55,9 @@ pub struct Space {
     pub finetune_epochs: u64,
     /// Trials the grid of this space would run (the dense model included).
     pub grid_trials: f64,
+    /// Per (layer, pattern label): the bytes the layer takes in that format (every option and
+    /// dense), computed once.
+    pub bytes: BTreeMap<(usize, String), f64>,
 }
 
 impl Space {
@@ -145,6 +150,14 @@ impl Space {
             .into_iter()
             .map(|(p, f)| (p, f.into_iter().map(|l| l.pattern).collect()))
             .collect();
+        let mut bytes = BTreeMap::new();
+        for (i, l) in layers.iter().enumerate() {
+            for p in options[i].iter().chain([&Pattern::Dense]) {
+                bytes
+                    .entry((i, pattern_label(p)))
+                    .or_insert_with(|| format_bytes(p, l.rows, l.cols));
+            }
+        }
         Ok(Space {
             layers,
             options,
@@ -153,6 +166,7 @@ impl Space {
             per_layer: spec.per_layer,
             finetune_epochs,
             grid_trials,
+            bytes,
         })
     }
 
@@ -170,6 +184,15 @@ impl Space {
             }
         }
         s
+    }
+
+    /// The bytes layer `i` takes in `p` (`p` one of its options, or dense).
+    pub fn layer_bytes(&self, i: usize, p: &Pattern) -> f64 {
+        let l = &self.layers[i];
+        self.bytes
+            .get(&(i, pattern_label(p)))
+            .copied()
+            .unwrap_or_else(|| format_bytes(p, l.rows, l.cols))
     }
 
     /// Indices of the layers that may be pruned.
