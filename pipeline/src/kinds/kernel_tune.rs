@@ -6,7 +6,7 @@
 use super::layer_study::LayerStudy;
 use super::prune::{describe_pattern, pattern_label, LayerFormat, Prune};
 use crate::fields::{FieldValue, Fields, Tag};
-use crate::key::CanonValue;
+use crate::key::{CanonValue, Key};
 use crate::plan::{PlanError, Planner};
 use crate::stage::{StageKind, Trial};
 use kernels::Pattern;
@@ -149,6 +149,21 @@ fn layer_tunings(
     out
 }
 
+/// Plans the tunings `by`'s layers need (see [`layer_tunings`]) and records that `by` requests
+/// them.
+fn request_tunings<R: StageKind>(
+    p: &mut Planner,
+    by: Key<R>,
+    layers: &[LayerFormat],
+    tune: &dyn Fn(&Pattern, u64, u64, u64, Backend) -> TuneTrial,
+) {
+    let exp = p.experiment();
+    for t in layer_tunings(layers, &exp.backends, &exp.batch_tokens, tune) {
+        let key = p.add::<KernelTune>(t, ());
+        p.request(by, key);
+    }
+}
+
 /// Plans the tunings: in a kernel-only study every (pattern, shape, batch tokens, backend) as
 /// a root; otherwise every layer format of every prune, per batch tokens and backend, requested
 /// by that prune.
@@ -181,26 +196,10 @@ pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
     // `batch_tokens` counts samples and a layer's GEMM has `tokens` columns per sample (a
     // study's tensors have 1).
     for (study, planned) in p.instances::<LayerStudy>() {
-        for t in layer_tunings(
-            &planned.trial.layers,
-            &exp.backends,
-            &exp.batch_tokens,
-            &tune,
-        ) {
-            let key = p.add::<KernelTune>(t, ());
-            p.request(study, key);
-        }
+        request_tunings(p, study, &planned.trial.layers, &tune);
     }
     for (prune, planned) in p.instances::<Prune>() {
-        for t in layer_tunings(
-            &planned.trial.layers,
-            &exp.backends,
-            &exp.batch_tokens,
-            &tune,
-        ) {
-            let key = p.add::<KernelTune>(t, ());
-            p.request(prune, key);
-        }
+        request_tunings(p, prune, &planned.trial.layers, &tune);
     }
     Ok(())
 }
