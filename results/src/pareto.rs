@@ -63,3 +63,68 @@ pub fn pareto_front(points: &[Objectives]) -> Vec<usize> {
     front.sort_unstable();
     front
 }
+
+/// A point whose latency is known only within an interval (from a measured confidence
+/// interval): `latency_lo ≤ objectives.latency_us ≤ latency_hi`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredPoint {
+    /// The objectives at their point values.
+    pub objectives: Objectives,
+    /// Lower end of the latency's interval.
+    pub latency_lo: f64,
+    /// Upper end of the latency's interval.
+    pub latency_hi: f64,
+}
+
+impl MeasuredPoint {
+    /// A point measured exactly (an empty interval).
+    pub fn exact(objectives: Objectives) -> MeasuredPoint {
+        MeasuredPoint {
+            objectives,
+            latency_lo: objectives.latency_us,
+            latency_hi: objectives.latency_us,
+        }
+    }
+
+    /// True if `self` dominates `other` whatever the latencies are inside their intervals: no
+    /// worse in accuracy and bytes, slower at most where `other` is fastest, and strictly
+    /// better in one objective. Never with a NaN.
+    pub fn surely_dominates(&self, other: &MeasuredPoint) -> bool {
+        let (p, q) = (&self.objectives, &other.objectives);
+        if !(p.is_comparable() && q.is_comparable()) {
+            return false;
+        }
+        let no_worse = p.accuracy >= q.accuracy
+            && p.weight_bytes <= q.weight_bytes
+            && self.latency_hi <= other.latency_lo;
+        let better = p.accuracy > q.accuracy
+            || p.weight_bytes < q.weight_bytes
+            || self.latency_hi < other.latency_lo;
+        no_worse && better
+    }
+}
+
+/// The front under measurement noise: indices (ascending) of the points that no other point
+/// [surely dominates](MeasuredPoint::surely_dominates), each with `true` where the exact front
+/// of the point values ([`pareto_front`]) leaves it out, i.e. where it is on the front only
+/// because its latency is within the measured spread of a point that would dominate it. NaN
+/// points are left out. O(n · front) comparisons.
+pub fn pareto_front_with_ties(points: &[MeasuredPoint]) -> Vec<(usize, bool)> {
+    let exact = pareto_front(&points.iter().map(|p| p.objectives).collect::<Vec<_>>());
+    // A point surely dominated by anyone is surely dominated by an exact-front point or by a
+    // point that is itself not surely dominated; checking against every comparable point keeps
+    // this obviously right, and fronts are small next to the rows.
+    let comparable: Vec<usize> = (0..points.len())
+        .filter(|&i| points[i].objectives.is_comparable())
+        .collect();
+    comparable
+        .iter()
+        .copied()
+        .filter(|&i| {
+            !comparable
+                .iter()
+                .any(|&j| j != i && points[j].surely_dominates(&points[i]))
+        })
+        .map(|i| (i, exact.binary_search(&i).is_err()))
+        .collect()
+}

@@ -1,9 +1,10 @@
-//! The Pareto front against a brute-force oracle on seeded random points with ties and NaNs.
+//! The Pareto front against a brute-force oracle on seeded random points with ties and NaNs,
+//! and the front under latency intervals against its definition.
 
 mod common;
 
 use common::Rng;
-use results::{pareto_front, Objectives};
+use results::{pareto_front, pareto_front_with_ties, MeasuredPoint, Objectives};
 
 /// The definition, checked pair by pair.
 fn oracle(points: &[Objectives]) -> Vec<usize> {
@@ -79,4 +80,54 @@ fn ties_are_all_kept_and_nan_points_dropped() {
     ];
     assert_eq!(pareto_front(&points), [0, 1, 3, 5, 7]);
     assert_eq!(pareto_front(&[]), Vec::<usize>::new());
+}
+
+#[test]
+fn with_empty_intervals_the_noisy_front_is_the_exact_front() {
+    let mut rng = Rng::new(11);
+    for case in 0..200 {
+        let n = rng.below(40) as usize;
+        let points: Vec<Objectives> = (0..n)
+            .map(|_| Objectives {
+                accuracy: coordinate(&mut rng, 5),
+                latency_us: coordinate(&mut rng, 5),
+                weight_bytes: coordinate(&mut rng, 5),
+            })
+            .collect();
+        let measured: Vec<MeasuredPoint> =
+            points.iter().map(|&o| MeasuredPoint::exact(o)).collect();
+        let noisy = pareto_front_with_ties(&measured);
+        assert!(noisy.iter().all(|&(_, tie)| !tie), "case {case}");
+        let ids: Vec<usize> = noisy.iter().map(|&(i, _)| i).collect();
+        assert_eq!(ids, pareto_front(&points), "case {case}");
+    }
+}
+
+#[test]
+fn intervals_that_overlap_keep_both_points_and_mark_the_tie() {
+    let m = |accuracy, latency_us, spread: f64| MeasuredPoint {
+        objectives: Objectives {
+            accuracy,
+            latency_us,
+            weight_bytes: 100.0,
+        },
+        latency_lo: latency_us * (1.0 - spread),
+        latency_hi: latency_us * (1.0 + spread),
+    };
+    let points = [
+        m(0.9, 100.0, 0.03),
+        // Less accurate and 2 % slower: dominated by its point values, but within the spread.
+        m(0.8, 102.0, 0.03),
+        // Less accurate and 20 % slower: surely dominated.
+        m(0.8, 120.0, 0.03),
+        // More accurate, much slower: on the front either way.
+        m(0.95, 200.0, 0.03),
+    ];
+    assert_eq!(
+        pareto_front_with_ties(&points),
+        [(0, false), (1, true), (3, false)]
+    );
+    // Every point the noisy front leaves out is surely dominated by one it keeps.
+    assert!(points[0].surely_dominates(&points[2]));
+    assert!(!points[0].surely_dominates(&points[1]));
 }

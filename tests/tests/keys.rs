@@ -258,8 +258,8 @@ fn golden_keys_of_the_real_stages() {
 const GOLDEN_REAL_MODEL: &str = "578ff781a1f9a31a66392d216bda904a0f412a549cf91be331e5902351431261";
 const GOLDEN_REAL_TUNE_EVAL: (&str, &str) = (
     "b02b25119aac54795f499b56bf22407b8ed023a0a5eb7140361ff2f01359d6c6",
-    // evaluate version 3 (every model end to end; non-GEMM time; the dense kernels' ways).
-    "5a1ff9048773dadc4e1efcef783e00f16e20f6219778459432f04dbb7f52f027",
+    // evaluate version 4 (the model and its dense baseline timed in alternation).
+    "a730957ca607f9295b8d2acccc8a9ba39a8fa56b34305d81110591ccc6f13e99",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

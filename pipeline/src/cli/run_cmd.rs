@@ -280,15 +280,18 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
         return;
     }
     let mut rows: Vec<&Row> = pareto.iter().collect();
-    rows.sort_by(|a, b| {
-        let l = |r: &Row| {
-            r.get("latency_us_median")
-                .and_then(Value::as_f64)
-                .unwrap_or(f64::INFINITY)
-        };
-        l(a).total_cmp(&l(b))
-    });
+    let latency = |r: &Row| {
+        ["front.latency_us", "latency_us_median"]
+            .iter()
+            .find_map(|c| r.get(*c).and_then(Value::as_f64))
+            .unwrap_or(f64::INFINITY)
+    };
+    rows.sort_by(|a, b| latency(a).total_cmp(&latency(b)));
     println!("\nPareto front (accuracy ↑, latency ↓, weight bytes ↓):");
+    let ties = rows
+        .iter()
+        .filter(|r| matches!(r.get("front.tie"), Some(Value::Bool(true))))
+        .count();
     let cols = [
         "prune.pattern",
         "prune.n",
@@ -299,7 +302,9 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
         "accuracy",
         "latency_us_median",
         "speedup_vs_dense",
+        "speedup 95% CI",
         "weight_bytes",
+        "tie",
     ];
     println!(
         "{}",
@@ -309,12 +314,29 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
             .join("")
     );
     for r in rows {
+        let cell = |c: &str| match c {
+            "speedup 95% CI" => match (r.get("speedup_ci_lo"), r.get("speedup_ci_hi")) {
+                (Some(Value::F64(lo)), Some(Value::F64(hi))) => format!("{lo:.3}–{hi:.3}"),
+                _ => "-".into(),
+            },
+            "tie" => match r.get("front.tie") {
+                Some(Value::Bool(true)) => "tie".into(),
+                _ => "".into(),
+            },
+            c => cell(r, c),
+        };
         println!(
             "{}",
             cols.iter()
-                .map(|c| format!("{:>18}", cell(r, c)))
+                .map(|c| format!("{:>18}", cell(c)))
                 .collect::<Vec<_>>()
                 .join("")
+        );
+    }
+    if ties > 0 {
+        println!(
+            "({ties} point(s) marked `tie`: on the front only because their speedup's 95 % interval \
+             overlaps that of a point that would dominate them)"
         );
     }
 }

@@ -54,8 +54,9 @@ impl Stage for EvaluateStage {
 
     fn version(&self) -> u32 {
         // 3: every model end to end (CNNs, transformers), non-GEMM time, per-layer dense
-        // timings, the fastest way to run the dense-format layers.
-        3
+        // timings, the fastest way to run the dense-format layers. 4: the model and its dense
+        // baseline timed in alternation, speedups as medians of pairs with their intervals.
+        4
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

@@ -174,23 +174,27 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (
 /// Evaluation metrics: `latency_us_median` is end to end at the largest batch size, the
 /// `layer_*` lists are per GEMM layer in forward order (as the prune row's `layer_names`), and
 /// `non_gemm_us` is the part of a sparse pass outside the GEMMs (bias, activations, im2col,
-/// pooling, norms, attention); `isa` is the CPU's SIMD level or the CUDA target.
+/// pooling, norms, attention); `isa` is the CPU's SIMD level or the CUDA target. The speedups
+/// are medians of pairs timed in alternation with the dense model (`speedup_ci_*` their 95 %
+/// interval), so they compare times taken at the same moments; `dense_model` names the dense
+/// model they are measured against.
 pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
     let mut r = row([
         ("accuracy", f(ev.accuracy)),
         ("max_rel_error", f(ev.max_rel_error)),
         ("weight_bytes", f(ev.weight_bytes as f64)),
         ("dense_weight_bytes", f(ev.dense_weight_bytes as f64)),
+        ("dense_model", Value::Str(ev.dense_model.clone())),
         ("isa", Value::Str(isa.to_owned())),
     ]);
     if let Some(big) = ev.latencies.iter().max_by_key(|l| l.batch) {
         r.insert("latency_us_median".into(), f(big.sparse.median_us));
         r.insert("latency_spread".into(), f(big.sparse.spread));
         r.insert("dense_latency_us".into(), f(big.dense.median_us));
-        r.insert(
-            "speedup_vs_dense".into(),
-            f(big.dense.median_us / big.sparse.median_us),
-        );
+        r.insert("speedup_vs_dense".into(), f(big.speedup.median));
+        r.insert("speedup_ci_lo".into(), f(big.speedup.lo));
+        r.insert("speedup_ci_hi".into(), f(big.speedup.hi));
+        r.insert("speedup_pairs".into(), Value::I64(big.speedup.pairs as i64));
         r.insert(
             "layer_latency_us".into(),
             Value::ListF64(big.per_layer.iter().map(|t| t.median_us).collect()),
@@ -209,8 +213,10 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
         );
         r.insert(
             format!("speedup_vs_dense_b{}", l.batch),
-            f(l.dense.median_us / l.sparse.median_us),
+            f(l.speedup.median),
         );
+        r.insert(format!("speedup_ci_lo_b{}", l.batch), f(l.speedup.lo));
+        r.insert(format!("speedup_ci_hi_b{}", l.batch), f(l.speedup.hi));
         r.insert(
             format!("param_fallbacks_b{}", l.batch),
             Value::I64(l.fallbacks as i64),
@@ -225,13 +231,7 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
         );
         r.insert(
             format!("layer_speedup_vs_dense_b{}", l.batch),
-            Value::ListF64(
-                l.per_layer
-                    .iter()
-                    .zip(&l.per_layer_dense)
-                    .map(|(s, d)| d.median_us / s.median_us)
-                    .collect(),
-            ),
+            Value::ListF64(l.per_layer_speedup.iter().map(|s| s.median).collect()),
         );
     }
     r

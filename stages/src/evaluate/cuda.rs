@@ -14,11 +14,11 @@
 //!   ([`cuda_runnable`]).
 
 use super::{
-    add_bias_relu, agreement, chain_of, check_shapes, guiding_tuning, weight_bytes, BatchLatency,
-    Evaluation, LayerRun,
+    add_bias_relu, agreement, chain_of, check_shapes, guiding_tuning, speedup, weight_bytes,
+    BatchLatency, Evaluation, LayerRun,
 };
 use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, REPS};
-use crate::kernel_tune::{summarise, Timing};
+use crate::kernel_tune::summarise;
 use crate::StageError;
 use datasets::Dataset;
 use kernels::cuda::{cuda_space, Gpu, GpuModel};
@@ -80,13 +80,11 @@ fn forward(
 }
 
 /// Sample-wise sum of per-layer samples (each layer has [`REPS`] of them).
-fn sum_samples(per_layer: &[Vec<f64>]) -> Timing {
+fn summed(per_layer: &[Vec<f64>]) -> Vec<f64> {
     let n = per_layer.iter().map(Vec::len).min().unwrap_or(0);
-    summarise(
-        (0..n)
-            .map(|i| per_layer.iter().map(|s| s[i]).sum())
-            .collect(),
-    )
+    (0..n)
+        .map(|i| per_layer.iter().map(|s| s[i]).sum())
+        .collect()
 }
 
 /// Evaluates `layers` (linear layers in forward order, ReLU between: an MLP) on `data` through
@@ -135,25 +133,31 @@ pub fn evaluate_cuda(
     for &b in batch_sizes {
         let (run, fallbacks) = run_at(b);
         let (mut sparse, mut dense, mut per_layer) = (vec![], vec![], vec![]);
+        let mut per_layer_speedup = vec![];
         for (m, _, p) in &run {
             let t = dev
                 .measure(m, b, p, REPS)
                 .map_err(|e| StageError::Cuda(message(&e)))?;
             per_layer.push(summarise(t.samples_us.clone()));
-            sparse.push(t.samples_us);
             let d = dev
                 .measure_dense(m.rows(), m.cols(), b, REPS)
                 .map_err(|e| StageError::Cuda(e.to_string()))?;
+            // Device times drift little: the i-th repeats of the two blocks are paired.
+            per_layer_speedup.push(speedup(&t.samples_us, &d.samples_us));
+            sparse.push(t.samples_us);
             dense.push(d.samples_us);
         }
+        let (sparse_sum, dense_sum) = (summed(&sparse), summed(&dense));
         latencies.push(BatchLatency {
             batch: b,
-            sparse: sum_samples(&sparse),
-            dense: sum_samples(&dense),
+            speedup: speedup(&sparse_sum, &dense_sum),
+            sparse: summarise(sparse_sum),
+            dense: summarise(dense_sum),
             // Bias and ReLU run on the host and are not timed (see the module's notes).
             non_gemm: summarise(vec![]),
             per_layer,
             per_layer_dense: dense.into_iter().map(summarise).collect(),
+            per_layer_speedup,
             fallbacks,
             dense_kernels: ["tuned", "cublas"],
         });
@@ -165,6 +169,7 @@ pub fn evaluate_cuda(
         latencies,
         weight_bytes,
         dense_weight_bytes,
+        dense_model: super::dense_model(&model),
     })
 }
 
@@ -263,10 +268,10 @@ mod tests {
 
     #[test]
     fn end_to_end_samples_add_up_layer_by_layer() {
-        let t = sum_samples(&[vec![1.0, 2.0, 3.0], vec![10.0, 20.0, 30.0]]);
-        assert_eq!(t.median_us, 22.0);
-        assert_eq!(t.min_us, 11.0);
-        assert_eq!(t.repeats, 3);
-        assert!(sum_samples(&[]).median_us.is_nan());
+        let s = summed(&[vec![1.0, 2.0, 3.0], vec![10.0, 20.0, 30.0]]);
+        assert_eq!(s, [11.0, 22.0, 33.0]);
+        let t = summarise(s);
+        assert_eq!((t.median_us, t.min_us, t.repeats), (22.0, 11.0, 3));
+        assert!(summed(&[]).is_empty());
     }
 }
