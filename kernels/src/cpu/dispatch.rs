@@ -72,6 +72,50 @@ unsafe fn run_avx512<const R: usize, const U: usize>(
     unsafe { body::<super::simd::Avx512, R, U>(a, rows, step, b, c) }
 }
 
+/// The batch-1 V:N:M kernel (`kernels::gemv_vnm`) over a range of whole V-blocks.
+///
+/// # Safety
+/// As `kernels::gemv_vnm`, and the ISA of the selected function is available.
+pub(crate) type GemvFn =
+    unsafe fn(&crate::VnmMatrix, Range<usize>, *const f32, *mut f32, &mut [f32]);
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gemv_avx2(
+    a: &crate::VnmMatrix,
+    rows: Range<usize>,
+    x: *const f32,
+    y: *mut f32,
+    xs: &mut [f32],
+) {
+    // SAFETY: forwarded contract; selected only when AVX2 and FMA were detected.
+    unsafe { kernels::gemv_vnm::<super::simd::Avx2>(a, rows, x, y, xs) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn gemv_avx512(
+    a: &crate::VnmMatrix,
+    rows: Range<usize>,
+    x: *const f32,
+    y: *mut f32,
+    xs: &mut [f32],
+) {
+    // SAFETY: forwarded contract; selected only when AVX-512F and FMA were detected.
+    unsafe { kernels::gemv_vnm::<super::simd::Avx512>(a, rows, x, y, xs) }
+}
+
+/// The batch-1 V:N:M kernel for `isa`; none for scalar code (the tile kernels run there).
+pub(crate) fn select_gemv(isa: Isa) -> Option<GemvFn> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => Some(gemv_avx512 as GemvFn),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => Some(gemv_avx2 as GemvFn),
+        _ => None,
+    }
+}
+
 /// Every `(rows, vectors)` pair with at most 24 accumulators (the AVX-512 budget).
 macro_rules! table {
     ($f:ident, $r:expr, $u:expr) => {

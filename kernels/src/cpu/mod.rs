@@ -186,6 +186,32 @@ pub fn spmm(
         p.get("pack_b")? == 1,
     );
     let (r, kernel_isa) = (p.count("rows")?, isa());
+    // Batch 1 V:N:M: the vectorised matrix-vector kernel (`kernels::gemv_vnm`); the tile
+    // parameters do not apply to it, the thread count does.
+    if let (1, SparseMatrix::Vnm(x), Some(gemv)) = (n, a, dispatch::select_gemv(kernel_isa)) {
+        let parts = partition(x.rows(), x.v(), threads, |u| u);
+        let run = |range: Range<usize>, y: &mut [f32]| {
+            let mut xs = vec![0.0f32; 4 * x.groups()];
+            // SAFETY: `gemv` was selected for this process's ISA; `b` holds `cols` floats (n = 1,
+            // checked above), `y` the range's rows, and the parts are aligned to V.
+            unsafe { gemv(x, range, b.as_ptr(), y.as_mut_ptr(), &mut xs) }
+        };
+        if parts.len() <= 1 {
+            run(0..x.rows(), c);
+            return Ok(());
+        }
+        return with_threads(threads, || {
+            rayon::scope(|s| {
+                let mut rest = &mut *c;
+                for range in parts {
+                    let (mine, tail) = rest.split_at_mut(range.len());
+                    rest = tail;
+                    let run = &run;
+                    s.spawn(move |_| run(range, mine));
+                }
+            })
+        });
+    }
     // Fewer columns than a vector's lanes (batch 1 and other GEMV-like products): the space
     // offers one tile of one vector, which would waste most lanes; the scalar kernels run
     // instead, with a tile of the next instantiated width ≥ n and the largest instantiated row

@@ -12,11 +12,13 @@
 //! loop over N.
 
 mod csr;
+mod gemv;
 mod nm;
 mod vector;
 mod vnm;
 
 pub(crate) use csr::csr;
+pub(crate) use gemv::gemv_vnm;
 pub(crate) use nm::nm;
 pub(crate) use vector::vector;
 pub(crate) use vnm::vnm;
