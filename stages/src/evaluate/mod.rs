@@ -524,17 +524,26 @@ pub fn evaluate(
             "sparse inference disagrees with the masked dense reference: max relative error {max_rel_error:e} > {TOLERANCE:e}"
         )));
     }
-    let dense_packed: Vec<SparseMatrix> = layers
+    // The dense baseline of each layer; a dense-format layer is its own baseline, the same
+    // buffer: two copies of one matrix ran 0.75-1.23x of each other at batch 1 (a memory-bound
+    // product, whose speed depends on where the allocator put the values).
+    let dense_packed: Vec<Option<SparseMatrix>> = layers
         .iter()
-        .map(|l| {
-            SparseMatrix::from_masked(
+        .map(|l| match l.matrix {
+            SparseMatrix::Dense(_) => Ok(None),
+            _ => SparseMatrix::from_masked(
                 &kernels::Pattern::Dense,
                 &l.matrix.to_dense(),
                 &kernels::Mask::full(l.matrix.rows(), l.matrix.cols()),
             )
+            .map(Some),
         })
         .collect::<Result<_, _>>()?;
-    let dense: Vec<&SparseMatrix> = dense_packed.iter().collect();
+    let dense: Vec<&SparseMatrix> = dense_packed
+        .iter()
+        .zip(layers)
+        .map(|(d, l)| d.as_ref().unwrap_or(&l.matrix))
+        .collect();
     let mut latencies = vec![];
     for &b in batch_sizes {
         let x = kernels::random_values(f * b, b as u64);

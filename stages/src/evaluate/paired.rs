@@ -38,9 +38,9 @@ impl Speedup {
 }
 
 /// Times `model` and `baseline` alternately (one warm-up call of each first), in pairs whose
-/// order alternates (model first, then baseline first) so that a steady trend favours neither,
-/// until `budget_s` has passed (at least `min_pairs`, at most `max_pairs`). Returns each
-/// side's samples (microseconds), pair `i` being the `i`-th of each.
+/// order varies ([`rounds`]) so that neither always runs first, until `budget_s` has passed (at
+/// least `min_pairs`, at most `max_pairs`). Returns each side's samples (microseconds), pair
+/// `i` being the `i`-th of each.
 pub fn alternate<E>(
     mut model: impl FnMut() -> Result<(), E>,
     mut baseline: impl FnMut() -> Result<(), E>,
@@ -59,9 +59,14 @@ pub fn alternate<E>(
     Ok((a, b))
 }
 
-/// Times every pass once per round (one warm-up call of each first), the order reversed every
-/// other round (A B C, C B A, ...), until `budget_s` has passed (at least `min_rounds`, at
-/// most `max_rounds`). Returns each pass's samples (microseconds), round `i` the `i`-th.
+/// Times every pass once per round (one warm-up call of each first), in a new order each round
+/// (a seeded shuffle), until `budget_s` has passed (at least `min_rounds`, at most
+/// `max_rounds`). Returns each pass's samples (microseconds), round `i` the `i`-th.
+///
+/// A pass's time depends on the pass before it (which thread pool it left awake, what it left
+/// in cache): in a fixed order that alternated direction each round, a dense model read 0.75×
+/// of itself at batch 1 (5 µs passes) because its two copies sat at different places in the
+/// order. Shuffled, every pass follows every other equally often.
 pub fn rounds<E>(
     passes: &mut [&mut dyn FnMut() -> Result<(), E>],
     min_rounds: usize,
@@ -72,15 +77,19 @@ pub fn rounds<E>(
         pass()?;
     }
     let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(max_rounds); passes.len()];
+    let mut order: Vec<usize> = (0..passes.len()).collect();
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     let start = std::time::Instant::now();
     let mut round = 0;
     while round < max_rounds && (round < min_rounds || start.elapsed().as_secs_f64() < budget_s) {
-        let order: Vec<usize> = if round % 2 == 0 {
-            (0..passes.len()).collect()
-        } else {
-            (0..passes.len()).rev().collect()
-        };
-        for i in order {
+        // Fisher-Yates with a xorshift64: the order only has to vary, not to be unpredictable.
+        for i in (1..order.len()).rev() {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            order.swap(i, (rng % (i as u64 + 1)) as usize);
+        }
+        for &i in &order {
             let t = std::time::Instant::now();
             passes[i]()?;
             samples[i].push(t.elapsed().as_secs_f64() * 1e6);
@@ -128,8 +137,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pairs_alternate_their_order() {
-        let log = std::cell::RefCell::new(vec![]);
+    fn every_round_runs_every_pass_once_in_varying_orders() {
+        let log = std::cell::RefCell::new(String::new());
         let (a, b) = alternate(
             || {
                 log.borrow_mut().push('m');
@@ -139,14 +148,22 @@ mod tests {
                 log.borrow_mut().push('b');
                 Ok(())
             },
-            3,
-            3,
+            40,
+            40,
             0.0,
         )
         .unwrap();
-        assert_eq!((a.len(), b.len()), (3, 3));
-        // Warm-up, then m b | b m | m b.
-        assert_eq!(log.into_inner().iter().collect::<String>(), "mbmbbmmb");
+        assert_eq!((a.len(), b.len()), (40, 40));
+        let log = log.into_inner();
+        assert!(log.starts_with("mb"), "the warm-up comes first: {log}");
+        let pairs: Vec<&str> = (1..=40).map(|i| &log[2 * i..2 * i + 2]).collect();
+        assert!(pairs.iter().all(|p| *p == "mb" || *p == "bm"));
+        // Both orders occur often (a seeded shuffle: the same every run).
+        let first = pairs.iter().filter(|p| **p == "mb").count();
+        assert!(
+            (10..=30).contains(&first),
+            "{first} of 40 rounds ran the model first"
+        );
     }
 
     #[test]
