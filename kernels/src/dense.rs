@@ -1,8 +1,13 @@
 //! The dense baseline: SGEMM through `faer` (backend 0) or `gemm` with x86-v4 (backend 1). The
 //! kernel-tune stage measures both per shape and keeps the faster, so that speedups are always
 //! against a tuned dense kernel.
+//!
+//! With more than one thread the rows of A are split into that many bands, each a sequential
+//! product, on the same pool as the sparse kernels (`cpu::split_rows`): the dense baseline and
+//! the sparse kernels pay the same for their threads (rayon's parked workers cost 80–100 µs to
+//! wake inside a model pass, see `cpu::pool`).
 
-use crate::cpu::with_threads;
+use crate::cpu::split_rows;
 use crate::{dense_space, KernelError, ParamPoint};
 
 /// `C (rows×n) = A (rows×cols) · B (cols×n)`, all row-major, `C` overwritten, with a point of
@@ -28,27 +33,46 @@ pub fn dense_gemm(
         c.fill(0.0);
         return Ok(());
     }
-    with_threads(threads, || match backend {
+    let band = rows.div_ceil(threads.max(1));
+    let parts: Vec<std::ops::Range<usize>> = (0..rows)
+        .step_by(band.max(1))
+        .map(|r| r..(r + band).min(rows))
+        .collect();
+    split_rows(&parts, n, c, threads, &|range, c| {
+        let a = &a[range.start * cols..range.end * cols];
+        sequential(backend, a, range.len(), cols, b, n, c)
+    });
+    Ok(())
+}
+
+/// One sequential product on `backend`: `c (rows×n) = a (rows×cols) · b (cols×n)`.
+fn sequential(
+    backend: i64,
+    a: &[f32],
+    rows: usize,
+    cols: usize,
+    b: &[f32],
+    n: usize,
+    c: &mut [f32],
+) {
+    match backend {
         0 => {
-            let par = if threads > 1 {
-                faer::Par::rayon(threads)
-            } else {
-                faer::Par::Seq
-            };
             let lhs = faer::MatRef::from_row_major_slice(a, rows, cols);
             let rhs = faer::MatRef::from_row_major_slice(b, cols, n);
             let dst = faer::MatMut::from_row_major_slice_mut(c, rows, n);
-            faer::linalg::matmul::matmul(dst, faer::Accum::Replace, lhs, rhs, 1.0f32, par);
+            faer::linalg::matmul::matmul(
+                dst,
+                faer::Accum::Replace,
+                lhs,
+                rhs,
+                1.0f32,
+                faer::Par::Seq,
+            );
         }
         _ => {
-            let par = if threads > 1 {
-                gemm::Parallelism::Rayon(threads)
-            } else {
-                gemm::Parallelism::None
-            };
-            // SAFETY: the lengths were checked above: `c` is rows×n, `a` rows×cols and `b`
-            // cols×n, all row-major (column stride 1, row stride = columns), and `c` does not
-            // alias the inputs (it is a unique borrow). `read_dst = false` overwrites C.
+            // SAFETY: the callers' lengths: `c` is rows×n, `a` rows×cols and `b` cols×n, all
+            // row-major (column stride 1, row stride = columns), and `c` does not alias the
+            // inputs (it is a unique borrow). `read_dst = false` overwrites C.
             unsafe {
                 gemm::gemm(
                     rows,
@@ -69,9 +93,9 @@ pub fn dense_gemm(
                     false,
                     false,
                     false,
-                    par,
+                    gemm::Parallelism::None,
                 );
             }
         }
-    })
+    }
 }

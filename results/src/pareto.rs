@@ -102,18 +102,34 @@ impl MeasuredPoint {
             || self.latency_hi < other.latency_lo;
         no_worse && better
     }
+
+    /// True if `self` dominates `other` for some latencies inside their intervals: no worse in
+    /// accuracy and bytes, fastest no slower than `other` at its slowest, and strictly better in
+    /// one objective at some such latencies. Never with a NaN.
+    pub fn possibly_dominates(&self, other: &MeasuredPoint) -> bool {
+        let (p, q) = (&self.objectives, &other.objectives);
+        if !(p.is_comparable() && q.is_comparable()) {
+            return false;
+        }
+        let no_worse = p.accuracy >= q.accuracy
+            && p.weight_bytes <= q.weight_bytes
+            && self.latency_lo <= other.latency_hi;
+        let better = p.accuracy > q.accuracy
+            || p.weight_bytes < q.weight_bytes
+            || self.latency_lo < other.latency_hi;
+        no_worse && better
+    }
 }
 
 /// The front under measurement noise: indices (ascending) of the points that no other point
-/// [surely dominates](MeasuredPoint::surely_dominates), each with `true` where the exact front
-/// of the point values ([`pareto_front`]) leaves it out, i.e. where it is on the front only
-/// because its latency is within the measured spread of a point that would dominate it. NaN
-/// points are left out. O(n · front) comparisons.
+/// [surely dominates](MeasuredPoint::surely_dominates), each with `true` (a *tie*) where another
+/// point [possibly dominates](MeasuredPoint::possibly_dominates) it: its place on the front
+/// then rests on latencies the measured spread cannot tell apart, and another measurement may
+/// drop it (it includes every point the exact front of the point values, [`pareto_front`],
+/// leaves out). NaN points are left out. O(n²) comparisons.
 pub fn pareto_front_with_ties(points: &[MeasuredPoint]) -> Vec<(usize, bool)> {
-    let exact = pareto_front(&points.iter().map(|p| p.objectives).collect::<Vec<_>>());
-    // A point surely dominated by anyone is surely dominated by an exact-front point or by a
-    // point that is itself not surely dominated; checking against every comparable point keeps
-    // this obviously right, and fronts are small next to the rows.
+    // Checking against every comparable point keeps this obviously right; evaluations number
+    // in the hundreds, not millions.
     let comparable: Vec<usize> = (0..points.len())
         .filter(|&i| points[i].objectives.is_comparable())
         .collect();
@@ -125,6 +141,11 @@ pub fn pareto_front_with_ties(points: &[MeasuredPoint]) -> Vec<(usize, bool)> {
                 .iter()
                 .any(|&j| j != i && points[j].surely_dominates(&points[i]))
         })
-        .map(|i| (i, exact.binary_search(&i).is_err()))
+        .map(|i| {
+            let tie = comparable
+                .iter()
+                .any(|&j| j != i && points[j].possibly_dominates(&points[i]));
+            (i, tie)
+        })
         .collect()
 }

@@ -9,8 +9,6 @@ mod simd;
 
 use std::ops::Range;
 
-pub(crate) use pool::with_threads;
-
 use crate::reference::check_shapes;
 use crate::{
     cpu_space, dense_gemm, isa, FormatSignature, Isa, KernelError, ParamPoint, SparseMatrix,
@@ -196,21 +194,8 @@ pub fn spmm(
             // checked above), `y` the range's rows, and the parts are aligned to V.
             unsafe { gemv(x, range, b.as_ptr(), y.as_mut_ptr(), &mut xs) }
         };
-        if parts.len() <= 1 {
-            run(0..x.rows(), c);
-            return Ok(());
-        }
-        return with_threads(threads, || {
-            rayon::scope(|s| {
-                let mut rest = &mut *c;
-                for range in parts {
-                    let (mine, tail) = rest.split_at_mut(range.len());
-                    rest = tail;
-                    let run = &run;
-                    s.spawn(move |_| run(range, mine));
-                }
-            })
-        });
+        split_rows(&parts, 1, c, threads, &run);
+        return Ok(());
     }
     // Fewer columns than a vector's lanes (batch 1 and other GEMV-like products): the space
     // offers one tile of one vector, which would waste most lanes; the scalar kernels run
@@ -310,19 +295,32 @@ pub fn spmm(
             }
         }
     };
-    if parts.len() <= 1 {
-        run(0..rows, c);
-        return Ok(());
+    split_rows(&parts, n, c, threads, &run);
+    Ok(())
+}
+
+/// Runs `run(range, rows of c)` for each of `parts` (consecutive row ranges from row 0, `row`
+/// floats of `c` per row) on up to `threads` threads (`pool::run_parts`).
+pub(crate) fn split_rows(
+    parts: &[Range<usize>],
+    row: usize,
+    c: &mut [f32],
+    threads: usize,
+    run: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
+) {
+    let mut slots = Vec::with_capacity(parts.len());
+    let mut rest = c;
+    for range in parts {
+        let (mine, tail) = rest.split_at_mut(range.len() * row);
+        rest = tail;
+        slots.push(std::sync::Mutex::new(Some(mine)));
     }
-    with_threads(threads, || {
-        rayon::scope(|s| {
-            let mut rest = &mut *c;
-            for range in parts {
-                let (mine, tail) = rest.split_at_mut(range.len() * n);
-                rest = tail;
-                let run = &run;
-                s.spawn(move |_| run(range, mine));
-            }
-        })
-    })
+    pool::run_parts(parts.len(), threads, &|i| {
+        let mine = slots[i]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("each part runs once");
+        run(parts[i].clone(), mine);
+    });
 }

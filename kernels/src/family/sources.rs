@@ -63,7 +63,11 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
         &[
             COMMON,
             CPU,
-            &["src/cpu/kernels/vnm.rs", "src/format/vnm.rs"],
+            &[
+                "src/cpu/kernels/gemv.rs",
+                "src/cpu/kernels/vnm.rs",
+                "src/format/vnm.rs",
+            ],
         ],
     ),
     (

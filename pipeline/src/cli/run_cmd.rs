@@ -335,8 +335,8 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
     }
     if ties > 0 {
         println!(
-            "({ties} point(s) marked `tie`: on the front only because their speedup's 95 % interval \
-             overlaps that of a point that would dominate them)"
+            "({ties} point(s) marked `tie`: another point may dominate them within the 95 % \
+             intervals of the speedups; a new measurement may drop them from the front)"
         );
     }
 }

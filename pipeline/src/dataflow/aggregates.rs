@@ -162,8 +162,8 @@ fn measured_points(rows: &[&Row]) -> Vec<MeasuredPoint> {
 /// The Pareto front of successful evaluations under their measured latency intervals
 /// ([`results::pareto_front_with_ties`]), gathered on worker 0. Each front row gains
 /// `front.latency_us` (the latency the front compared, see [`measured_points`]) and
-/// `front.tie` (true where the row is on the front only because the spread cannot tell it
-/// from a row that would dominate it).
+/// `front.tie` (true where another row may dominate it within the measured intervals, so
+/// that another measurement may drop it from the front).
 pub fn pareto<'s>(evals: Rows<'s>, agg: Aggregates) -> VecCollection<'s, u64, ((), Row), isize> {
     evals
         .filter(|(_, row)| ok(row))
