@@ -37,7 +37,7 @@ fn patterns_for(rows: usize) -> Vec<Pattern> {
 /// Shapes (rows, cols, n): empty, single, odd, K not a multiple of M, N not a multiple of 8/16;
 /// and batch 1 (the matrix-vector kernels) with K giving whole steps of 8 and 16 groups, a
 /// partial step and a scalar tail.
-const SHAPES: [(usize, usize, usize); 10] = [
+const SHAPES: [(usize, usize, usize); 11] = [
     (0, 5, 3),
     (1, 1, 1),
     (7, 9, 5),
@@ -48,6 +48,7 @@ const SHAPES: [(usize, usize, usize); 10] = [
     (64, 255, 1),
     (32, 1024, 1),
     (48, 130, 1),
+    (3, 37, 1),
 ];
 
 fn build(case: &Case, seed: u64, tweak: impl Fn(&mut [f32])) -> (SparseMatrix, SparseMatrix) {

@@ -72,40 +72,70 @@ unsafe fn run_avx512<const R: usize, const U: usize>(
     unsafe { body::<super::simd::Avx512, R, U>(a, rows, step, b, c) }
 }
 
-/// The batch-1 V:N:M kernel (`kernels::gemv_vnm`) over a range of whole V-blocks.
+/// A batch-1 kernel (`kernels::gemv_*`) over a range of rows (whole V-blocks for V:N:M).
 ///
 /// # Safety
-/// As `kernels::gemv_vnm`, and the ISA of the selected function is available.
-pub(crate) type GemvFn =
-    unsafe fn(&crate::VnmMatrix, Range<usize>, *const f32, *mut f32, &mut [f32]);
+/// As the `kernels::gemv_*` function of the matrix's format, which [`gemv_applies`] accepted,
+/// and the ISA of the selected function is available.
+pub(crate) type GemvFn = unsafe fn(&SparseMatrix, Range<usize>, *const f32, *mut f32, &mut [f32]);
+
+/// Whether a batch-1 kernel runs `a` on `isa`: V:N:M and CSR always, N:M where N divides the
+/// lanes, never on scalar code (the tile kernels run there) nor for dense or vector-wise.
+pub(crate) fn gemv_applies(a: &SparseMatrix, isa: Isa) -> bool {
+    isa != Isa::Scalar
+        && match a {
+            SparseMatrix::Vnm(_) | SparseMatrix::Csr(_) => true,
+            SparseMatrix::Nm(x) => isa.lanes().is_multiple_of(x.n()),
+            _ => false,
+        }
+}
+
+#[inline(always)]
+unsafe fn gemv_body<S: kernels::Gemv>(
+    a: &SparseMatrix,
+    rows: Range<usize>,
+    x: *const f32,
+    y: *mut f32,
+    xs: &mut [f32],
+) {
+    // SAFETY: forwarded contract of `GemvFn`.
+    unsafe {
+        match a {
+            SparseMatrix::Vnm(m) => kernels::gemv_vnm::<S>(m, rows, x, y, xs),
+            SparseMatrix::Csr(m) => kernels::gemv_csr::<S>(m, rows, x, y),
+            SparseMatrix::Nm(m) => kernels::gemv_nm::<S>(m, rows, x, y),
+            _ => {}
+        }
+    }
+}
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gemv_avx2(
-    a: &crate::VnmMatrix,
+    a: &SparseMatrix,
     rows: Range<usize>,
     x: *const f32,
     y: *mut f32,
     xs: &mut [f32],
 ) {
     // SAFETY: forwarded contract; selected only when AVX2 and FMA were detected.
-    unsafe { kernels::gemv_vnm::<super::simd::Avx2>(a, rows, x, y, xs) }
+    unsafe { gemv_body::<super::simd::Avx2>(a, rows, x, y, xs) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn gemv_avx512(
-    a: &crate::VnmMatrix,
+    a: &SparseMatrix,
     rows: Range<usize>,
     x: *const f32,
     y: *mut f32,
     xs: &mut [f32],
 ) {
     // SAFETY: forwarded contract; selected only when AVX-512F and FMA were detected.
-    unsafe { kernels::gemv_vnm::<super::simd::Avx512>(a, rows, x, y, xs) }
+    unsafe { gemv_body::<super::simd::Avx512>(a, rows, x, y, xs) }
 }
 
-/// The batch-1 V:N:M kernel for `isa`; none for scalar code (the tile kernels run there).
+/// The batch-1 kernels for `isa`; none for scalar code.
 pub(crate) fn select_gemv(isa: Isa) -> Option<GemvFn> {
     match isa {
         #[cfg(target_arch = "x86_64")]

@@ -184,18 +184,30 @@ pub fn spmm(
         p.get("pack_b")? == 1,
     );
     let (r, kernel_isa) = (p.count("rows")?, isa());
-    // Batch 1 V:N:M: the vectorised matrix-vector kernel (`kernels::gemv_vnm`); the tile
-    // parameters do not apply to it, the thread count does.
-    if let (1, SparseMatrix::Vnm(x), Some(gemv)) = (n, a, dispatch::select_gemv(kernel_isa)) {
-        let parts = partition(x.rows(), x.v(), threads, |u| u);
-        let run = |range: Range<usize>, y: &mut [f32]| {
-            let mut xs = vec![0.0f32; 4 * x.groups()];
-            // SAFETY: `gemv` was selected for this process's ISA; `b` holds `cols` floats (n = 1,
-            // checked above), `y` the range's rows, and the parts are aligned to V.
-            unsafe { gemv(x, range, b.as_ptr(), y.as_mut_ptr(), &mut xs) }
-        };
-        split_rows(&parts, 1, c, threads, &run);
-        return Ok(());
+    // Batch 1: the vectorised matrix-vector kernels (`kernels::gemv_*`); the tile parameters
+    // do not apply to them, the thread count does.
+    if let (1, Some(gemv)) = (n, dispatch::select_gemv(kernel_isa)) {
+        if dispatch::gemv_applies(a, kernel_isa) {
+            let (unit, groups): (usize, usize) = match a {
+                SparseMatrix::Vnm(x) => (x.v(), x.groups()),
+                _ => (1, 0),
+            };
+            let parts = match a {
+                SparseMatrix::Csr(x) => {
+                    partition(x.rows(), 1, threads, |u| x.row_ptr()[u] as usize)
+                }
+                _ => partition(a.rows(), unit, threads, |u| u),
+            };
+            let run = |range: Range<usize>, y: &mut [f32]| {
+                let mut xs = vec![0.0f32; 4 * groups];
+                // SAFETY: `gemv` was selected for this process's ISA and accepted this matrix;
+                // `b` holds `cols` floats (n = 1, checked above), `y` the range's rows, and the
+                // parts are aligned to V.
+                unsafe { gemv(a, range, b.as_ptr(), y.as_mut_ptr(), &mut xs) }
+            };
+            split_rows(&parts, 1, c, threads, &run);
+            return Ok(());
+        }
     }
     // Fewer columns than a vector's lanes (batch 1 and other GEMV-like products): the space
     // offers one tile of one vector, which would waste most lanes; the scalar kernels run

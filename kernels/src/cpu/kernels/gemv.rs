@@ -1,12 +1,14 @@
-//! Batch 1 (`n = 1`, a matrix–vector product) for V:N:M, vectorised along K.
+//! Batch 1 (`n = 1`, a matrix–vector product), vectorised along K.
 //!
 //! With one column the tile kernels waste all but one lane (the scalar kernels ran instead and
-//! reached 6 GFLOP/s of useful work on 3072×768, 1.7× over dense where the bytes allow ~3.5×).
-//! Here each V-block first gathers the x values of its 4 kept columns per group (`xs`, 4 per
-//! group, shared by the block's V rows), then every row takes `LANES / 2` groups per step: its
-//! values are contiguous (2 per group), and the 2 of each group's 4 gathered x values its pair
-//! code names are picked by one in-register permute ([`PairSelect::select_pairs`]) — no load
-//! per product, no gather instruction.
+//! reached 4–6 GFLOP/s of useful work on 3072×768, 1.0–1.7× over dense where the bytes allow
+//! ~3.5×). Every row's stored values are contiguous, so a row takes `LANES` of them per step
+//! and needs the x values at their columns:
+//! - V:N:M: each V-block first gathers the x values of its 4 kept columns per group (`xs`, 4 per
+//!   group, shared by the block's V rows); a step covers `LANES / 2` groups, and the 2 of each
+//!   group's 4 gathered x values its pair code names are picked by one in-register permute
+//!   ([`Gemv::select_pairs`]) — no load per product, no gather instruction;
+//! - N:M and CSR: a gather instruction per step ([`Gemv::gather_nm`], [`Gemv::gather`]).
 
 use std::ops::Range;
 
@@ -16,15 +18,28 @@ use crate::VnmMatrix;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// The in-register selection the batch-1 V:N:M kernel needs, for the ISAs that have it.
+/// The selections and gathers the batch-1 kernels need, for the ISAs that have them.
 ///
 /// # Safety
-/// As [`Simd`]; `xs` is readable for `2 · LANES` floats and `codes` for `LANES / 2` bytes.
-pub(crate) unsafe trait PairSelect: Simd {
-    /// From the gathered x values of `LANES / 2` groups (`xs`, 4 per group) and their pair codes
-    /// (`p0 | p1 << 2`, a byte per group): the vector `[xs[4j + p0_j], xs[4j + p1_j]]` over the
-    /// groups `j`, in the order of the value slots.
+/// As [`Simd`], and the pointer contracts of each method.
+pub(crate) unsafe trait Gemv: Simd {
+    /// From the gathered x values of `LANES / 2` groups (`xs`, 4 per group, `2 · LANES`
+    /// readable floats) and their pair codes (`p0 | p1 << 2`, a byte per group, `LANES / 2`
+    /// readable): the vector `[xs[4j + p0_j], xs[4j + p1_j]]` over the groups `j`, in the order
+    /// of the value slots.
     unsafe fn select_pairs(xs: *const f32, codes: *const u8) -> Self::V;
+    /// `[x[idx[l]]]` over the lanes; `idx` is readable for `LANES` indices, each a valid index
+    /// of `x`.
+    unsafe fn gather(x: *const f32, idx: *const u32) -> Self::V;
+    /// `[x[first + offs[l] + pos[l]]]` over the lanes, 0 where that column is `cols` or more;
+    /// `pos` readable for `LANES` bytes, `offs` for `LANES` indices, and `x` for `cols` floats.
+    unsafe fn gather_nm(
+        x: *const f32,
+        cols: usize,
+        first: usize,
+        offs: *const i32,
+        pos: *const u8,
+    ) -> Self::V;
     /// The sum of the lanes.
     unsafe fn sum(v: Self::V) -> f32;
 }
@@ -32,7 +47,7 @@ pub(crate) unsafe trait PairSelect: Simd {
 // SAFETY: compiled only into `avx2,fma` functions selected after detection; reads 16 floats and
 // 4 bytes as the contract says.
 #[cfg(target_arch = "x86_64")]
-unsafe impl PairSelect for super::super::simd::Avx2 {
+unsafe impl Gemv for super::super::simd::Avx2 {
     #[inline(always)]
     unsafe fn select_pairs(xs: *const f32, codes: *const u8) -> __m256 {
         // SAFETY: AVX2 is available; the reads are inside the contract's bounds.
@@ -53,6 +68,33 @@ unsafe impl PairSelect for super::super::simd::Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn gather(x: *const f32, idx: *const u32) -> __m256 {
+        // SAFETY: AVX2 is available; the indices are valid for `x` (contract).
+        unsafe { _mm256_i32gather_ps::<4>(x, _mm256_loadu_si256(idx.cast())) }
+    }
+
+    #[inline(always)]
+    unsafe fn gather_nm(
+        x: *const f32,
+        cols: usize,
+        first: usize,
+        offs: *const i32,
+        pos: *const u8,
+    ) -> __m256 {
+        // SAFETY: AVX2 is available; lanes at columns ≥ cols are masked off, so only columns
+        // of x are read.
+        unsafe {
+            let p = _mm256_cvtepu8_epi32(_mm_loadl_epi64(pos.cast()));
+            let col = _mm256_add_epi32(
+                _mm256_add_epi32(p, _mm256_loadu_si256(offs.cast())),
+                _mm256_set1_epi32(first as i32),
+            );
+            let inside = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32), col);
+            _mm256_mask_i32gather_ps::<4>(_mm256_setzero_ps(), x, col, _mm256_castsi256_ps(inside))
+        }
+    }
+
+    #[inline(always)]
     unsafe fn sum(v: __m256) -> f32 {
         // SAFETY: AVX is available.
         unsafe {
@@ -67,7 +109,7 @@ unsafe impl PairSelect for super::super::simd::Avx2 {
 // SAFETY: compiled only into `avx512f` functions selected after detection; reads 32 floats and
 // 8 bytes as the contract says.
 #[cfg(target_arch = "x86_64")]
-unsafe impl PairSelect for super::super::simd::Avx512 {
+unsafe impl Gemv for super::super::simd::Avx512 {
     #[inline(always)]
     unsafe fn select_pairs(xs: *const f32, codes: *const u8) -> __m512 {
         // SAFETY: AVX-512F is available; the reads are inside the contract's bounds.
@@ -90,6 +132,33 @@ unsafe impl PairSelect for super::super::simd::Avx512 {
     }
 
     #[inline(always)]
+    unsafe fn gather(x: *const f32, idx: *const u32) -> __m512 {
+        // SAFETY: AVX-512F is available; the indices are valid for `x` (contract).
+        unsafe { _mm512_i32gather_ps::<4>(_mm512_loadu_si512(idx.cast()), x.cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn gather_nm(
+        x: *const f32,
+        cols: usize,
+        first: usize,
+        offs: *const i32,
+        pos: *const u8,
+    ) -> __m512 {
+        // SAFETY: AVX-512F is available; lanes at columns ≥ cols are masked off, so only
+        // columns of x are read.
+        unsafe {
+            let p = _mm512_cvtepu8_epi32(_mm_loadu_si128(pos.cast()));
+            let col = _mm512_add_epi32(
+                _mm512_add_epi32(p, _mm512_loadu_si512(offs.cast())),
+                _mm512_set1_epi32(first as i32),
+            );
+            let inside = _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32(cols as i32));
+            _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), inside, col, x.cast())
+        }
+    }
+
+    #[inline(always)]
     unsafe fn sum(v: __m512) -> f32 {
         // SAFETY: AVX-512F is available.
         unsafe { _mm512_reduce_add_ps(v) }
@@ -103,7 +172,7 @@ unsafe impl PairSelect for super::super::simd::Avx512 {
 /// The ISA of `S` is available; `x` is readable for `a.cols()` floats, `y` writable for
 /// `rows.len()`; `rows` starts and ends on multiples of V.
 #[inline(always)]
-pub(crate) unsafe fn gemv_vnm<S: PairSelect>(
+pub(crate) unsafe fn gemv_vnm<S: Gemv>(
     a: &VnmMatrix,
     rows: Range<usize>,
     x: *const f32,
@@ -157,6 +226,86 @@ pub(crate) unsafe fn gemv_vnm<S: PairSelect>(
                 }
                 *y.add(r - rows.start) = sum;
             }
+        }
+    }
+}
+
+/// `y[r − rows.start] = A[r, :] · x` for CSR rows `rows`.
+///
+/// # Safety
+/// The ISA of `S` is available; `x` is readable for `a.cols()` floats, `y` writable for
+/// `rows.len()`.
+#[inline(always)]
+pub(crate) unsafe fn gemv_csr<S: Gemv>(
+    a: &crate::CsrMatrix,
+    rows: Range<usize>,
+    x: *const f32,
+    y: *mut f32,
+) {
+    let (ptr, idx, vals) = (a.row_ptr(), a.col_idx().as_ptr(), a.values().as_ptr());
+    for r in rows.clone() {
+        let (lo, hi) = (ptr[r] as usize, ptr[r + 1] as usize);
+        // SAFETY: entries lo..hi of the row are inside col_idx and values, and every column
+        // index is < cols (the format's invariant), so the gathers read x.
+        unsafe {
+            let mut acc = S::zero();
+            let mut e = lo;
+            while e + S::LANES <= hi {
+                acc = S::fma(acc, S::load(vals.add(e)), S::gather(x, idx.add(e)));
+                e += S::LANES;
+            }
+            let mut sum = S::sum(acc);
+            for e in e..hi {
+                sum += *vals.add(e) * *x.add(*idx.add(e) as usize);
+            }
+            *y.add(r - rows.start) = sum;
+        }
+    }
+}
+
+/// `y[r − rows.start] = A[r, :] · x` for N:M rows `rows`, where N divides `LANES` (so that
+/// each step covers `LANES / N` whole groups).
+///
+/// # Safety
+/// The ISA of `S` is available; `x` is readable for `a.cols()` floats, `y` writable for
+/// `rows.len()`; `LANES` is a multiple of `a.n()`.
+#[inline(always)]
+pub(crate) unsafe fn gemv_nm<S: Gemv>(
+    a: &crate::NmMatrix,
+    rows: Range<usize>,
+    x: *const f32,
+    y: *mut f32,
+) {
+    let (n, m, groups, cols) = (a.n(), a.m(), a.groups(), a.cols());
+    debug_assert!(S::LANES.is_multiple_of(n));
+    // Lane l's group offset within a step, in columns.
+    let mut offs = [0i32; 16];
+    for (l, o) in offs.iter_mut().enumerate().take(S::LANES) {
+        *o = ((l / n) * m) as i32;
+    }
+    let (vals, pos) = (a.values().as_ptr(), a.positions().as_ptr());
+    let slots = groups * n;
+    for r in rows.clone() {
+        // SAFETY: a row's `groups · n` slots are inside values and positions; the vector loop
+        // reads LANES slots from slot s with s + LANES ≤ slots; gathers mask columns ≥ cols.
+        unsafe {
+            let (vr, pr) = (vals.add(r * slots), pos.add(r * slots));
+            let mut acc = S::zero();
+            let mut s = 0;
+            while s + S::LANES <= slots {
+                let first = (s / n) * m;
+                let xv = S::gather_nm(x, cols, first, offs.as_ptr(), pr.add(s));
+                acc = S::fma(acc, S::load(vr.add(s)), xv);
+                s += S::LANES;
+            }
+            let mut sum = S::sum(acc);
+            for s in s..slots {
+                let k = (s / n) * m + *pr.add(s) as usize;
+                if k < cols {
+                    sum += *vr.add(s) * *x.add(k);
+                }
+            }
+            *y.add(r - rows.start) = sum;
         }
     }
 }

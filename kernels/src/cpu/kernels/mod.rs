@@ -18,7 +18,7 @@ mod vector;
 mod vnm;
 
 pub(crate) use csr::csr;
-pub(crate) use gemv::gemv_vnm;
+pub(crate) use gemv::{gemv_csr, gemv_nm, gemv_vnm, Gemv};
 pub(crate) use nm::nm;
 pub(crate) use vector::vector;
 pub(crate) use vnm::vnm;
