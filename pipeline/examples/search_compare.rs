@@ -1,7 +1,10 @@
 //! Compares the fronts of two runs of one space (a grid and a unified search, say) from their
 //! `evaluate` tables, with one reference point: the dense model's accuracy less 0.1, its
 //! latency at the batch size and its weight bytes (the first run's dense evaluation; run both
-//! on one store so that the trials they share carry the same measurements).
+//! on one store so that the trials they share carry the same measurements). Each model's
+//! latency is that dense latency divided by the model's paired speedup over its own dense pass
+//! (as the search and the Pareto front compare them), so that the machine's drift between two
+//! evaluations does not move the fronts.
 //!
 //! `cargo run --release -p pipeline --example search_compare -- OUT GRID UNIFIED [BATCH]`
 //! prints both fronts side by side, both hypervolumes and their ratio, the fine-tune epochs
@@ -53,7 +56,7 @@ struct Run {
     epochs: f64,
 }
 
-fn load(out: &Path, name: &str, batch: u64) -> Run {
+fn load(out: &Path, name: &str, batch: u64, dense_us: Option<f64>) -> Run {
     let dir = results::current(out, name).unwrap_or_else(|e| panic!("{name}: {e}"));
     let rows: Vec<Row> = results::read_table(&dir.join("evaluate"))
         .unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -62,10 +65,16 @@ fn load(out: &Path, name: &str, batch: u64) -> Run {
         .collect();
     let objectives = rows
         .iter()
-        .map(|r| Objectives {
-            accuracy: num(r, "accuracy").unwrap_or(0.0),
-            latency_us: num(r, &format!("latency_us_b{batch}")).unwrap_or(f64::INFINITY),
-            weight_bytes: num(r, "weight_bytes").unwrap_or(f64::INFINITY),
+        .map(|r| {
+            let raw = num(r, &format!("latency_us_b{batch}")).unwrap_or(f64::INFINITY);
+            let paired = num(r, &format!("speedup_vs_dense_b{batch}"))
+                .zip(dense_us)
+                .map(|(s, d)| d / s);
+            Objectives {
+                accuracy: num(r, "accuracy").unwrap_or(0.0),
+                latency_us: paired.unwrap_or(raw),
+                weight_bytes: num(r, "weight_bytes").unwrap_or(f64::INFINITY),
+            }
         })
         .collect();
     let epochs = rows
@@ -87,7 +96,16 @@ fn main() {
     }
     let out = Path::new(&args[1]);
     let batch: u64 = args.get(4).and_then(|b| b.parse().ok()).unwrap_or(256);
-    let (a, b) = (load(out, &args[2], batch), load(out, &args[3], batch));
+    // The first run's dense evaluation's own dense pass: the one latency all are scaled to.
+    let dense_us = load(out, &args[2], batch, None)
+        .rows
+        .iter()
+        .find(|r| text(r, "prune.pattern") == "dense")
+        .and_then(|r| num(r, &format!("dense_latency_us_b{batch}")));
+    let (a, b) = (
+        load(out, &args[2], batch, dense_us),
+        load(out, &args[3], batch, dense_us),
+    );
     let dense = a
         .rows
         .iter()

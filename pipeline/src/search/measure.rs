@@ -26,6 +26,8 @@ pub struct Measured {
     pub non_gemm_us: Option<f64>,
     /// Each GEMM layer's time inside the pass (forward order), µs, if it says for this batch.
     pub layer_us: Option<Vec<f64>>,
+    /// The speedup over the dense model measured in pairs with it, if it says.
+    pub speedup: Option<f64>,
 }
 
 fn num(row: &Row, col: &str) -> Option<f64> {
@@ -105,6 +107,7 @@ pub fn evaluation(
             Some(Value::ListF64(v)) if largest => Some(v.clone()),
             _ => None,
         },
+        speedup: num(&row, &format!("speedup_vs_dense_b{batch}")).filter(|s| *s > 0.0),
     })
 }
 

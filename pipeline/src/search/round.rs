@@ -15,7 +15,25 @@ use results::{Row, Value};
 use std::collections::BTreeMap;
 
 impl Unified {
+    /// An entry's measured objectives. Its latency is the dense reference's dense latency
+    /// divided by the entry's speedup over its own dense pass where both are known: the
+    /// speedups are measured in pairs and cancel the machine's drift between evaluations,
+    /// which the raw latencies carry (issue 18).
     pub(super) fn measured(&self, plan: &Plan, e: &Entry) -> Option<Measured> {
+        let mut m = self.raw_measured(plan, e)?;
+        let reference = self
+            .entries
+            .iter()
+            .find(|e| matches!(e.role, Role::Dense))
+            .and_then(|d| self.raw_measured(plan, d))
+            .and_then(|d| d.dense_latency_us);
+        if let (Some(d), Some(s)) = (reference, m.speedup) {
+            m.latency_us = d / s;
+        }
+        Some(m)
+    }
+
+    fn raw_measured(&self, plan: &Plan, e: &Entry) -> Option<Measured> {
         let key = measure::prune_key(plan, &e.point)?;
         let largest = self.exp.batch_sizes.iter().max() == Some(&self.spec.batch_size);
         measure::evaluation(
