@@ -13,7 +13,10 @@
 //! `--dump FILE` writes every measured point as CSV (shape, pattern, threads, parameters,
 //! predicted and measured seconds), to study the cost model; `--rescore FILE` reads such a dump
 //! and prints, per pattern, the regret of the *current* cost model at 10 % and its Spearman
-//! correlation with the measurements, without measuring anything.
+//! correlation with the measurements, without measuring anything. With `--calibrate-on
+//! 768x768x128,...` it first fits a [`Calibration`] on a sample (`--sample 0.2` of each space's
+//! points) of the dump's rows at those shapes, then scores the analytical and the calibrated
+//! model on the other shapes' rows, and reports what the sample cost to measure.
 //!
 //! Times are the fastest of `reps` runs after one warm-up (the machine is shared); GFLOP/s counts
 //! useful FLOPs (2·nnz·N); speedups are against the faster dense backend for the same threads,
@@ -35,6 +38,25 @@ struct Opts {
     rescore: Option<String>,
     /// Shapes of the targets mode (rows, cols, n).
     shapes: Vec<(usize, usize, usize)>,
+    /// `--rescore`: shapes whose rows calibrate the model.
+    calibrate_on: Vec<(usize, usize, usize)>,
+    /// `--rescore`: fraction of each space the calibration samples.
+    sample: f64,
+}
+
+fn parse_shapes(list: &str) -> Result<Vec<(usize, usize, usize)>, String> {
+    list.split(',')
+        .map(|t| {
+            let d: Vec<usize> = t
+                .split('x')
+                .map(|x| x.parse().map_err(|e| format!("shape {t}: {e}")))
+                .collect::<Result<_, _>>()?;
+            match d.as_slice() {
+                [r, k, n] => Ok((*r, *k, *n)),
+                _ => Err(format!("shape {t}: expected ROWSxCOLSxN")),
+            }
+        })
+        .collect()
 }
 
 fn parse() -> Result<Opts, String> {
@@ -46,6 +68,8 @@ fn parse() -> Result<Opts, String> {
         dump: None,
         rescore: None,
         shapes: vec![(3072, 768, 512)],
+        calibrate_on: vec![],
+        sample: 0.2,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -62,21 +86,9 @@ fn parse() -> Result<Opts, String> {
             "--reps" => o.reps = val()?.parse().map_err(|e| format!("--reps: {e}"))?,
             "--budget" => o.budget = val()?.parse().map_err(|e| format!("--budget: {e}"))?,
             "--rescore" => o.rescore = Some(val()?),
-            "--shapes" => {
-                o.shapes = val()?
-                    .split(',')
-                    .map(|t| {
-                        let d: Vec<usize> = t
-                            .split('x')
-                            .map(|x| x.parse().map_err(|e| format!("--shapes {t}: {e}")))
-                            .collect::<Result<_, _>>()?;
-                        match d.as_slice() {
-                            [r, k, n] => Ok((*r, *k, *n)),
-                            _ => Err(format!("--shapes {t}: expected ROWSxCOLSxN")),
-                        }
-                    })
-                    .collect::<Result<_, _>>()?
-            }
+            "--shapes" => o.shapes = parse_shapes(&val()?)?,
+            "--calibrate-on" => o.calibrate_on = parse_shapes(&val()?)?,
+            "--sample" => o.sample = val()?.parse().map_err(|e| format!("--sample: {e}"))?,
             "--dump" => {
                 let path = val()?;
                 let mut f = std::fs::File::create(&path).map_err(|e| format!("{path}: {e}"))?;
@@ -346,10 +358,17 @@ fn label_pattern(label: &str) -> Option<Pattern> {
     }
 }
 
-/// `--rescore`: the current model's regret at 10 % and Spearman on a dump's measurements.
-fn rescore(path: &str) -> Result<(), String> {
+/// One tuning of a dump: its signature, batch and measured points.
+struct DumpGroup {
+    key: String,
+    shape: (usize, usize, usize),
+    sig: FormatSignature,
+    points: Vec<(ParamPoint, f64)>,
+}
+
+fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut groups: Vec<DumpGroup> = Vec::new();
     for (i, line) in text.lines().enumerate().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         let bad = || format!("{path}:{}: malformed row", i + 1);
@@ -371,19 +390,101 @@ fn rescore(path: &str) -> Result<(), String> {
         let point = ParamPoint::from_pairs(p);
         let measured: f64 = f[7].parse().map_err(|_| bad())?;
         let key = format!("{}x{}x{} {} t{}", dims[0], dims[1], dims[2], f[3], f[4]);
-        let pred = predicted_cost(&sig, dims[2], &point);
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push((pred, measured)),
-            None => groups.push((key, vec![(pred, measured)])),
+        match groups.iter_mut().find(|g| g.key == key) {
+            Some(g) => g.points.push((point, measured)),
+            None => groups.push(DumpGroup {
+                key,
+                shape: (dims[0], dims[1], dims[2]),
+                sig,
+                points: vec![(point, measured)],
+            }),
         }
     }
-    for (key, v) in groups {
-        let (pred, meas): (Vec<f64>, Vec<f64>) = v.iter().copied().unzip();
-        let rho = spearman(&pred, &meas);
-        let regret = regret_at_budget(&pred, &meas, v.len().div_ceil(10));
+    Ok(groups)
+}
+
+/// `--rescore`: the current model's regret at 10 % and Spearman on a dump's measurements, and
+/// with `calibrate_on` the calibrated model's beside it on the other shapes.
+fn rescore(path: &str, calibrate_on: &[(usize, usize, usize)], sample: f64) -> Result<(), String> {
+    let groups = read_dump(path)?;
+    let calibration = if calibrate_on.is_empty() {
+        None
+    } else {
+        let every = (1.0 / sample.clamp(1e-3, 1.0)).round().max(1.0) as usize;
+        let samples: Vec<CalibrationSample> = groups
+            .iter()
+            .filter(|g| calibrate_on.contains(&g.shape))
+            .flat_map(|g| {
+                g.points
+                    .iter()
+                    .step_by(every)
+                    .map(|(p, s)| CalibrationSample {
+                        sig: g.sig,
+                        n: g.shape.2,
+                        point: p.clone(),
+                        seconds: *s,
+                    })
+            })
+            .collect();
+        let cost: f64 = samples.iter().map(|s| s.seconds).sum();
+        let cal = Calibration::fit(&samples);
         println!(
-            "  {key:<32} regret@10% {:>6.1}%  spearman {rho:>5.2}",
-            regret * 100.0
+            "calibration: {} points ({:.0} % of each space) on {} shape(s), {:.1} ms of kernel time per repeat, {} terms",
+            cal.samples,
+            100.0 / every as f64,
+            calibrate_on.len(),
+            cost * 1e3,
+            cal.terms.len()
+        );
+        Some(cal)
+    };
+    let mut worst: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    for g in &groups {
+        if calibration.is_some() && calibrate_on.contains(&g.shape) {
+            continue;
+        }
+        let n = g.shape.2;
+        let meas: Vec<f64> = g.points.iter().map(|(_, m)| *m).collect();
+        let pred: Vec<f64> = g
+            .points
+            .iter()
+            .map(|(p, _)| predicted_cost(&g.sig, n, p))
+            .collect();
+        let budget = g.points.len().div_ceil(10);
+        let (regret, rho) = (
+            regret_at_budget(&pred, &meas, budget),
+            spearman(&pred, &meas),
+        );
+        match &calibration {
+            None => println!(
+                "  {:<32} regret@10% {:>6.1}%  spearman {rho:>5.2}",
+                g.key,
+                regret * 100.0
+            ),
+            Some(cal) => {
+                let cp: Vec<f64> = g
+                    .points
+                    .iter()
+                    .map(|(p, _)| cal.cost(&g.sig, n, p))
+                    .collect();
+                let (cr, crho) = (regret_at_budget(&cp, &meas, budget), spearman(&cp, &meas));
+                println!(
+                    "  {:<32} regret@10% {:>6.1}% -> {:>5.1}%  spearman {rho:>5.2} -> {crho:>5.2}",
+                    g.key,
+                    regret * 100.0,
+                    cr * 100.0
+                );
+                let threads = g.key.rsplit(' ').next().unwrap_or("").to_string();
+                let w = worst.entry(threads).or_insert((0.0, 0.0));
+                *w = (w.0.max(regret), w.1.max(cr));
+            }
+        }
+    }
+    for (threads, (a, c)) in worst {
+        println!(
+            "  worst regret@10% at {threads}: analytical {:.1}%, calibrated {:.1}%",
+            a * 100.0,
+            c * 100.0
         );
     }
     Ok(())
@@ -398,7 +499,7 @@ fn main() {
         }
     };
     if let Some(path) = opts.rescore.clone() {
-        if let Err(e) = rescore(&path) {
+        if let Err(e) = rescore(&path, &opts.calibrate_on, opts.sample) {
             eprintln!("spmm-bench: {e}");
             std::process::exit(1);
         }
