@@ -360,9 +360,8 @@ fn attention<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T], samples: u
             let mut max: Vec<T> = query[..samples].to_vec();
             for key in query.chunks(samples).skip(1) {
                 for (m, &x) in max.iter_mut().zip(key) {
-                    if x > *m {
-                        *m = x;
-                    }
+                    // An unconditional store, as in `relu`: a select per vector, no branch.
+                    *m = if x > *m { x } else { *m };
                 }
             }
             let mut sum = vec![T::default(); samples];
