@@ -40,6 +40,21 @@ pub(crate) unsafe trait Gemv: Simd {
         offs: *const i32,
         pos: *const u8,
     ) -> Self::V;
+    /// As [`Gemv::gather_nm`] where all the step's columns lie within the `span ≤ 64` columns
+    /// from `first`, and `x` is readable for `first + 32` floats (`span ≤ 32`) or `first + 64`:
+    /// where the ISA can, the values are picked from those columns loaded whole, by permutes
+    /// instead of a gather.
+    #[inline(always)]
+    unsafe fn select_nm(
+        x: *const f32,
+        first: usize,
+        span: usize,
+        offs: *const i32,
+        pos: *const u8,
+    ) -> Self::V {
+        // SAFETY: the step's columns are below first + span, inside x by the contract.
+        unsafe { Self::gather_nm(x, first + span, first, offs, pos) }
+    }
     /// The sum of the lanes.
     unsafe fn sum(v: Self::V) -> f32;
 }
@@ -155,6 +170,35 @@ unsafe impl Gemv for super::super::simd::Avx512 {
             );
             let inside = _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32(cols as i32));
             _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), inside, col, x.cast())
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn select_nm(
+        x: *const f32,
+        first: usize,
+        span: usize,
+        offs: *const i32,
+        pos: *const u8,
+    ) -> __m512 {
+        // SAFETY: AVX-512F is available; the loads read 32 floats from x + first, and 64 only
+        // when span > 32, as the contract allows.
+        unsafe {
+            let p = _mm512_cvtepu8_epi32(_mm_loadu_si128(pos.cast()));
+            let idx = _mm512_add_epi32(p, _mm512_loadu_si512(offs.cast()));
+            let base = x.add(first);
+            let lo =
+                _mm512_permutex2var_ps(_mm512_loadu_ps(base), idx, _mm512_loadu_ps(base.add(16)));
+            if span <= 32 {
+                return lo;
+            }
+            // Indices 32..63 come from the next 32 columns (the permute reads 5 bits).
+            let hi = _mm512_permutex2var_ps(
+                _mm512_loadu_ps(base.add(32)),
+                idx,
+                _mm512_loadu_ps(base.add(48)),
+            );
+            _mm512_mask_blend_ps(_mm512_cmpge_epi32_mask(idx, _mm512_set1_epi32(32)), lo, hi)
         }
     }
 
@@ -285,6 +329,7 @@ pub(crate) unsafe fn gemv_nm<S: Gemv>(
     }
     let (vals, pos) = (a.values().as_ptr(), a.positions().as_ptr());
     let slots = groups * n;
+    let span = (S::LANES / n) * m;
     for r in rows.clone() {
         // SAFETY: a row's `groups · n` slots are inside values and positions; the vector loop
         // reads LANES slots from slot s with s + LANES ≤ slots; gathers mask columns ≥ cols.
@@ -294,7 +339,14 @@ pub(crate) unsafe fn gemv_nm<S: Gemv>(
             let mut s = 0;
             while s + S::LANES <= slots {
                 let first = (s / n) * m;
-                let xv = S::gather_nm(x, cols, first, offs.as_ptr(), pr.add(s));
+                // The step's groups span `LANES / n · m` columns: up to 64, loaded whole where
+                // that stays inside x (on AVX-512 the values are then picked by permutes).
+                let whole = if span <= 32 { 32 } else { 64 };
+                let xv = if span <= 64 && first + whole <= cols {
+                    S::select_nm(x, first, span, offs.as_ptr(), pr.add(s))
+                } else {
+                    S::gather_nm(x, cols, first, offs.as_ptr(), pr.add(s))
+                };
                 acc = S::fma(acc, S::load(vr.add(s)), xv);
                 s += S::LANES;
             }
