@@ -15,22 +15,30 @@ use results::{Row, Value};
 use std::collections::BTreeMap;
 
 impl Unified {
-    /// An entry's measured objectives. Its latency is the dense reference's dense latency
-    /// divided by the entry's speedup over its own dense pass where both are known: the
-    /// speedups are measured in pairs and cancel the machine's drift between evaluations,
-    /// which the raw latencies carry (issue 18).
-    pub(super) fn measured(&self, plan: &Plan, e: &Entry) -> Option<Measured> {
+    /// An entry's measured objectives. Its latency is `reference_us` (the dense reference's
+    /// dense latency, [`Unified::reference_us`]) divided by the entry's speedup over its own
+    /// dense pass where both are known: the speedups are measured in pairs and cancel the
+    /// machine's drift between evaluations, which the raw latencies carry (issue 18).
+    pub(super) fn measured(
+        &self,
+        plan: &Plan,
+        e: &Entry,
+        reference_us: Option<f64>,
+    ) -> Option<Measured> {
         let mut m = self.raw_measured(plan, e)?;
-        let reference = self
-            .entries
-            .iter()
-            .find(|e| matches!(e.role, Role::Dense))
-            .and_then(|d| self.raw_measured(plan, d))
-            .and_then(|d| d.dense_latency_us);
-        if let (Some(d), Some(s)) = (reference, m.speedup) {
+        if let (Some(d), Some(s)) = (reference_us, m.speedup) {
             m.latency_us = d / s;
         }
         Some(m)
+    }
+
+    /// The dense reference evaluation's own dense latency, which every latency is scaled to.
+    fn reference_us(&self, plan: &Plan) -> Option<f64> {
+        self.entries
+            .iter()
+            .find(|e| matches!(e.role, Role::Dense))
+            .and_then(|d| self.raw_measured(plan, d))
+            .and_then(|d| d.dense_latency_us)
     }
 
     fn raw_measured(&self, plan: &Plan, e: &Entry) -> Option<Measured> {
@@ -59,11 +67,12 @@ impl Unified {
         let plan = self.plan.clone().unwrap_or_default();
         let store = &self.store;
         let b = self.spec.batch_size;
+        let reference_us = self.reference_us(&plan);
         let dense = self
             .entries
             .iter()
             .find(|e| matches!(e.role, Role::Dense))
-            .and_then(|e| self.measured(&plan, e));
+            .and_then(|e| self.measured(&plan, e, reference_us));
         let dense_accuracy = self
             .entries
             .iter()
@@ -91,7 +100,7 @@ impl Unified {
         let mut trials: Vec<(&Entry, Option<Measured>)> = vec![];
         for e in &self.entries {
             if matches!(e.role, Role::Trial(_)) {
-                trials.push((e, self.measured(&plan, e)));
+                trials.push((e, self.measured(&plan, e, reference_us)));
             }
         }
         let tuned = measure::tunings(store, &plan, self.backend());
