@@ -56,7 +56,7 @@ fn family(kind: PatternKind) -> &'static str {
 /// The features of a point: each parameter's value, the row block with the tile width, and the
 /// thread count with the product's size (log₂ of its multiply-adds, in steps of 2), each
 /// prefixed by the format family.
-pub fn features(sig: &FormatSignature, n: usize, p: &ParamPoint) -> Vec<String> {
+fn features(sig: &FormatSignature, n: usize, p: &ParamPoint) -> Vec<String> {
     let fam = family(sig.kind);
     let mut out: Vec<String> = p.0.iter().map(|(k, v)| format!("{fam}:{k}={v}")).collect();
     if let (Some(r), Some(w)) = (p.0.get("rows"), p.0.get("tile_n")) {

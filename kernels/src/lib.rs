@@ -19,7 +19,7 @@ mod reference;
 mod space;
 mod synthetic;
 
-pub use calibrate::{features as calibration_features, Calibration, CalibrationSample};
+pub use calibrate::{Calibration, CalibrationSample};
 pub use cost::{dense_predicted_cost, predicted_cost, regret_at_budget, spearman};
 pub use cpu::spmm;
 pub use dense::dense_gemm;
