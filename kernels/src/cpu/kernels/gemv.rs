@@ -274,6 +274,35 @@ pub(crate) unsafe fn gemv_vnm<S: Gemv>(
     }
 }
 
+/// `Σ vals[e] · x_e` over a row's value slots `slots`: whole vectors of slots through `xv(e)`
+/// (the x values of slots `e..e + LANES`), the rest one by one through `x_at(e)` (0 for a slot
+/// at a phantom column).
+///
+/// # Safety
+/// The ISA of `S` is available and `vals` is readable over `slots`.
+#[inline(always)]
+unsafe fn row_dot<S: Gemv>(
+    vals: *const f32,
+    slots: Range<usize>,
+    xv: impl Fn(usize) -> S::V,
+    x_at: impl Fn(usize) -> f32,
+) -> f32 {
+    // SAFETY: every read of `vals` is inside `slots` (contract).
+    unsafe {
+        let mut acc = S::zero();
+        let mut e = slots.start;
+        while e + S::LANES <= slots.end {
+            acc = S::fma(acc, S::load(vals.add(e)), xv(e));
+            e += S::LANES;
+        }
+        let mut sum = S::sum(acc);
+        for e in e..slots.end {
+            sum += *vals.add(e) * x_at(e);
+        }
+        sum
+    }
+}
+
 /// `y[r − rows.start] = A[r, :] · x` for CSR rows `rows`.
 ///
 /// # Safety
@@ -290,19 +319,14 @@ pub(crate) unsafe fn gemv_csr<S: Gemv>(
     for r in rows.clone() {
         let (lo, hi) = (ptr[r] as usize, ptr[r + 1] as usize);
         // SAFETY: entries lo..hi of the row are inside col_idx and values, and every column
-        // index is < cols (the format's invariant), so the gathers read x.
+        // index is < cols (the format's invariant), so the gathers and reads stay in x.
         unsafe {
-            let mut acc = S::zero();
-            let mut e = lo;
-            while e + S::LANES <= hi {
-                acc = S::fma(acc, S::load(vals.add(e)), S::gather(x, idx.add(e)));
-                e += S::LANES;
-            }
-            let mut sum = S::sum(acc);
-            for e in e..hi {
-                sum += *vals.add(e) * *x.add(*idx.add(e) as usize);
-            }
-            *y.add(r - rows.start) = sum;
+            *y.add(r - rows.start) = row_dot::<S>(
+                vals,
+                lo..hi,
+                |e| S::gather(x, idx.add(e)),
+                |e| *x.add(*idx.add(e) as usize),
+            );
         }
     }
 }
@@ -329,35 +353,36 @@ pub(crate) unsafe fn gemv_nm<S: Gemv>(
     }
     let (vals, pos) = (a.values().as_ptr(), a.positions().as_ptr());
     let slots = groups * n;
+    // The columns a step's groups span: up to 64 are loaded whole where that stays inside x
+    // (on AVX-512 the values are then picked by permutes), else gathered.
     let span = (S::LANES / n) * m;
+    let whole = if span <= 32 { 32 } else { 64 };
     for r in rows.clone() {
-        // SAFETY: a row's `groups · n` slots are inside values and positions; the vector loop
-        // reads LANES slots from slot s with s + LANES ≤ slots; gathers mask columns ≥ cols.
+        // SAFETY: a row's `groups · n` slots are inside values and positions, and `row_dot`
+        // reads LANES slots from slot s only when s + LANES ≤ slots; gathers mask columns ≥
+        // cols, whole loads happen only below cols, and the tail skips phantom columns.
         unsafe {
-            let (vr, pr) = (vals.add(r * slots), pos.add(r * slots));
-            let mut acc = S::zero();
-            let mut s = 0;
-            while s + S::LANES <= slots {
-                let first = (s / n) * m;
-                // The step's groups span `LANES / n · m` columns: up to 64, loaded whole where
-                // that stays inside x (on AVX-512 the values are then picked by permutes).
-                let whole = if span <= 32 { 32 } else { 64 };
-                let xv = if span <= 64 && first + whole <= cols {
-                    S::select_nm(x, first, span, offs.as_ptr(), pr.add(s))
-                } else {
-                    S::gather_nm(x, cols, first, offs.as_ptr(), pr.add(s))
-                };
-                acc = S::fma(acc, S::load(vr.add(s)), xv);
-                s += S::LANES;
-            }
-            let mut sum = S::sum(acc);
-            for s in s..slots {
-                let k = (s / n) * m + *pr.add(s) as usize;
-                if k < cols {
-                    sum += *vr.add(s) * *x.add(k);
-                }
-            }
-            *y.add(r - rows.start) = sum;
+            let pr = pos.add(r * slots);
+            *y.add(r - rows.start) = row_dot::<S>(
+                vals.add(r * slots),
+                0..slots,
+                |s| {
+                    let first = (s / n) * m;
+                    if span <= 64 && first + whole <= cols {
+                        S::select_nm(x, first, span, offs.as_ptr(), pr.add(s))
+                    } else {
+                        S::gather_nm(x, cols, first, offs.as_ptr(), pr.add(s))
+                    }
+                },
+                |s| {
+                    let k = (s / n) * m + *pr.add(s) as usize;
+                    if k < cols {
+                        *x.add(k)
+                    } else {
+                        0.0
+                    }
+                },
+            );
         }
     }
 }
