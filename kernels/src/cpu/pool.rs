@@ -106,7 +106,7 @@ fn worker(pool: &'static Pool) {
         while pool.epoch.load(SeqCst) == seen {
             // The clock only every 256 spins: reading it each time was most of the spin.
             spins = spins.wrapping_add(1);
-            if spins % 256 != 0 || start.elapsed() < SPIN {
+            if !spins.is_multiple_of(256) || start.elapsed() < SPIN {
                 std::hint::spin_loop();
                 continue;
             }
