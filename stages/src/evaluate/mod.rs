@@ -7,16 +7,19 @@
 //! weights (out × in); the architecture around the GEMMs ([`graph`]) is computed on the host,
 //! the same code for the sparse kernels and for the f64 masked dense reference.
 //!
+//! Timing: [`paired`] measures passes in shuffled rounds and derives paired speedups;
+//! `passes` times a model against its dense baseline with them.
+//!
 //! [`evaluate`] runs the CPU kernels; [`cuda::evaluate_cuda`] the CUDA kernels (fp16, its own
 //! tolerance and latency definition, see there).
 
 pub mod cuda;
 mod graph;
 mod paired;
+mod passes;
 
 pub use paired::{alternate, speedup, Speedup};
-
-use std::time::Instant;
+use passes::{paired_passes, run_cpu, PairedPasses};
 
 use crate::kernel_tune::{summarise, Timing};
 use crate::model::{Arch, Layer, LayerKind, Weights};
@@ -347,157 +350,6 @@ fn points_at(
     (points, fallbacks)
 }
 
-/// The ways a pass may run its dense-format layers: as tuned, or all on one dense backend
-/// (`faer`, `gemm`) with the tuned thread counts. Each dense backend is tuned on a layer alone,
-/// but inside a pass, between host computations, the two do not cost what they cost alone (on
-/// a 2-block ViT at batch 1 with an earlier, strided LayerNorm, the passes took 3× longer with
-/// faer than with gemm, outside the GEMM calls themselves; which one wins depends on what runs
-/// between the GEMMs), so the dense pass is timed in every way and the fastest kept.
-fn dense_variants(
-    matrices: &[&SparseMatrix],
-    points: &[ParamPoint],
-) -> Vec<(&'static str, Vec<ParamPoint>)> {
-    let mut out = vec![("tuned", points.to_vec())];
-    for (name, backend) in [("faer", 0), ("gemm", 1)] {
-        let variant: Vec<ParamPoint> = matrices
-            .iter()
-            .zip(points)
-            .map(|(m, p)| {
-                let mut q = p.clone();
-                if matches!(m, SparseMatrix::Dense(_)) {
-                    q.0.insert("backend".into(), backend);
-                }
-                q
-            })
-            .collect();
-        let valid = matrices.iter().zip(&variant).all(|(m, q)| {
-            !matches!(m, SparseMatrix::Dense(_))
-                || kernels::dense_space(m.rows(), m.cols(), 1)
-                    .contains(q)
-                    .is_ok()
-        });
-        if valid && !out.iter().any(|(_, v)| *v == variant) {
-            out.push((name, variant));
-        }
-    }
-    out
-}
-
-/// The sparse pass and the dense pass of one batch, timed together: the way the passes run, the
-/// points each ran, their end-to-end samples (µs, round `i` the `i`-th of each) and each sparse
-/// sample's time outside the GEMMs.
-type PairedPasses = (
-    &'static str,
-    Vec<ParamPoint>,
-    Vec<ParamPoint>,
-    Vec<f64>,
-    Vec<f64>,
-    Vec<f64>,
-);
-
-/// Times the sparse and the dense pass of one batch in rounds, for `seconds` in all.
-///
-/// Every way of `dense_variants` runs the dense pass, and the sparse pass runs its dense-format
-/// layers the same way, so that a dense model's two passes are the same computation (chosen
-/// apart, they read 0.77-1.35× of each other) and a sparse model differs from its baseline
-/// only where it is sparse. All of these passes run once per round ([`paired::rounds`]): a way
-/// chosen by a probe run on its own was 35 % slower in alternation with the sparse pass than
-/// in the probe, so the way is chosen by the dense pass's median inside the same rounds, and
-/// the speedup pairs that way's passes of each round.
-fn paired_passes(
-    model: &Weights,
-    (sparse, points): (&[&SparseMatrix], &[ParamPoint]),
-    (dense, dense_points): (&[&SparseMatrix], &[ParamPoint]),
-    x: &[f32],
-    b: usize,
-    seconds: f64,
-) -> Result<PairedPasses, StageError> {
-    let ways = dense_variants(dense, dense_points);
-    // The sparse pass per way; one when the sparse model has no dense-format layer.
-    let mut sparse_ways: Vec<Vec<ParamPoint>> = vec![];
-    let mut sparse_of: Vec<usize> = vec![];
-    for (_, d) in &ways {
-        let pts: Vec<ParamPoint> = points
-            .iter()
-            .zip(d)
-            .zip(sparse)
-            .map(|((p, d), m)| match m {
-                SparseMatrix::Dense(_) => d.clone(),
-                _ => p.clone(),
-            })
-            .collect();
-        let at = sparse_ways
-            .iter()
-            .position(|s| *s == pts)
-            .unwrap_or_else(|| {
-                sparse_ways.push(pts);
-                sparse_ways.len() - 1
-            });
-        sparse_of.push(at);
-    }
-    let mut gemm_us: Vec<Vec<f64>> = vec![vec![]; sparse_ways.len()];
-    let samples = {
-        let mut passes: Vec<Box<dyn FnMut() -> Result<(), StageError> + '_>> = vec![];
-        for (pts, g) in sparse_ways.iter().zip(gemm_us.iter_mut()) {
-            passes.push(Box::new(move || {
-                let mut t = 0.0;
-                run_cpu(model, sparse, pts, x, b, &mut t)?;
-                g.push(t);
-                Ok(())
-            }));
-        }
-        for (_, pts) in &ways {
-            passes.push(Box::new(move || {
-                run_cpu(model, dense, pts, x, b, &mut 0.0).map(drop)
-            }));
-        }
-        let mut refs: Vec<&mut dyn FnMut() -> Result<(), StageError>> =
-            passes.iter_mut().map(|p| &mut **p as _).collect();
-        paired::rounds(&mut refs, 5, 400, seconds)?
-    };
-    let n_sparse = sparse_ways.len();
-    let best = (0..ways.len())
-        .min_by(|&i, &j| {
-            let m = |w: usize| summarise(samples[n_sparse + w].clone()).median_us;
-            m(i).total_cmp(&m(j))
-        })
-        .expect("at least the tuned way");
-    let s = sparse_of[best];
-    // The warm-up call comes first in the GEMM times.
-    let outside: Vec<f64> = samples[s]
-        .iter()
-        .zip(gemm_us[s].iter().skip(1))
-        .map(|(t, g)| t - g)
-        .collect();
-    let mut samples = samples;
-    let dense_e2e = std::mem::take(&mut samples[n_sparse + best]);
-    let e2e = std::mem::take(&mut samples[s]);
-    let (way, dense_pts) = ways.into_iter().nth(best).expect("in range");
-    let sparse_pts = sparse_ways.swap_remove(s);
-    Ok((way, sparse_pts, dense_pts, e2e, dense_e2e, outside))
-}
-
-/// One forward pass through `matrices` at `points` (the layers' GEMMs by the CPU kernels);
-/// adds the time spent in the GEMMs to `gemm_us`.
-fn run_cpu(
-    model: &Weights,
-    matrices: &[&SparseMatrix],
-    points: &[ParamPoint],
-    xt: &[f32],
-    b: usize,
-    gemm_us: &mut f64,
-) -> Result<Vec<f32>, StageError> {
-    let mut gemm = |i: usize, x: &[f32], n: usize| -> Result<Vec<f32>, StageError> {
-        let start = Instant::now();
-        let m = matrices[i];
-        let mut out = vec![0f32; m.rows() * n];
-        kernels::spmm(m, x, n, &mut out, &points[i])?;
-        *gemm_us += start.elapsed().as_secs_f64() * 1e6;
-        Ok(out)
-    };
-    graph::forward(model, xt, b, &mut gemm)
-}
-
 /// Evaluates `layers` (the packed GEMM layers of `model`, in its order) on `data`, measuring
 /// latency at each batch size for about `seconds_per_batch` each. The caller holds the
 /// measurement lock.
@@ -549,7 +401,14 @@ pub fn evaluate(
         let x = kernels::random_values(f * b, b as u64);
         let (points, fallbacks) = points_at(layers, &tokens, b, false);
         let (dense_points, _) = points_at(layers, &tokens, b, true);
-        let (way, points, dense_points, e2e, dense_e2e, outside) = paired_passes(
+        let PairedPasses {
+            way,
+            points,
+            dense_points,
+            e2e,
+            dense_e2e,
+            outside,
+        } = paired_passes(
             model,
             (&sparse, &points),
             (&dense, &dense_points),
@@ -658,65 +517,6 @@ mod tests {
             assert!(fallback, "n = {n}");
             assert!(cpu_space(&sig, n).contains(&p).is_ok());
             assert!(params_for(&layer, n, true).1, "n = {n}");
-        }
-    }
-
-    /// A model's dense-format layers run exactly as its dense baseline runs them, so that a
-    /// dense model's two passes are one computation (issue 18: chosen apart, a dense model
-    /// read 0.77-1.35x of itself).
-    #[test]
-    fn dense_format_layers_run_as_the_dense_pass_runs_them() {
-        let spec = crate::ModelSpec::Mlp { hidden: vec![32] };
-        let w = Weights::init(&spec, 16, None, 4, 3).unwrap();
-        let pack = |i: usize, p: &Pattern| {
-            let l = &w.layers[i];
-            let mask = match p {
-                Pattern::Dense => kernels::Mask::full(l.rows(), l.cols()),
-                _ => kernels::build_mask(p, &l.weight, l.rows(), l.cols()).unwrap(),
-            };
-            SparseMatrix::from_masked(p, &l.weight, &mask).unwrap()
-        };
-        let dense: Vec<SparseMatrix> = (0..2).map(|i| pack(i, &Pattern::Dense)).collect();
-        // The first layer 2:4, the 4-row head dense.
-        let mixed = [
-            pack(0, &Pattern::Nm { n: 2, m: 4 }),
-            pack(1, &Pattern::Dense),
-        ];
-        let runs = |ms: &[SparseMatrix]| -> Vec<LayerRun> {
-            ms.iter()
-                .zip(&w.layers)
-                .map(|(m, l)| LayerRun {
-                    name: l.name.clone(),
-                    matrix: m.clone(),
-                    bias: l.bias.clone(),
-                    tunings: vec![],
-                })
-                .collect()
-        };
-        let x = kernels::random_values(16 * 8, 5);
-        let tokens = w.layer_tokens();
-        let dense_refs: Vec<&SparseMatrix> = dense.iter().collect();
-        let (dense_points, _) = points_at(&runs(&dense), &tokens, 8, true);
-        for model in [&dense[..], &mixed[..]] {
-            let refs: Vec<&SparseMatrix> = model.iter().collect();
-            let (points, _) = points_at(&runs(model), &tokens, 8, false);
-            let (_, sparse_pts, dense_pts, e2e, dense_e2e, outside) = paired_passes(
-                &w,
-                (&refs, &points),
-                (&dense_refs, &dense_points),
-                &x,
-                8,
-                0.0,
-            )
-            .unwrap();
-            for (i, m) in model.iter().enumerate() {
-                if matches!(m, SparseMatrix::Dense(_)) {
-                    assert_eq!(sparse_pts[i], dense_pts[i], "layer {i}");
-                } else {
-                    assert_eq!(sparse_pts[i], points[i], "layer {i}");
-                }
-            }
-            assert_eq!((e2e.len(), dense_e2e.len(), outside.len()), (5, 5, 5));
         }
     }
 }
