@@ -3,6 +3,7 @@
 //! failed, 2 bad usage or experiment file (nothing run).
 
 mod plan_cmd;
+mod report_cmd;
 mod run_cmd;
 mod store_cmd;
 
@@ -78,6 +79,18 @@ pub enum Command {
         #[arg(long, short)]
         verbose: bool,
     },
+    /// Plots and an offline HTML page (report.html, with PNG and SVG files) from an
+    /// experiment's output folder, or from each experiment in a folder of them.
+    Report {
+        /// An experiment's output folder (`cotune-out/quickstart`), or a folder of them.
+        dir: PathBuf,
+        /// Where to write (default `<dir>-report/`, beside the experiment's folder).
+        #[arg(long)]
+        to: Option<PathBuf>,
+        /// A reproduction's published numbers, shown against the measured ones.
+        #[arg(long)]
+        expected: Option<PathBuf>,
+    },
     /// Inspect and maintain the store.
     Store {
         /// Store folder.
@@ -125,6 +138,10 @@ pub fn main_with(
         }
     };
     let store = match &args.command {
+        // The one command that reads no store and needs no stages.
+        Command::Report { dir, to, expected } => {
+            return report_cmd::report(dir, to.as_deref(), expected.as_deref())
+        }
         Command::Run(r) | Command::Watch(r) => &r.store,
         Command::Plan { store, .. } | Command::Store { store, .. } => store,
     };
@@ -142,6 +159,9 @@ pub fn main_with(
             verbose,
         } => plan_cmd::plan(&file, &store, verbose, stages.as_ref()),
         Command::Store { store, action } => store_cmd::store(&store, action, stages.as_ref()),
+        Command::Report { dir, to, expected } => {
+            report_cmd::report(&dir, to.as_deref(), expected.as_deref())
+        }
     }
 }
 

@@ -1,0 +1,67 @@
+//! `cotune report OUT_DIR`: plots and an offline HTML page from an experiment's tables.
+
+use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use std::path::{Path, PathBuf};
+
+/// Writes the report of each experiment output under `dir`; returns the exit code (2 when
+/// there are no cotune tables, an unknown schema version or a bad `expected.toml`).
+pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
+    let dirs = match report::experiment_dirs(dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if expected.is_some() && dirs.len() > 1 {
+        eprintln!(
+            "error: --expected applies to one experiment, and {} holds {}: give one experiment's folder",
+            dir.display(),
+            dirs.len()
+        );
+        return EXIT_USAGE;
+    }
+    for d in &dirs {
+        let dest = destination(d, to, dirs.len() > 1);
+        match report::write_report(d, &dest, expected) {
+            Ok(w) => {
+                println!(
+                    "{}: {} ({} plot files)",
+                    w.experiment,
+                    w.html.display(),
+                    w.files.len()
+                );
+                for (title, why) in &w.skipped {
+                    println!("  not drawn: {title}: {why}");
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return if e.is_bad_input() {
+                    EXIT_USAGE
+                } else {
+                    EXIT_FAILED
+                };
+            }
+        }
+    }
+    EXIT_OK
+}
+
+/// Where a report goes: `--to` (one folder per experiment below it when there are several),
+/// else `<out>/<experiment>-report/` beside the experiment's folder (not inside it: that is
+/// a generation, replaced by the next run).
+fn destination(exp_dir: &Path, to: Option<&Path>, several: bool) -> PathBuf {
+    let name = exp_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "experiment".into());
+    match to {
+        Some(t) if several => t.join(&name),
+        Some(t) => t.to_path_buf(),
+        None => exp_dir
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(format!("{name}-report")),
+    }
+}

@@ -1,0 +1,182 @@
+//! A reproduction's published numbers (`expected.toml` beside its experiment file) and the
+//! measured values they are compared with.
+//!
+//! ```toml
+//! paper = "VENOM (Castro et al., SC'23)"
+//! figure = "Fig. 11"
+//! source = "where the published numbers come from"
+//! differs = "what differs here (device, weights, sizes)"
+//! table = "layer_study"            # the table the metrics read
+//!
+//! [[metric]]
+//! label = "2:8"
+//! column = "retained_l1"
+//! where = { "prune.pattern" = "nm", "prune.m" = 8 }
+//! published = 0.4848               # optional: the paper's value
+//! independent = 0.4840             # optional: an independent computation's value
+//! tolerance = 0.02                 # optional: |measured − reference| allowed
+//! ```
+//!
+//! The measured value is the mean of `column` over the table's successful rows that match
+//! every `where` cell; the reference is `published` where there is one, else `independent`.
+
+use crate::input::{ok, Experiment};
+use crate::ReportError;
+use results::{Row, Value};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// An `expected.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    /// The paper.
+    pub paper: String,
+    /// The figure or table reproduced.
+    pub figure: String,
+    /// Where the published numbers were found.
+    #[serde(default)]
+    pub source: String,
+    /// What differs here from the paper's setting.
+    #[serde(default)]
+    pub differs: String,
+    /// The table the metrics read.
+    pub table: String,
+    /// The compared numbers.
+    #[serde(default)]
+    pub metric: Vec<Metric>,
+}
+
+/// One compared number.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metric {
+    /// Its name in the table.
+    pub label: String,
+    /// The column measured.
+    pub column: String,
+    /// Cells a row must have to count.
+    #[serde(rename = "where", default)]
+    pub filter: BTreeMap<String, toml::Value>,
+    /// The paper's value.
+    pub published: Option<f64>,
+    /// An independent computation's value.
+    pub independent: Option<f64>,
+    /// Allowed |measured − reference|.
+    pub tolerance: Option<f64>,
+}
+
+/// A metric with its measurement.
+#[derive(Debug, Clone)]
+pub struct Compared {
+    /// The metric.
+    pub metric: Metric,
+    /// Mean of the matching rows' values; `None` when no row matched.
+    pub measured: Option<f64>,
+    /// Rows that matched.
+    pub rows: usize,
+}
+
+impl Compared {
+    /// The published value, else the independent one.
+    pub fn reference(&self) -> Option<f64> {
+        self.metric.published.or(self.metric.independent)
+    }
+
+    /// measured − reference.
+    pub fn difference(&self) -> Option<f64> {
+        Some(self.measured? - self.reference()?)
+    }
+
+    /// `Some(true)` within the tolerance, `Some(false)` outside, `None` without a tolerance or
+    /// a measurement.
+    pub fn within(&self) -> Option<bool> {
+        Some(self.difference()?.abs() <= self.metric.tolerance?)
+    }
+}
+
+/// The table names `table` may take.
+pub const TABLES: [&str; 8] = [
+    "train",
+    "prune",
+    "kernel_tune",
+    "evaluate",
+    "layer_study",
+    "pareto",
+    "kernel_best",
+    "search",
+];
+
+impl Expected {
+    /// Reads and checks `path`.
+    pub fn read(path: &Path) -> Result<Expected, ReportError> {
+        let text = std::fs::read_to_string(path).map_err(ReportError::io(path))?;
+        let bad = |what: String| ReportError::Expected {
+            path: path.to_path_buf(),
+            what,
+        };
+        let e: Expected = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        if !TABLES.contains(&e.table.as_str()) {
+            return Err(bad(format!(
+                "table = {:?}: expected one of {}",
+                e.table,
+                TABLES.join(", ")
+            )));
+        }
+        for m in &e.metric {
+            if m.published.is_none() && m.independent.is_none() {
+                return Err(bad(format!(
+                    "metric {:?}: needs `published` or `independent`",
+                    m.label
+                )));
+            }
+        }
+        Ok(e)
+    }
+
+    /// Each metric measured on `exp`.
+    pub fn compare(&self, exp: &Experiment) -> Vec<Compared> {
+        let rows: &[Row] = match self.table.as_str() {
+            "train" => &exp.train,
+            "prune" => &exp.prune,
+            "kernel_tune" => &exp.kernel_tune,
+            "evaluate" => &exp.evaluate,
+            "layer_study" => &exp.layer_study,
+            "pareto" => &exp.pareto,
+            "kernel_best" => &exp.kernel_best,
+            _ => &exp.search,
+        };
+        self.metric
+            .iter()
+            .map(|m| {
+                let values: Vec<f64> = rows
+                    .iter()
+                    .filter(|r| ok(r) || !r.contains_key("status"))
+                    .filter(|r| m.filter.iter().all(|(c, want)| matches(r.get(c), want)))
+                    .filter_map(|r| r.get(&m.column).and_then(Value::as_f64))
+                    .collect();
+                Compared {
+                    metric: m.clone(),
+                    measured: (!values.is_empty())
+                        .then(|| values.iter().sum::<f64>() / values.len() as f64),
+                    rows: values.len(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Whether a cell equals a TOML value (numbers within 1e-9 of each other).
+fn matches(cell: Option<&Value>, want: &toml::Value) -> bool {
+    let Some(cell) = cell else {
+        return false;
+    };
+    match want {
+        toml::Value::String(s) => cell.as_str() == Some(s.as_str()),
+        toml::Value::Boolean(b) => cell.as_bool() == Some(*b),
+        toml::Value::Integer(i) => cell.as_f64().is_some_and(|x| (x - *i as f64).abs() < 1e-9),
+        toml::Value::Float(f) => cell.as_f64().is_some_and(|x| (x - f).abs() < 1e-9),
+        _ => false,
+    }
+}

@@ -1,0 +1,186 @@
+//! Finding an experiment's tables in an output folder and reading them, with their schema
+//! version checked.
+
+use crate::ReportError;
+use results::{Row, Value};
+use std::path::{Path, PathBuf};
+
+/// The stage tables a report reads (each a folder of Parquet parts).
+pub const STAGE_TABLES: [&str; 6] = [
+    "train",
+    "prune",
+    "kernel_tune",
+    "evaluate",
+    "layer_study",
+    "checkpoint",
+];
+/// The aggregate tables a report reads (one file each).
+pub const AGGREGATE_TABLES: [&str; 3] = ["pareto", "kernel_best", "search"];
+
+/// One experiment's output, read whole.
+#[derive(Debug, Default)]
+pub struct Experiment {
+    /// Its name (from run.json, else the folder's name).
+    pub name: String,
+    /// The folder it was read from.
+    pub dir: PathBuf,
+    /// run.json, where there is one.
+    pub run: Option<results::RunSummary>,
+    /// `train/` rows.
+    pub train: Vec<Row>,
+    /// `prune/` rows.
+    pub prune: Vec<Row>,
+    /// `kernel_tune/` rows.
+    pub kernel_tune: Vec<Row>,
+    /// `evaluate/` rows.
+    pub evaluate: Vec<Row>,
+    /// `layer_study/` rows.
+    pub layer_study: Vec<Row>,
+    /// `pareto.parquet` rows.
+    pub pareto: Vec<Row>,
+    /// `kernel_best.parquet` rows.
+    pub kernel_best: Vec<Row>,
+    /// `search.parquet` rows (unified search rounds).
+    pub search: Vec<Row>,
+}
+
+/// True if `dir` looks like one experiment's output: a run.json or a stage table folder.
+pub fn is_experiment_dir(dir: &Path) -> bool {
+    dir.join("run.json").is_file() || STAGE_TABLES.iter().any(|t| dir.join(t).is_dir())
+}
+
+/// The experiment folders under `dir`: `dir` itself if it is one, else its visible
+/// subfolders that are (sorted by name). [`ReportError::NoTables`] if there is none.
+pub fn experiment_dirs(dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    if !dir.is_dir() {
+        return Err(ReportError::NoTables {
+            path: dir.to_path_buf(),
+        });
+    }
+    if is_experiment_dir(dir) {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let mut found = vec![];
+    for entry in std::fs::read_dir(dir).map_err(ReportError::io(dir))? {
+        let path = entry.map_err(ReportError::io(dir))?.path();
+        let hidden = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if !hidden && path.is_dir() && is_experiment_dir(&path) {
+            found.push(path);
+        }
+    }
+    found.sort();
+    if found.is_empty() {
+        return Err(ReportError::NoTables {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(found)
+}
+
+/// Reads a table (folder or file) if it exists and has parts; checks its schema version.
+fn table(path: &Path) -> Result<Vec<Row>, ReportError> {
+    if !path.exists() || results::table_files(path)?.is_empty() {
+        return Ok(vec![]);
+    }
+    let meta = results::read_metadata(path)?;
+    let version = meta.get(results::keys::SCHEMA_VERSION);
+    if version.and_then(|v| v.parse::<u32>().ok()) != Some(results::SCHEMA_VERSION) {
+        return Err(ReportError::UnknownSchema {
+            path: results::table_files(path)?.remove(0),
+            found: version.cloned().unwrap_or_else(|| "none".into()),
+            supported: results::SCHEMA_VERSION,
+        });
+    }
+    Ok(results::read_table(path)?)
+}
+
+/// Reads every table of the experiment output in `dir`.
+pub fn read_experiment(dir: &Path) -> Result<Experiment, ReportError> {
+    let run_path = dir.join("run.json");
+    let run = if run_path.is_file() {
+        Some(results::read_run_json(&run_path)?)
+    } else {
+        None
+    };
+    let folder_name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let agg = |name: &str| table(&dir.join(format!("{name}.parquet")));
+    Ok(Experiment {
+        name: run.as_ref().map_or(folder_name, |r| r.experiment.clone()),
+        dir: dir.to_path_buf(),
+        train: table(&dir.join("train"))?,
+        prune: table(&dir.join("prune"))?,
+        kernel_tune: table(&dir.join("kernel_tune"))?,
+        evaluate: table(&dir.join("evaluate"))?,
+        layer_study: table(&dir.join("layer_study"))?,
+        pareto: agg("pareto")?,
+        kernel_best: agg("kernel_best")?,
+        search: agg("search")?,
+        run,
+    })
+}
+
+/// A float cell (NaN when missing or not a number).
+pub fn num(row: &Row, col: &str) -> f64 {
+    row.get(col).and_then(Value::as_f64).unwrap_or(f64::NAN)
+}
+
+/// A text cell.
+pub fn text<'r>(row: &'r Row, col: &str) -> Option<&'r str> {
+    row.get(col).and_then(Value::as_str)
+}
+
+/// A list-of-floats cell (empty when missing).
+pub fn floats<'r>(row: &'r Row, col: &str) -> &'r [f64] {
+    match row.get(col) {
+        Some(Value::ListF64(v)) => v,
+        _ => &[],
+    }
+}
+
+/// True for a row whose `status` is `ok`.
+pub fn ok(row: &Row) -> bool {
+    text(row, "status") == Some("ok")
+}
+
+/// A short name of the row's pruning point: `2:8`, `64:2:8`, `unstructured 75 %`, `16×1 75 %`,
+/// `dense`, and the method where it is not magnitude.
+pub fn point_label(row: &Row) -> String {
+    let pattern = text(row, "prune.pattern")
+        .or_else(|| text(row, "format.pattern"))
+        .unwrap_or("?");
+    let int = |c: &str| {
+        let x = num(row, &format!("prune.{c}"));
+        let x = if x.is_finite() {
+            x
+        } else {
+            num(row, &format!("format.{c}"))
+        };
+        x.is_finite().then_some(x as i64)
+    };
+    let sparsity = num(row, "prune.sparsity");
+    let pct = |s: f64| format!("{:.0} %", s * 100.0);
+    let mut label = match (pattern, int("n"), int("m"), int("v")) {
+        ("nm", Some(n), Some(m), _) => format!("{n}:{m}"),
+        ("vnm", Some(n), Some(m), Some(v)) => format!("{v}:{n}:{m}"),
+        ("vector", _, _, Some(v)) if sparsity.is_finite() => format!("{v}×1 {}", pct(sparsity)),
+        ("unstructured", ..) if sparsity.is_finite() => format!("unstructured {}", pct(sparsity)),
+        ("csr", ..) => {
+            let s = num(row, "format.sparsity");
+            if s.is_finite() {
+                format!("csr {}", pct(s))
+            } else {
+                "csr".into()
+            }
+        }
+        (p, ..) => p.to_string(),
+    };
+    if let Some(m) = text(row, "prune.method").filter(|m| *m != "magnitude") {
+        label.push_str(&format!(" · {m}"));
+    }
+    label
+}

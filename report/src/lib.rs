@@ -1,0 +1,78 @@
+//! `cotune report`: plots and a self-contained HTML page from an experiment's Parquet tables.
+//!
+//! [`write_report`] reads one experiment's output folder ([`input`]), draws every plot its
+//! tables support ([`plots`], each as SVG and PNG through [`figure`]), skips the others with
+//! the reason, and writes `report.html` ([`html`]) with the plots inline and the tables whose
+//! numbers it shows. A reproduction's `expected.toml` ([`expected`]) adds measured against
+//! published. Nothing in the page is fetched: it opens offline.
+
+#![forbid(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod error;
+pub mod expected;
+pub mod figure;
+pub mod html;
+pub mod input;
+pub mod plots;
+pub mod regret;
+
+pub use error::ReportError;
+pub use expected::Expected;
+pub use input::{experiment_dirs, read_experiment, Experiment};
+
+use std::path::{Path, PathBuf};
+
+/// What a report wrote.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The experiment.
+    pub experiment: String,
+    /// `report.html`.
+    pub html: PathBuf,
+    /// Each drawn plot's PNG and SVG.
+    pub files: Vec<PathBuf>,
+    /// Plots not drawn: title and why.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Writes the report of the experiment output in `dir` into `to` (created if missing), with
+/// the reproduction's `expected` numbers where given.
+pub fn write_report(
+    dir: &Path,
+    to: &Path,
+    expected: Option<&Path>,
+) -> Result<Written, ReportError> {
+    let expected = expected.map(Expected::read).transpose()?;
+    let exp = read_experiment(dir)?;
+    std::fs::create_dir_all(to).map_err(ReportError::io(to))?;
+    let mut figures = vec![];
+    let mut skipped = vec![];
+    for (title, plot) in plots::candidates(&exp) {
+        match plot {
+            Ok(p) => match figure::render(&p, to)? {
+                Ok(f) => figures.push(f),
+                Err(why) => skipped.push((title.to_string(), format!("drawing failed: {why}"))),
+            },
+            Err(why) => skipped.push((title.to_string(), why)),
+        }
+    }
+    let compared = expected.as_ref().map(|e| (e, e.compare(&exp)));
+    let page = html::page(
+        &exp,
+        &figures,
+        &skipped,
+        compared.as_ref().map(|(e, c)| (*e, c.as_slice())),
+    );
+    let html = to.join("report.html");
+    std::fs::write(&html, page).map_err(ReportError::io(&html))?;
+    Ok(Written {
+        experiment: exp.name,
+        html,
+        files: figures
+            .iter()
+            .flat_map(|f| [f.png.clone(), f.svg_file.clone()])
+            .collect(),
+        skipped,
+    })
+}

@@ -1,0 +1,156 @@
+//! Per-layer latency of the front's models: each sparse GEMM, and everything else, stacked.
+
+use crate::figure::{colour, DrawError, Plot};
+use crate::input::{floats, num, point_label, Experiment};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+/// One bar: a model's layers' latencies and its non-GEMM time (µs).
+#[derive(Debug, Clone)]
+pub struct Bar {
+    /// The model.
+    pub label: String,
+    /// Each layer's GEMM latency.
+    pub layers: Vec<f64>,
+    /// The rest of the pass.
+    pub rest: f64,
+}
+
+/// The per-layer bars.
+pub struct Layers {
+    bars: Vec<Bar>,
+}
+
+impl Layers {
+    /// The front's rows (pareto.parquet) and, first, the dense model the first was measured
+    /// against. `Err(why)` when the rows carry no per-layer latencies.
+    pub fn new(exp: &Experiment) -> Result<Layers, String> {
+        let mut rows: Vec<&results::Row> = exp
+            .pareto
+            .iter()
+            .filter(|r| !floats(r, "layer_latency_us").is_empty())
+            .collect();
+        if rows.is_empty() {
+            return Err("no front row with per-layer latencies (layer_latency_us)".into());
+        }
+        rows.sort_by(|a, b| num(a, "front.latency_us").total_cmp(&num(b, "front.latency_us")));
+        let rest = |r: &results::Row| {
+            let x = num(r, "non_gemm_us");
+            if x.is_finite() {
+                x
+            } else {
+                0.0
+            }
+        };
+        let mut bars = vec![];
+        let dense = floats(rows[0], "layer_dense_latency_us");
+        if !dense.is_empty() {
+            bars.push(Bar {
+                label: "dense (reference)".into(),
+                layers: dense.to_vec(),
+                rest: rest(rows[0]),
+            });
+        }
+        bars.extend(rows.iter().take(12).map(|r| Bar {
+            label: point_label(r),
+            layers: floats(r, "layer_latency_us").to_vec(),
+            rest: rest(r),
+        }));
+        Ok(Layers { bars })
+    }
+}
+
+impl Plot for Layers {
+    fn name(&self) -> String {
+        "layer_latency".into()
+    }
+    fn title(&self) -> String {
+        "Where the front's models spend their time".into()
+    }
+    fn caption(&self) -> String {
+        "Per model on the front (fastest first, at most 12), each prunable layer's GEMM latency as tuned, then the rest of the pass \
+         (activations, normalisation, attention; non_gemm_us) in grey. The first bar is the dense model's layers."
+            .into()
+    }
+    fn size(&self) -> (u32, u32) {
+        (860, 120 + 34 * self.bars.len() as u32)
+    }
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static,
+    {
+        let total = |b: &Bar| b.layers.iter().sum::<f64>() + b.rest;
+        // Room on the right for the legend.
+        let x1 = self.bars.iter().map(total).fold(1e-9, f64::max) * 1.3;
+        let n = self.bars.len();
+        let labels: Vec<String> = self.bars.iter().map(|b| b.label.clone()).collect();
+        let mut chart = ChartBuilder::on(root)
+            .caption(self.title(), ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(170)
+            .build_cartesian_2d(0.0..x1, (0..n as i32 - 1).into_segmented())?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .light_line_style(WHITE)
+            .y_labels(n.max(1))
+            .y_label_formatter(&|y| match y {
+                SegmentValue::CenterOf(i) if (*i as usize) < n => {
+                    labels[n - 1 - *i as usize].clone()
+                }
+                _ => String::new(),
+            })
+            .x_desc("latency (µs)")
+            .draw()?;
+        let max_layers = self.bars.iter().map(|b| b.layers.len()).max().unwrap_or(0);
+        for (i, bar) in self.bars.iter().enumerate() {
+            let y = (n - 1 - i) as i32;
+            let mut x = 0.0;
+            let segments = bar
+                .layers
+                .iter()
+                .enumerate()
+                .map(|(j, &l)| (l, colour(j)))
+                .chain(std::iter::once((bar.rest, RGBColor(190, 190, 190))));
+            for (w, c) in segments {
+                if w > 0.0 && w.is_finite() {
+                    let mut rect = Rectangle::new(
+                        [
+                            (x, SegmentValue::Exact(y)),
+                            (x + w, SegmentValue::Exact(y + 1)),
+                        ],
+                        c.filled(),
+                    );
+                    rect.set_margin(5, 5, 0, 0);
+                    chart.draw_series(std::iter::once(rect))?;
+                    x += w;
+                }
+            }
+        }
+        let anchor = || EmptyElement::at((0.0, SegmentValue::Exact(0)));
+        for j in 0..max_layers {
+            let c = colour(j);
+            chart
+                .draw_series(std::iter::once(anchor()))?
+                .label(format!("layer {}", j + 1))
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        }
+        chart
+            .draw_series(std::iter::once(anchor()))?
+            .label("rest of the pass")
+            .legend(|(x, y)| {
+                Rectangle::new(
+                    [(x, y - 5), (x + 12, y + 5)],
+                    RGBColor(190, 190, 190).filled(),
+                )
+            });
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,116 @@
+//! Retained L1 per pruning point (VENOM Fig. 11's measure), from the layer study or prune rows.
+
+use crate::figure::{colour, DrawError, Plot};
+use crate::input::{num, ok, point_label, Experiment};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+
+/// The retained-L1 bars.
+pub struct Retained {
+    /// Label → mean retained L1 over its rows, in first-seen order.
+    bars: Vec<(String, f64)>,
+    source: &'static str,
+}
+
+/// (label, mean retained L1) per pruning point of the layer study (else of prune), sorted
+/// by retained L1, highest first.
+pub fn retained_l1(exp: &Experiment) -> (Vec<(String, f64)>, &'static str) {
+    let (rows, source) = if exp
+        .layer_study
+        .iter()
+        .any(|r| num(r, "retained_l1").is_finite())
+    {
+        (&exp.layer_study, "layer_study")
+    } else {
+        (&exp.prune, "prune")
+    };
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| ok(r)) {
+        let x = num(r, "retained_l1");
+        if x.is_finite() && crate::input::text(r, "prune.pattern") != Some("dense") {
+            let e = sums.entry(point_label(r)).or_default();
+            e.0 += x;
+            e.1 += 1;
+        }
+    }
+    let mut bars: Vec<(String, f64)> = sums
+        .into_iter()
+        .map(|(l, (s, n))| (l, s / n as f64))
+        .collect();
+    bars.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    (bars, source)
+}
+
+impl Retained {
+    /// `Err(why)` when no row has a retained L1.
+    pub fn new(exp: &Experiment) -> Result<Retained, String> {
+        let (bars, source) = retained_l1(exp);
+        if bars.is_empty() {
+            return Err("no pruned row with retained_l1".into());
+        }
+        Ok(Retained { bars, source })
+    }
+}
+
+impl Plot for Retained {
+    fn name(&self) -> String {
+        "retained_l1".into()
+    }
+    fn title(&self) -> String {
+        "Retained L1 norm per pruning point".into()
+    }
+    fn caption(&self) -> String {
+        format!(
+            "‖W ⊙ mask‖₁ / ‖W‖₁ after pruning, before any fine-tuning (VENOM Fig. 11's measure), mean over the {} rows of each point.",
+            self.source
+        )
+    }
+    fn size(&self) -> (u32, u32) {
+        (860, 120 + 26 * self.bars.len() as u32)
+    }
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static,
+    {
+        let n = self.bars.len();
+        let labels: Vec<String> = self.bars.iter().map(|b| b.0.clone()).collect();
+        let mut chart = ChartBuilder::on(root)
+            .caption(self.title(), ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(190)
+            .build_cartesian_2d(0.0..1.0, (0..n as i32 - 1).into_segmented())?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .light_line_style(WHITE)
+            .y_labels(n.max(1))
+            .y_label_formatter(&|y| match y {
+                SegmentValue::CenterOf(i) if (*i as usize) < n => {
+                    labels[n - 1 - *i as usize].clone()
+                }
+                _ => String::new(),
+            })
+            .x_desc("retained L1")
+            .draw()?;
+        for (i, (_, v)) in self.bars.iter().enumerate() {
+            let y = (n - 1 - i) as i32;
+            let mut rect = Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(y)),
+                    (*v, SegmentValue::Exact(y + 1)),
+                ],
+                colour(0).filled(),
+            );
+            rect.set_margin(4, 4, 0, 0);
+            chart.draw_series(std::iter::once(rect))?;
+            chart.draw_series(std::iter::once(Text::new(
+                format!("{v:.3}"),
+                (*v + 0.01, SegmentValue::CenterOf(y)),
+                ("sans-serif", 12),
+            )))?;
+        }
+        Ok(())
+    }
+}
