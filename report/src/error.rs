@@ -53,13 +53,15 @@ impl ReportError {
         }
     }
 
-    /// True for errors of the input (exit code 2), false for failures while writing.
+    /// True for errors of the input (exit code 2: no tables, an unknown schema, a table or
+    /// `expected.toml` that cannot be read), false for failures while writing the report.
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
             ReportError::NoTables { .. }
                 | ReportError::UnknownSchema { .. }
                 | ReportError::Expected { .. }
+                | ReportError::Results(_)
         )
     }
 }

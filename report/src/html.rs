@@ -95,7 +95,16 @@ fn trials(exp: &Experiment) -> String {
     ];
     let mut s = table_head("trials", &cols);
     let mut rows: Vec<&Row> = exp.evaluate.iter().collect();
-    rows.sort_by(|a, b| num(b, "accuracy").total_cmp(&num(a, "accuracy")));
+    // Successful trials by accuracy, best first; failed ones (no accuracy) last.
+    let accuracy = |r: &Row| {
+        let a = num(r, "accuracy");
+        if a.is_finite() {
+            a
+        } else {
+            f64::NEG_INFINITY
+        }
+    };
+    rows.sort_by(|a, b| accuracy(b).total_cmp(&accuracy(a)));
     for r in rows {
         let f = text(r, "key").and_then(|k| front.get(k));
         s.push_str(&row_open(r));

@@ -292,6 +292,13 @@ fn a_folder_without_tables_and_an_unknown_schema_are_bad_input() {
         "{err}"
     );
     assert!(err.to_string().contains("schema version 99"), "{err}");
+    // A table that is not Parquet is bad input too, naming the file.
+    std::fs::write(exp.join("evaluate/part-000.parquet"), b"not parquet").unwrap();
+    let err = write_report(&exp, &dir.path().join("out"), None).unwrap_err();
+    assert!(
+        err.is_bad_input() && err.to_string().contains("part-000.parquet"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -129,12 +129,23 @@ impl Plot for Layers {
             }
         }
         let anchor = || EmptyElement::at((0.0, SegmentValue::Exact(0)));
-        for j in 0..max_layers {
+        // One legend entry per layer while the palette has a colour for each; past that the
+        // colours repeat and one entry says so.
+        let named = if max_layers <= 10 { max_layers } else { 0 };
+        for j in 0..named {
             let c = colour(j);
             chart
                 .draw_series(std::iter::once(anchor()))?
                 .label(format!("layer {}", j + 1))
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        }
+        if named == 0 {
+            chart
+                .draw_series(std::iter::once(anchor()))?
+                .label(format!(
+                    "layers 1 … {max_layers}, in order (colours repeat)"
+                ))
+                .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour(0).filled()));
         }
         chart
             .draw_series(std::iter::once(anchor()))?
