@@ -9,7 +9,7 @@ plot/energy.py in github.com/UDC-GAC/venom) plots the retained L1 norm
 of one 768×768 BERT-base weight (encoder.layer.8.attention.self.query.weight) under several
 sparsity patterns. Here the same quantity is computed on cotune's i.i.d. Gaussian stand-in,
 tensor `encoder.layer.0.attention.self.query.weight` of
-experiments/gaussian-bert-layer.safetensors, so the numbers are NOT expected to equal the
+experiments/repro/venom-fig11/gaussian-query-768.safetensors, so the numbers are NOT expected to equal the
 published ones exactly (different weights), only to follow the same ordering/trend.
 
 The safetensors file is parsed by hand (8-byte little-endian header length, JSON header with
@@ -65,7 +65,7 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_PATH = os.path.join(HERE, "..", "..", "experiments", "gaussian-bert-layer.safetensors")
+DEFAULT_PATH = os.path.join(HERE, "..", "..", "experiments", "repro", "venom-fig11", "gaussian-query-768.safetensors")
 DEFAULT_TENSOR = "encoder.layer.0.attention.self.query.weight"
 
 DTYPES = {

@@ -385,6 +385,15 @@ fn the_venom_fig11_reproduction_lands_within_the_published_values() {
     let ws = Workspace::new();
     let repro = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/repro/venom-fig11");
     let (file, expected) = (repro.join("experiment.toml"), repro.join("expected.toml"));
+    // The shipped matrix is the query weight the gaussian_checkpoint example writes.
+    let shipped = stages::model::read_checkpoint(
+        &repro.join("gaussian-query-768.safetensors"),
+        &["*".to_string()],
+        false,
+    )
+    .unwrap();
+    assert_eq!(shipped.len(), 1);
+    assert_eq!(shipped[0].values, stages::prune::gaussian(768 * 768, 100));
     let (store, out, to) = (ws.path("store"), ws.path("out"), ws.path("report"));
     let arg = |p: &Path| p.to_str().unwrap().to_string();
     let o = ws.cotune(
