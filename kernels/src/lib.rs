@@ -21,7 +21,7 @@ mod synthetic;
 
 pub use calibrate::{Calibration, CalibrationSample};
 pub use cost::{dense_predicted_cost, predicted_cost, regret_at_budget, spearman};
-pub use cpu::spmm;
+pub use cpu::{spmm, with_isa, HostOp};
 pub use dense::dense_gemm;
 pub use error::KernelError;
 pub use family::{family_version, KernelFamily};

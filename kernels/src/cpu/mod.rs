@@ -3,9 +3,12 @@
 //! threads and runs the selected micro-kernel per (row range, tile).
 
 mod dispatch;
+mod host_isa;
 mod kernels;
 mod pool;
 mod simd;
+
+pub use host_isa::{with_isa, HostOp};
 
 use std::ops::Range;
 

@@ -56,7 +56,8 @@ impl Stage for EvaluateStage {
         // 3: every model end to end (CNNs, transformers), non-GEMM time, per-layer dense
         // timings, the fastest way to run the dense-format layers. 4: the model and its dense
         // baseline timed in alternation, speedups as medians of pairs with their intervals.
-        4
+        // 5: the host part of the pass compiled for the kernels' ISA (kernels::with_isa).
+        5
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

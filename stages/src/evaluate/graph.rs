@@ -8,6 +8,10 @@
 //! sample `s` (for a convolution, `p = y · w + x`). In a transformer they are token-major:
 //! column `t · samples + s` is token `t` of sample `s` (the class token first), so that
 //! attention runs its inner loops over the samples.
+//!
+//! Every function here is `#[inline(always)]`, so that the timed pass, run inside
+//! [`kernels::with_isa`], compiles all of it for the machine's AVX2 or AVX-512 rather than the
+//! baseline SSE2 (the results are the same; only more lanes run at a time).
 
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
 
@@ -59,16 +63,20 @@ fn exp_f32(x: f32) -> f32 {
 }
 
 impl Real for f32 {
+    #[inline(always)]
     fn of(x: f64) -> Self {
         x as f32
     }
+    #[inline(always)]
     fn exp(self) -> Self {
         exp_f32(self)
     }
+    #[inline(always)]
     fn sqrt(self) -> Self {
         f32::sqrt(self)
     }
     /// `1 − 2/(e^{2x} + 1)`, through [`exp_f32`].
+    #[inline(always)]
     fn tanh(self) -> Self {
         1.0 - 2.0 / (exp_f32(2.0 * self) + 1.0)
     }
@@ -93,6 +101,7 @@ impl Real for f64 {
 pub(crate) type Gemm<'a, T> = dyn FnMut(usize, &[T], usize) -> Result<Vec<T>, StageError> + 'a;
 
 /// Logits (`classes × samples`) of `x` (`features × samples`).
+#[inline(always)]
 pub(crate) fn forward<T: Real>(
     w: &Weights,
     x: &[T],
@@ -106,6 +115,7 @@ pub(crate) fn forward<T: Real>(
 }
 
 /// Adds each row's bias to `rows × n` values.
+#[inline(always)]
 fn add_bias<T: Real>(out: &mut [T], bias: &[f32], n: usize) {
     for (row, &b) in out.chunks_mut(n.max(1)).zip(bias) {
         let b = T::of(b as f64);
@@ -116,6 +126,7 @@ fn add_bias<T: Real>(out: &mut [T], bias: &[f32], n: usize) {
 /// ReLU with an unconditional store, so that it compiles to a compare and blend per vector:
 /// the conditional store (`if x < 0 { x = 0 }`) became a branch per element, mispredicted on
 /// half of them, and took ~190 µs of a 256×256 layer's 600 µs pass at batch 256. NaN stays NaN.
+#[inline(always)]
 fn relu<T: Real>(v: &mut [T]) {
     for x in v {
         *x = if *x < T::default() { T::default() } else { *x };
@@ -123,6 +134,7 @@ fn relu<T: Real>(v: &mut [T]) {
 }
 
 /// `gemm` then the layer's bias.
+#[inline(always)]
 fn linear<T: Real>(
     w: &Weights,
     i: usize,
@@ -136,6 +148,7 @@ fn linear<T: Real>(
 }
 
 /// An MLP or CNN: each layer feeds the next, ReLU between.
+#[inline(always)]
 fn chain<T: Real>(
     w: &Weights,
     x: &[T],
@@ -190,6 +203,7 @@ fn chain<T: Real>(
 
 /// Between `(c·hw) × s` (flat features in (channel, position) order, a column per sample) and
 /// `c × (s·hw)` (a column per sample and position): `flatten` goes to the former.
+#[inline(always)]
 fn regroup<T: Real>(x: &[T], samples: usize, hw: usize, flatten: bool) -> Vec<T> {
     let c = x.len() / (samples * hw).max(1);
     let mut out = vec![T::default(); x.len()];
@@ -210,6 +224,7 @@ fn regroup<T: Real>(x: &[T], samples: usize, hw: usize, flatten: bool) -> Vec<T>
 
 /// The im2col matrix `(c·k·k) × (s·oh·ow)` of `x` (`c × (s·h·w)`), stride 1, zero `padding`;
 /// rows in the weight's (channel, ky, kx) order.
+#[inline(always)]
 fn im2col<T: Real>(
     x: &[T],
     c: usize,
@@ -248,6 +263,7 @@ fn im2col<T: Real>(
 }
 
 /// 2×2 max-pooling, stride 2 (odd edges dropped, as candle does), of `c × (s·h·w)`.
+#[inline(always)]
 fn max_pool2<T: Real>(x: &[T], c: usize, h: usize, w: usize, samples: usize) -> Vec<T> {
     let (ph, pw) = (h / 2, w / 2);
     let mut out = Vec::with_capacity(c * samples * ph * pw);
@@ -276,6 +292,7 @@ fn max_pool2<T: Real>(x: &[T], c: usize, h: usize, w: usize, samples: usize) -> 
 
 /// LayerNorm of every column of `x` (`d × n`) with the parameters at `at` (weight, then bias),
 /// row by row so that every pass reads the activations contiguously.
+#[inline(always)]
 fn layer_norm<T: Real>(w: &Weights, at: usize, x: &[T], d: usize, n: usize) -> Vec<T> {
     let (gain, shift) = (&w.params[at].values, &w.params[at + 1].values);
     let inv_d = T::of(1.0 / d as f64);
@@ -306,6 +323,7 @@ fn layer_norm<T: Real>(w: &Weights, at: usize, x: &[T], d: usize, n: usize) -> V
 }
 
 /// candle's `gelu` (the tanh approximation).
+#[inline(always)]
 fn gelu<T: Real>(v: &mut [T]) {
     let (c, a) = (T::of((2.0 / std::f64::consts::PI).sqrt()), T::of(0.044715));
     for x in v {
@@ -318,6 +336,7 @@ fn gelu<T: Real>(v: &mut [T]) {
 /// token-major: column `i · samples + s` is token `i` of sample `s`), into the same layout.
 /// With many samples every inner loop runs over the samples, contiguous in this layout (the
 /// `tokens × tokens` scores of all samples at once); with few, over one sample's tokens.
+#[inline(always)]
 fn attention<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T], samples: usize) -> Vec<T> {
     let (tokens, dh) = (t.tokens(), t.head_dim());
     let n = samples * tokens;
@@ -394,6 +413,7 @@ fn attention<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T], samples: u
 
 /// [`attention`] of one sample whose `q`, `k`, `v` are `d × tokens`: per head, the scores by
 /// outer products over the head's rows, a softmax per query, each output row as dot products.
+#[inline(always)]
 fn attention_of_one<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
     let (tokens, dh) = (t.tokens(), t.head_dim());
     let scale = T::of(1.0 / (dh as f64).sqrt());
@@ -438,6 +458,7 @@ fn attention_of_one<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T]) -> 
 }
 
 /// The encoder of [`TransformerArch`], as `model::transformer` computes it in candle.
+#[inline(always)]
 fn transformer<T: Real>(
     w: &Weights,
     t: &TransformerArch,

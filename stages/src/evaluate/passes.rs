@@ -166,7 +166,30 @@ pub(super) fn run_cpu(
         *gemm_us += start.elapsed().as_secs_f64() * 1e6;
         Ok(out)
     };
-    graph::forward(model, xt, b, &mut gemm)
+    // The host part (bias, activations, norms, attention) at the kernels' ISA.
+    kernels::with_isa(Pass {
+        model,
+        xt,
+        b,
+        gemm: &mut gemm,
+    })
+}
+
+/// [`graph::forward`] as a [`kernels::HostOp`]: inlined, with all of the graph's host code,
+/// into a function compiled for the machine's ISA.
+struct Pass<'a, 'g> {
+    model: &'a Weights,
+    xt: &'a [f32],
+    b: usize,
+    gemm: &'a mut graph::Gemm<'g, f32>,
+}
+
+impl kernels::HostOp for Pass<'_, '_> {
+    type Output = Result<Vec<f32>, StageError>;
+    #[inline(always)]
+    fn run(self) -> Self::Output {
+        graph::forward(self.model, self.xt, self.b, self.gemm)
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,81 @@
+//! Running host code (the non-GEMM part of a model's pass: bias, activations, normalisation,
+//! attention) with the kernels' ISA enabled, so that its loops vectorise at the machine's
+//! width instead of the baseline x86-64's SSE2.
+//!
+//! [`with_isa`] runs a [`HostOp`] from a function compiled with AVX2 + FMA or AVX-512 enabled
+//! (as [`isa`] chose, `COTUNE_ISA` included). Code gets those features only where it is inlined
+//! into that function, so [`HostOp::run`] and everything it calls that should be widened are
+//! `#[inline(always)]` (the technique of pulp's `WithSimd`; a closure would not do: its body is
+//! a function of its own, compiled for the baseline, and too large to be inlined). Enabling the
+//! features changes no result: Rust never contracts `a * b + c` into an FMA on its own, and
+//! LLVM does not reorder float reductions without fast-math, so the widened loops compute the
+//! same values in the same order, only more lanes at a time.
+
+use crate::{isa, Isa};
+
+/// Host code to run at the kernels' ISA. Implement [`run`](HostOp::run) with
+/// `#[inline(always)]`, and mark what it calls `#[inline(always)]` as deep as the loops that
+/// should vectorise.
+pub trait HostOp {
+    /// What the code returns.
+    type Output;
+    /// The code.
+    fn run(self) -> Self::Output;
+}
+
+/// Runs `op` with [`isa`]'s instruction set enabled for the code inlined into it.
+#[inline(always)]
+pub fn with_isa<Op: HostOp>(op: Op) -> Op::Output {
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `isa()` returns Avx512 only when the CPU reports avx512f and fma (and every
+        // CPU with AVX-512F has AVX2).
+        Isa::Avx512 => unsafe { avx512(op) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `isa()` returns Avx2 only when the CPU reports avx2 and fma.
+        Isa::Avx2 => unsafe { avx2(op) },
+        _ => op.run(),
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX-512F, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn avx512<Op: HostOp>(op: Op) -> Op::Output {
+    op.run()
+}
+
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2<Op: HostOp>(op: Op) -> Op::Output {
+    op.run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Sum<'a>(&'a [f32], &'a mut usize);
+
+    impl HostOp for Sum<'_> {
+        type Output = f32;
+        #[inline(always)]
+        fn run(self) -> f32 {
+            *self.1 += 1;
+            self.0.iter().sum()
+        }
+    }
+
+    #[test]
+    fn the_op_runs_once_and_its_value_is_the_baselines() {
+        let x: Vec<f32> = (0..1000).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut calls = 0;
+        let got = with_isa(Sum(&x, &mut calls));
+        assert_eq!(calls, 1);
+        // The same additions in the same order: bit-identical.
+        assert_eq!(got.to_bits(), x.iter().sum::<f32>().to_bits());
+    }
+}
