@@ -363,11 +363,14 @@ fn attention<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T], samples: u
     for h in 0..t.heads {
         scores.iter_mut().for_each(|x| *x = T::default());
         let rows = h * dh..(h + 1) * dh;
-        for e in rows.clone() {
-            let (qe, ke) = (&q[e * n..][..n], &k[e * n..][..n]);
-            for (i, qi) in qe.chunks(samples).enumerate() {
-                for (j, kj) in ke.chunks(samples).enumerate() {
-                    let sij = &mut scores[(i * tokens + j) * samples..][..samples];
+        // Each (query, key) score row of the samples summed over the head's rows while it is
+        // in L1 (the rows outermost would stream all tokens² × samples scores through L2 once
+        // per row); the same additions in the same order.
+        for (i, sij_all) in scores.chunks_mut(tokens * samples).enumerate() {
+            for (j, sij) in sij_all.chunks_mut(samples).enumerate() {
+                for e in rows.clone() {
+                    let qi = &q[e * n + i * samples..][..samples];
+                    let kj = &k[e * n + j * samples..][..samples];
                     for ((x, &a), &b) in sij.iter_mut().zip(qi).zip(kj) {
                         *x += a * b;
                     }
