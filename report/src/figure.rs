@@ -2,7 +2,8 @@
 //! same code: a [`Plot`] draws on any plotters backend.
 
 use crate::ReportError;
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged, SegmentedCoord};
+use plotters::coord::types::{RangedCoordf64, RangedCoordi32};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -70,25 +71,11 @@ pub fn render<P: Plot>(plot: &P, dir: &Path) -> Result<Result<Figure, String>, R
     register_font();
     let size = plot.size();
     let mut svg = String::new();
-    let drawn = (|| -> Result<(), DrawError> {
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        root.fill(&WHITE)?;
-        plot.draw(&root)?;
-        root.present()?;
-        Ok(())
-    })();
-    if let Err(DrawError(e)) = drawn {
+    if let Err(DrawError(e)) = draw_on(plot, SVGBackend::with_string(&mut svg, size)) {
         return Ok(Err(e));
     }
     let png = dir.join(format!("{}.png", plot.name()));
-    let drawn = (|| -> Result<(), DrawError> {
-        let root = BitMapBackend::new(&png, size).into_drawing_area();
-        root.fill(&WHITE)?;
-        plot.draw(&root)?;
-        root.present()?;
-        Ok(())
-    })();
-    if let Err(DrawError(e)) = drawn {
+    if let Err(DrawError(e)) = draw_on(plot, BitMapBackend::new(&png, size)) {
         return Ok(Err(e));
     }
     let svg_file = dir.join(format!("{}.svg", plot.name()));
@@ -101,6 +88,66 @@ pub fn render<P: Plot>(plot: &P, dir: &Path) -> Result<Result<Figure, String>, R
         png,
         svg_file,
     }))
+}
+
+/// Draws `plot` on a white page of `backend`.
+fn draw_on<P: Plot, DB: DrawingBackend>(plot: &P, backend: DB) -> Result<(), DrawError>
+where
+    DB::ErrorType: 'static,
+{
+    let root = backend.into_drawing_area();
+    root.fill(&WHITE)?;
+    plot.draw(&root)?;
+    root.present()?;
+    Ok(())
+}
+
+/// A chart of horizontal bars: `labels` top to bottom on the y axis, `x` across.
+pub type BarChart<'a, DB> =
+    ChartContext<'a, DB, Cartesian2d<RangedCoordf64, SegmentedCoord<RangedCoordi32>>>;
+
+/// A [`BarChart`] titled `title` with its mesh drawn: bar `i` (0 at the top) spans
+/// [`bar_rows`]`(i, labels.len())`.
+pub fn bar_chart<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    labels: &[String],
+    x: std::ops::Range<f64>,
+    x_desc: &str,
+    label_width: u32,
+) -> Result<BarChart<'a, DB>, DrawError>
+where
+    DB::ErrorType: 'static,
+{
+    let n = labels.len();
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(label_width)
+        .build_cartesian_2d(x, (0..n as i32 - 1).into_segmented())?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .light_line_style(WHITE)
+        .y_labels(n.max(1))
+        .y_label_formatter(&|y| match y {
+            SegmentValue::CenterOf(i) if (*i as usize) < n => labels[n - 1 - *i as usize].clone(),
+            _ => String::new(),
+        })
+        .x_desc(x_desc)
+        .draw()?;
+    Ok(chart)
+}
+
+/// The y extent of bar `i` of `n` (0 at the top) in a [`BarChart`], and its centre.
+pub fn bar_rows(i: usize, n: usize) -> (SegmentValue<i32>, SegmentValue<i32>, SegmentValue<i32>) {
+    let y = (n - 1 - i) as i32;
+    (
+        SegmentValue::Exact(y),
+        SegmentValue::Exact(y + 1),
+        SegmentValue::CenterOf(y),
+    )
 }
 
 /// The colour of series `i` (a fixed palette, then cycling).

@@ -1,6 +1,6 @@
 //! Per-layer latency of the front's models: each sparse GEMM, and everything else, stacked.
 
-use crate::figure::{colour, DrawError, Plot};
+use crate::figure::{bar_chart, bar_rows, colour, DrawError, Plot};
 use crate::input::{floats, num, point_label, Experiment};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -80,32 +80,14 @@ impl Plot for Layers {
         DB::ErrorType: 'static,
     {
         let total = |b: &Bar| b.layers.iter().sum::<f64>() + b.rest;
-        // Room on the right for the legend.
-        let x1 = self.bars.iter().map(total).fold(1e-9, f64::max) * 1.3;
+        // Room on the right for the legend (lower right: the dense bar, often the longest, is on top).
+        let x1 = self.bars.iter().map(total).fold(1e-9, f64::max) * 1.6;
         let n = self.bars.len();
         let labels: Vec<String> = self.bars.iter().map(|b| b.label.clone()).collect();
-        let mut chart = ChartBuilder::on(root)
-            .caption(self.title(), ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(170)
-            .build_cartesian_2d(0.0..x1, (0..n as i32 - 1).into_segmented())?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .light_line_style(WHITE)
-            .y_labels(n.max(1))
-            .y_label_formatter(&|y| match y {
-                SegmentValue::CenterOf(i) if (*i as usize) < n => {
-                    labels[n - 1 - *i as usize].clone()
-                }
-                _ => String::new(),
-            })
-            .x_desc("latency (µs)")
-            .draw()?;
+        let mut chart = bar_chart(root, &self.title(), &labels, 0.0..x1, "latency (µs)", 170)?;
         let max_layers = self.bars.iter().map(|b| b.layers.len()).max().unwrap_or(0);
         for (i, bar) in self.bars.iter().enumerate() {
-            let y = (n - 1 - i) as i32;
+            let (y0, y1, _) = bar_rows(i, n);
             let mut x = 0.0;
             let segments = bar
                 .layers
@@ -115,13 +97,8 @@ impl Plot for Layers {
                 .chain(std::iter::once((bar.rest, RGBColor(190, 190, 190))));
             for (w, c) in segments {
                 if w > 0.0 && w.is_finite() {
-                    let mut rect = Rectangle::new(
-                        [
-                            (x, SegmentValue::Exact(y)),
-                            (x + w, SegmentValue::Exact(y + 1)),
-                        ],
-                        c.filled(),
-                    );
+                    let mut rect =
+                        Rectangle::new([(x, y0.clone()), (x + w, y1.clone())], c.filled());
                     rect.set_margin(5, 5, 0, 0);
                     chart.draw_series(std::iter::once(rect))?;
                     x += w;
@@ -142,9 +119,7 @@ impl Plot for Layers {
         if named == 0 {
             chart
                 .draw_series(std::iter::once(anchor()))?
-                .label(format!(
-                    "layers 1 … {max_layers}, in order (colours repeat)"
-                ))
+                .label(format!("layers 1 … {max_layers} (colours repeat)"))
                 .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour(0).filled()));
         }
         chart
@@ -158,7 +133,7 @@ impl Plot for Layers {
             });
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
+            .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()?;

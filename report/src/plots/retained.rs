@@ -1,6 +1,6 @@
 //! Retained L1 per pruning point (VENOM Fig. 11's measure), from the layer study or prune rows.
 
-use crate::figure::{colour, DrawError, Plot};
+use crate::figure::{bar_chart, bar_rows, colour, DrawError, Plot};
 use crate::input::{num, ok, point_label, Experiment};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -75,39 +75,15 @@ impl Plot for Retained {
     {
         let n = self.bars.len();
         let labels: Vec<String> = self.bars.iter().map(|b| b.0.clone()).collect();
-        let mut chart = ChartBuilder::on(root)
-            .caption(self.title(), ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(190)
-            .build_cartesian_2d(0.0..1.0, (0..n as i32 - 1).into_segmented())?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .light_line_style(WHITE)
-            .y_labels(n.max(1))
-            .y_label_formatter(&|y| match y {
-                SegmentValue::CenterOf(i) if (*i as usize) < n => {
-                    labels[n - 1 - *i as usize].clone()
-                }
-                _ => String::new(),
-            })
-            .x_desc("retained L1")
-            .draw()?;
+        let mut chart = bar_chart(root, &self.title(), &labels, 0.0..1.0, "retained L1", 190)?;
         for (i, (_, v)) in self.bars.iter().enumerate() {
-            let y = (n - 1 - i) as i32;
-            let mut rect = Rectangle::new(
-                [
-                    (0.0, SegmentValue::Exact(y)),
-                    (*v, SegmentValue::Exact(y + 1)),
-                ],
-                colour(0).filled(),
-            );
+            let (y0, y1, centre) = bar_rows(i, n);
+            let mut rect = Rectangle::new([(0.0, y0), (*v, y1)], colour(0).filled());
             rect.set_margin(4, 4, 0, 0);
             chart.draw_series(std::iter::once(rect))?;
             chart.draw_series(std::iter::once(Text::new(
                 format!("{v:.3}"),
-                (*v + 0.01, SegmentValue::CenterOf(y)),
+                (*v + 0.01, centre),
                 ("sans-serif", 12),
             )))?;
         }
