@@ -35,10 +35,11 @@ fi
 if grep -E 'CONSOLE|net::ERR_' "$log" | grep -v 'ERR_FILE_NOT_FOUND.*favicon' | grep -q .; then
     echo "FAIL: console messages or failed requests:"; grep -E 'CONSOLE|net::ERR_' "$log"; status=1
 fi
-want_svg=$(grep -o '<svg' "$html" | wc -l)
-got_svg=$(grep -o '<svg' "$dom" | wc -l)
-want_tables=$(grep -o '<table' "$html" | wc -l)
-got_tables=$(grep -o '<table' "$dom" | wc -l)
+count() { grep -o "$1" "$2" | wc -l || true; }   # grep finding none is a count of 0
+want_svg=$(count '<svg' "$html")
+got_svg=$(count '<svg' "$dom")
+want_tables=$(count '<table' "$html")
+got_tables=$(count '<table' "$dom")
 if [ "$got_svg" -ne "$want_svg" ] || [ "$got_tables" -ne "$want_tables" ]; then
     echo "FAIL: rendered $got_svg of $want_svg plots and $got_tables of $want_tables tables"; status=1
 fi

@@ -398,3 +398,39 @@ pub fn page(
     s.push_str("</body></html>\n");
     s
 }
+
+/// The index of several experiments' reports: a link to each, and their fronts on one plot.
+pub fn index_page(reports: &[(String, String)], fronts: Result<&Figure, &str>) -> String {
+    let mut s = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>cotune reports</title><style>{STYLE}</style></head><body>\n<h1>cotune reports</h1>\n<ul>\n"
+    );
+    for (name, link) in reports {
+        let _ = writeln!(
+            s,
+            "<li><a href=\"{}\">{}</a></li>",
+            escape(link),
+            escape(name)
+        );
+    }
+    s.push_str("</ul>\n");
+    match fronts {
+        Ok(f) => {
+            let svg = f.svg.trim_start_matches(|c| c != '<');
+            let _ = write!(
+                s,
+                "<figure id=\"{}\"><h2>{}</h2>\n{}\n<figcaption>{} Files: <a href=\"{}.png\">PNG</a>, <a href=\"{}.svg\">SVG</a>.</figcaption></figure>\n",
+                escape(&f.name),
+                escape(&f.title),
+                svg,
+                escape(&f.caption),
+                escape(&f.name),
+                escape(&f.name)
+            );
+        }
+        Err(why) => {
+            let _ = writeln!(s, "<p class=\"note\">Fronts not drawn: {}</p>", escape(why));
+        }
+    }
+    s.push_str("</body></html>\n");
+    s
+}

@@ -76,3 +76,28 @@ pub fn write_report(
         skipped,
     })
 }
+
+/// Writes `index.html` into `to`: a link to each written report (relative where the report
+/// lies below `to`) and the experiments' fronts on one plot ([`plots::fronts::Fronts`], its
+/// PNG and SVG beside the page). Returns the page's path.
+pub fn write_index(reports: &[(PathBuf, Written)], to: &Path) -> Result<PathBuf, ReportError> {
+    std::fs::create_dir_all(to).map_err(ReportError::io(to))?;
+    let mut experiments = vec![];
+    let mut links = vec![];
+    for (dir, w) in reports {
+        experiments.push(read_experiment(dir)?);
+        let link = match w.html.strip_prefix(to) {
+            Ok(rel) => rel.to_string_lossy().into_owned(),
+            Err(_) => format!("file://{}", w.html.display()),
+        };
+        links.push((w.experiment.clone(), link));
+    }
+    let drawn = match plots::fronts::Fronts::new(&experiments) {
+        Ok(p) => figure::render(&p, to)?,
+        Err(why) => Err(why),
+    };
+    let page = html::index_page(&links, drawn.as_ref().map_err(String::as_str));
+    let path = to.join("index.html");
+    std::fs::write(&path, page).map_err(ReportError::io(&path))?;
+    Ok(path)
+}

@@ -354,3 +354,39 @@ published = 0.5
         "{err}"
     );
 }
+
+#[test]
+fn several_experiments_get_an_index_with_their_fronts_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("out");
+    for name in ["grid", "unified"] {
+        write_experiment(&root.join(name));
+    }
+    let dirs = report::experiment_dirs(&root).unwrap();
+    assert_eq!(dirs.len(), 2);
+    let written: Vec<_> = dirs
+        .iter()
+        .map(|d| {
+            let to = root.join(format!(
+                "{}-report",
+                d.file_name().unwrap().to_string_lossy()
+            ));
+            (d.clone(), write_report(d, &to, None).unwrap())
+        })
+        .collect();
+    let index = report::write_index(&written, &root).unwrap();
+    let html = std::fs::read_to_string(&index).unwrap();
+    assert!(html.contains("href=\"grid-report/report.html\""), "{html}");
+    assert!(html.contains("href=\"unified-report/report.html\""));
+    assert_eq!(html.matches("<svg").count(), 1, "the fronts plot inline");
+    for ext in ["png", "svg"] {
+        assert!(
+            std::fs::metadata(root.join(format!("fronts.{ext}")))
+                .unwrap()
+                .len()
+                > 1000
+        );
+    }
+    // The index's folder is not itself taken for an experiment.
+    assert_eq!(report::experiment_dirs(&root).unwrap().len(), 2);
+}

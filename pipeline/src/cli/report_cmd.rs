@@ -1,4 +1,5 @@
-//! `cotune report OUT_DIR`: plots and an offline HTML page from an experiment's tables.
+//! `cotune report OUT_DIR`: plots and an offline HTML page from an experiment's tables; for a
+//! folder of several experiments, one report each and an index with their fronts together.
 
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use std::path::{Path, PathBuf};
@@ -21,6 +22,15 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
         );
         return EXIT_USAGE;
     }
+    let fail = |e: report::ReportError| {
+        eprintln!("error: {e}");
+        if e.is_bad_input() {
+            EXIT_USAGE
+        } else {
+            EXIT_FAILED
+        }
+    };
+    let mut written = vec![];
     for d in &dirs {
         let dest = destination(d, to, dirs.len() > 1);
         match report::write_report(d, &dest, expected) {
@@ -34,15 +44,16 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
                 for (title, why) in &w.skipped {
                     println!("  not drawn: {title}: {why}");
                 }
+                written.push((d.clone(), w));
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return if e.is_bad_input() {
-                    EXIT_USAGE
-                } else {
-                    EXIT_FAILED
-                };
-            }
+            Err(e) => return fail(e),
+        }
+    }
+    if written.len() > 1 {
+        // Several experiments: an index beside their reports, with their fronts on one plot.
+        match report::write_index(&written, to.unwrap_or(dir)) {
+            Ok(index) => println!("index: {}", index.display()),
+            Err(e) => return fail(e),
         }
     }
     EXIT_OK

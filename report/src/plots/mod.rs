@@ -4,8 +4,10 @@
 //! - [`speedup_m::SpeedupM`]: 2:M kernels' speedup against M with the ideal M/2;
 //! - [`tuner::Calibration`] and [`tuner::Regret`]: the kernel tuner's cost model;
 //! - [`layers::Layers`]: per-layer latency of the front's models;
-//! - [`retained::Retained`]: retained L1 per pruning point.
+//! - [`retained::Retained`]: retained L1 per pruning point;
+//! - [`fronts::Fronts`]: several experiments' fronts on one plane (the index page).
 
+pub mod fronts;
 pub mod layers;
 pub mod pareto;
 pub mod retained;
