@@ -150,6 +150,45 @@ pub fn bar_rows(i: usize, n: usize) -> (SegmentValue<i32>, SegmentValue<i32>, Se
     )
 }
 
+/// A chart of accuracy against latency on a [`log_axis`] (plot `log10` of the latencies),
+/// sized to hold `latencies` and `accuracies`, with its mesh drawn.
+pub type AccuracyChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<LogAxis, RangedCoordf64>>;
+
+/// An [`AccuracyChart`] titled `title`.
+pub fn accuracy_chart<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    latencies: impl Iterator<Item = f64> + Clone,
+    accuracies: impl Iterator<Item = f64> + Clone,
+) -> Result<AccuracyChart<'a, DB>, DrawError>
+where
+    DB::ErrorType: 'static,
+{
+    let x = log_axis(
+        latencies.clone().fold(f64::INFINITY, f64::min),
+        latencies.fold(0.0, f64::max),
+    );
+    let (y0, y1) = padded(
+        accuracies.clone().fold(f64::INFINITY, f64::min),
+        accuracies.fold(f64::NEG_INFINITY, f64::max),
+        0.08,
+    );
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x, y0..y1)?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (µs, log scale)")
+        .y_desc("accuracy")
+        .x_label_formatter(&log_label)
+        .light_line_style(WHITE)
+        .draw()?;
+    Ok(chart)
+}
+
 /// The colour of series `i` (a fixed palette, then cycling).
 pub fn colour(i: usize) -> RGBColor {
     const PALETTE: [RGBColor; 10] = [

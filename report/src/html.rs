@@ -345,17 +345,7 @@ pub fn page(
         let _ = write!(s, "<h2>Measured against published</h2>\n{}", expected(e, c));
     }
     for f in figures {
-        let svg = f.svg.trim_start_matches(|c| c != '<');
-        let _ = write!(
-            s,
-            "<figure id=\"{}\"><h2>{}</h2>\n{}\n<figcaption>{} Files: <a href=\"{}.png\">PNG</a>, <a href=\"{}.svg\">SVG</a>.</figcaption></figure>\n",
-            escape(&f.name),
-            escape(&f.title),
-            svg,
-            escape(&f.caption),
-            escape(&f.name),
-            escape(&f.name)
-        );
+        s.push_str(&figure_html(f));
     }
     if !skipped.is_empty() {
         s.push_str("<h2>Plots not drawn</h2><ul>\n");
@@ -399,6 +389,19 @@ pub fn page(
     s
 }
 
+/// A figure: its heading, the SVG inline, the caption and links to its files.
+fn figure_html(f: &Figure) -> String {
+    format!(
+        "<figure id=\"{}\"><h2>{}</h2>\n{}\n<figcaption>{} Files: <a href=\"{}.png\">PNG</a>, <a href=\"{}.svg\">SVG</a>.</figcaption></figure>\n",
+        escape(&f.name),
+        escape(&f.title),
+        f.svg.trim_start_matches(|c| c != '<'),
+        escape(&f.caption),
+        escape(&f.name),
+        escape(&f.name)
+    )
+}
+
 /// The index of several experiments' reports: a link to each, and their fronts on one plot.
 pub fn index_page(reports: &[(String, String)], fronts: Result<&Figure, &str>) -> String {
     let mut s = format!(
@@ -414,19 +417,7 @@ pub fn index_page(reports: &[(String, String)], fronts: Result<&Figure, &str>) -
     }
     s.push_str("</ul>\n");
     match fronts {
-        Ok(f) => {
-            let svg = f.svg.trim_start_matches(|c| c != '<');
-            let _ = write!(
-                s,
-                "<figure id=\"{}\"><h2>{}</h2>\n{}\n<figcaption>{} Files: <a href=\"{}.png\">PNG</a>, <a href=\"{}.svg\">SVG</a>.</figcaption></figure>\n",
-                escape(&f.name),
-                escape(&f.title),
-                svg,
-                escape(&f.caption),
-                escape(&f.name),
-                escape(&f.name)
-            );
-        }
+        Ok(f) => s.push_str(&figure_html(f)),
         Err(why) => {
             let _ = writeln!(s, "<p class=\"note\">Fronts not drawn: {}</p>", escape(why));
         }

@@ -44,11 +44,19 @@ pub fn write_report(
     expected: Option<&Path>,
 ) -> Result<Written, ReportError> {
     let expected = expected.map(Expected::read).transpose()?;
-    let exp = read_experiment(dir)?;
+    render_report(&read_experiment(dir)?, to, expected.as_ref())
+}
+
+/// [`write_report`] of an experiment already read.
+pub fn render_report(
+    exp: &Experiment,
+    to: &Path,
+    expected: Option<&Expected>,
+) -> Result<Written, ReportError> {
     std::fs::create_dir_all(to).map_err(ReportError::io(to))?;
     let mut figures = vec![];
     let mut skipped = vec![];
-    for (title, plot) in plots::candidates(&exp) {
+    for (title, plot) in plots::candidates(exp) {
         match plot {
             Ok(p) => match figure::render(&p, to)? {
                 Ok(f) => figures.push(f),
@@ -57,9 +65,9 @@ pub fn write_report(
             Err(why) => skipped.push((title.to_string(), why)),
         }
     }
-    let compared = expected.as_ref().map(|e| (e, e.compare(&exp)));
+    let compared = expected.map(|e| (e, e.compare(exp)));
     let page = html::page(
-        &exp,
+        exp,
         &figures,
         &skipped,
         compared.as_ref().map(|(e, c)| (*e, c.as_slice())),
@@ -67,7 +75,7 @@ pub fn write_report(
     let html = to.join("report.html");
     std::fs::write(&html, page).map_err(ReportError::io(&html))?;
     Ok(Written {
-        experiment: exp.name,
+        experiment: exp.name.clone(),
         html,
         files: figures
             .iter()
@@ -80,19 +88,21 @@ pub fn write_report(
 /// Writes `index.html` into `to`: a link to each written report (relative where the report
 /// lies below `to`) and the experiments' fronts on one plot ([`plots::fronts::Fronts`], its
 /// PNG and SVG beside the page). Returns the page's path.
-pub fn write_index(reports: &[(PathBuf, Written)], to: &Path) -> Result<PathBuf, ReportError> {
+pub fn write_index(
+    experiments: &[Experiment],
+    reports: &[Written],
+    to: &Path,
+) -> Result<PathBuf, ReportError> {
     std::fs::create_dir_all(to).map_err(ReportError::io(to))?;
-    let mut experiments = vec![];
     let mut links = vec![];
-    for (dir, w) in reports {
-        experiments.push(read_experiment(dir)?);
+    for w in reports {
         let link = match w.html.strip_prefix(to) {
             Ok(rel) => rel.to_string_lossy().into_owned(),
             Err(_) => format!("file://{}", w.html.display()),
         };
         links.push((w.experiment.clone(), link));
     }
-    let drawn = match plots::fronts::Fronts::new(&experiments) {
+    let drawn = match plots::fronts::Fronts::new(experiments) {
         Ok(p) => figure::render(&p, to)?,
         Err(why) => Err(why),
     };

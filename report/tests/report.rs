@@ -371,10 +371,14 @@ fn several_experiments_get_an_index_with_their_fronts_together() {
                 "{}-report",
                 d.file_name().unwrap().to_string_lossy()
             ));
-            (d.clone(), write_report(d, &to, None).unwrap())
+            write_report(d, &to, None).unwrap()
         })
         .collect();
-    let index = report::write_index(&written, &root).unwrap();
+    let experiments: Vec<_> = dirs
+        .iter()
+        .map(|d| report::read_experiment(d).unwrap())
+        .collect();
+    let index = report::write_index(&experiments, &written, &root).unwrap();
     let html = std::fs::read_to_string(&index).unwrap();
     assert!(html.contains("href=\"grid-report/report.html\""), "{html}");
     assert!(html.contains("href=\"unified-report/report.html\""));

@@ -30,10 +30,19 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
             EXIT_FAILED
         }
     };
-    let mut written = vec![];
+    let expected = match expected.map(report::Expected::read).transpose() {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    // Each experiment is read once: for its report and, with several, for the index.
+    let (mut experiments, mut written) = (vec![], vec![]);
     for d in &dirs {
         let dest = destination(d, to, dirs.len() > 1);
-        match report::write_report(d, &dest, expected) {
+        let exp = match report::read_experiment(d) {
+            Ok(exp) => exp,
+            Err(e) => return fail(e),
+        };
+        match report::render_report(&exp, &dest, expected.as_ref()) {
             Ok(w) => {
                 println!(
                     "{}: {} ({} plot files)",
@@ -44,14 +53,15 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
                 for (title, why) in &w.skipped {
                     println!("  not drawn: {title}: {why}");
                 }
-                written.push((d.clone(), w));
+                written.push(w);
+                experiments.push(exp);
             }
             Err(e) => return fail(e),
         }
     }
     if written.len() > 1 {
         // Several experiments: an index beside their reports, with their fronts on one plot.
-        match report::write_index(&written, to.unwrap_or(dir)) {
+        match report::write_index(&experiments, &written, to.unwrap_or(dir)) {
             Ok(index) => println!("index: {}", index.display()),
             Err(e) => return fail(e),
         }

@@ -1,7 +1,7 @@
 //! The Pareto fronts of several experiments on one plane (grid against unified search, or
 //! any experiments that share a task): accuracy against the latency each front compared.
 
-use crate::figure::{colour, log_axis, log_label, padded, DrawError, Plot};
+use crate::figure::{accuracy_chart, colour, DrawError, Plot};
 use crate::input::{num, Experiment};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -53,28 +53,8 @@ impl Plot for Fronts {
         DB::ErrorType: 'static,
     {
         let all = || self.series.iter().flat_map(|(_, p)| p.iter());
-        let x = log_axis(
-            all().map(|p| p.0).fold(f64::INFINITY, f64::min),
-            all().map(|p| p.0).fold(0.0, f64::max),
-        );
-        let (y0, y1) = padded(
-            all().map(|p| p.1).fold(f64::INFINITY, f64::min),
-            all().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
-            0.08,
-        );
-        let mut chart = ChartBuilder::on(root)
-            .caption(self.title(), ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(x, y0..y1)?;
-        chart
-            .configure_mesh()
-            .x_desc("latency (µs, log scale)")
-            .y_desc("accuracy")
-            .x_label_formatter(&log_label)
-            .light_line_style(WHITE)
-            .draw()?;
+        let mut chart =
+            accuracy_chart(root, &self.title(), all().map(|p| p.0), all().map(|p| p.1))?;
         for (i, (name, points)) in self.series.iter().enumerate() {
             let c = colour(i);
             let lg: Vec<(f64, f64)> = points.iter().map(|&(l, a)| (l.log10(), a)).collect();

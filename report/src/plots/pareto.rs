@@ -1,6 +1,6 @@
 //! Accuracy against latency, every successful evaluation, the Pareto front highlighted.
 
-use crate::figure::{log_axis, log_label, padded, DrawError, Plot};
+use crate::figure::{accuracy_chart, DrawError, Plot};
 use crate::input::{num, point_label, text, Experiment};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -79,30 +79,15 @@ impl Plot for Pareto {
     where
         DB::ErrorType: 'static,
     {
-        let lat = |f: fn(&Point) -> f64| self.points.iter().map(f);
-        let lo = lat(|p| p.latency.1.min(p.latency.0)).fold(f64::INFINITY, f64::min);
-        let hi = lat(|p| p.latency.2.max(p.latency.0)).fold(0.0, f64::max);
-        let x = log_axis(lo, hi);
-        let acc = || self.points.iter().map(|p| p.accuracy);
-        let (y0, y1) = padded(
-            acc().fold(f64::INFINITY, f64::min),
-            acc().fold(f64::NEG_INFINITY, f64::max),
-            0.08,
-        );
+        // The axis holds every point's interval as well as the point.
+        let latencies = self
+            .points
+            .iter()
+            .flat_map(|p| [p.latency.0, p.latency.1, p.latency.2])
+            .filter(|l| l.is_finite() && *l > 0.0);
+        let accuracies = self.points.iter().map(|p| p.accuracy);
         let max_bytes = self.points.iter().map(|p| p.bytes).fold(1.0, f64::max);
-        let mut chart = ChartBuilder::on(root)
-            .caption(self.title(), ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(x, y0..y1)?;
-        chart
-            .configure_mesh()
-            .x_desc("latency (µs, log scale)")
-            .y_desc("accuracy")
-            .x_label_formatter(&log_label)
-            .light_line_style(WHITE)
-            .draw()?;
+        let mut chart = accuracy_chart(root, &self.title(), latencies, accuracies)?;
         let lg = f64::log10;
         let radius = |p: &Point| {
             let r = if p.bytes.is_finite() {
