@@ -13,6 +13,7 @@
 //! [`evaluate`] runs the CPU kernels; [`cuda::evaluate_cuda`] the CUDA kernels (fp16, its own
 //! tolerance and latency definition, see there).
 
+mod attention;
 pub mod cuda;
 mod graph;
 mod paired;
