@@ -151,6 +151,45 @@ impl Calibration {
     }
 }
 
+impl Calibration {
+    /// The fit as text, one `feature<TAB>term` line per term after a `samples<TAB>n` line;
+    /// terms are written in Rust's shortest round-trip form, so [`Self::from_text`] gives back
+    /// the same bits.
+    pub fn to_text(&self) -> String {
+        let mut out = format!("samples\t{}\n", self.samples);
+        for (name, term) in &self.terms {
+            out.push_str(&format!("{name}\t{term:?}\n"));
+        }
+        out
+    }
+
+    /// Parses [`Self::to_text`]; the error names the line at fault.
+    pub fn from_text(text: &str) -> Result<Calibration, String> {
+        let mut lines = text.lines().enumerate();
+        let samples = match lines.next() {
+            Some((_, l)) => l
+                .strip_prefix("samples\t")
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("line 1: expected `samples<TAB>count`, found `{l}`"))?,
+            None => return Err("empty calibration".into()),
+        };
+        let mut terms = BTreeMap::new();
+        for (i, line) in lines {
+            let (name, term) = line
+                .split_once('\t')
+                .and_then(|(n, t)| Some((n, t.parse::<f64>().ok()?)))
+                .ok_or_else(|| {
+                    format!(
+                        "line {}: expected `feature<TAB>term`, found `{line}`",
+                        i + 1
+                    )
+                })?;
+            terms.insert(name.to_owned(), term);
+        }
+        Ok(Calibration { terms, samples })
+    }
+}
+
 /// Solves `a · x = b` (symmetric positive definite, as the ridge's normal equations are) by
 /// Gaussian elimination with partial pivoting.
 fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
@@ -243,6 +282,23 @@ mod tests {
             machine(&sig, 256, &truth),
             "the calibrated model finds the machine's best"
         );
+    }
+
+    #[test]
+    fn the_text_form_round_trips_bit_for_bit() {
+        let cal = Calibration {
+            terms: [
+                ("vnm:tile_n=64", 0.1 + 0.2),
+                ("csr:rows=3|tile_n=32", -1e-17),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+            samples: 17,
+        };
+        assert_eq!(Calibration::from_text(&cal.to_text()).unwrap(), cal);
+        let err = Calibration::from_text("samples\t3\nvnm:rows=1 0.5\n").unwrap_err();
+        assert!(err.starts_with("line 2:"), "{err}");
     }
 
     #[test]

@@ -187,16 +187,60 @@ fn regret(exp: &Experiment) -> String {
     if t.is_empty() {
         return String::new();
     }
-    let mut s = table_head(
-        "regret",
-        &["budget", "model mean", "model worst", "random mean"],
-    );
-    for (b, mean, worst, random) in tuner::regret_table(&t) {
+    let mut cols = vec!["budget", "model mean", "model worst", "random mean"];
+    let calibrated = tuner::calibrated(&t);
+    if calibrated {
+        cols.extend(["analytical mean", "analytical worst"]);
+    }
+    let mut s = String::new();
+    if calibrated {
+        s.push_str("<p>The model ranked with its calibration on this device; the analytical columns rank the same measurements without it.</p>");
+    }
+    s.push_str(&table_head("regret", &cols));
+    for r in tuner::regret_table(&t) {
         s.push_str("<tr>");
-        s.push_str(&num_cell("budget", b));
-        s.push_str(&num_cell("model mean", mean));
-        s.push_str(&num_cell("model worst", worst));
-        s.push_str(&num_cell("random mean", random));
+        s.push_str(&num_cell("budget", r.budget));
+        s.push_str(&num_cell("model mean", r.model.0));
+        s.push_str(&num_cell("model worst", r.model.1));
+        s.push_str(&num_cell("random mean", r.random));
+        if calibrated {
+            s.push_str(&num_cell("analytical mean", r.analytical.0));
+            s.push_str(&num_cell("analytical worst", r.analytical.1));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</tbody></table>\n");
+    s
+}
+
+/// The calibrations the tunings used, once each: what they measured and what they cost.
+fn calibrations(exp: &Experiment) -> String {
+    if exp.calibrate.is_empty() {
+        return String::new();
+    }
+    let cols = [
+        "calibrate.family",
+        "device",
+        "status",
+        "samples",
+        "terms",
+        "kernel_s",
+        "duration_s",
+        "cached",
+        "spearman_analytical",
+        "spearman_calibrated",
+    ];
+    let mut s = String::from(
+        "<p>Each kernel family's cost model, calibrated once per device on a fixed sample and kept in the store; \
+         <code>duration_s</code> is what the calibration cost when it ran (a cached one cost nothing this run). \
+         The Spearman columns are the mean rank correlation of each model with the sample's measurements.</p>",
+    );
+    s.push_str(&table_head("calibrations", &cols));
+    for r in &exp.calibrate {
+        s.push_str(&row_open(r));
+        for c in cols {
+            s.push_str(&cell(r, c));
+        }
         s.push_str("</tr>\n");
     }
     s.push_str("</tbody></table>\n");
@@ -376,6 +420,7 @@ pub fn page(
                 kernels(exp)
             },
         ),
+        ("Cost-model calibrations", calibrations(exp)),
         ("Tuner regret by budget", regret(exp)),
         ("Retained L1", retained(exp)),
         ("Search rounds", search(exp)),

@@ -6,9 +6,10 @@ use results::{Row, Value};
 use std::path::{Path, PathBuf};
 
 /// The stage tables a report reads (each a folder of Parquet parts).
-pub const STAGE_TABLES: [&str; 6] = [
+pub const STAGE_TABLES: [&str; 7] = [
     "train",
     "prune",
+    "calibrate",
     "kernel_tune",
     "evaluate",
     "layer_study",
@@ -30,6 +31,8 @@ pub struct Experiment {
     pub train: Vec<Row>,
     /// `prune/` rows.
     pub prune: Vec<Row>,
+    /// `calibrate/` rows (the cost model's calibrations on the device).
+    pub calibrate: Vec<Row>,
     /// `kernel_tune/` rows.
     pub kernel_tune: Vec<Row>,
     /// `evaluate/` rows.
@@ -114,6 +117,7 @@ pub fn read_experiment(dir: &Path) -> Result<Experiment, ReportError> {
         dir: dir.to_path_buf(),
         train: table(&dir.join("train"))?,
         prune: table(&dir.join("prune"))?,
+        calibrate: table(&dir.join("calibrate"))?,
         kernel_tune: table(&dir.join("kernel_tune"))?,
         evaluate: table(&dir.join("evaluate"))?,
         layer_study: table(&dir.join("layer_study"))?,

@@ -74,6 +74,7 @@ fn model_layers(data: &Dataset, model: &ModelSpec, pattern: &Pattern) -> (Weight
                 strategy: Strategy::Model { budget: 2 },
                 seconds_per_point: 0.0,
                 backend: stages::kernel_tune::Backend::Cpu,
+                calibration: None,
             })
             .unwrap();
             LayerRun {

@@ -1,16 +1,41 @@
 //! Tuner quality on the BERT-base shapes (the kernel-only study of
-//! `experiments/spmm-bert-shapes.toml`): one exhaustive tuning per (format, shape) measures the
-//! whole space; the `model` strategy with a budget of 10 % of the space would have measured the
-//! cost model's top points, so its regret is (best latency among those) / (exhaustive best) − 1,
-//! read from the same measurements. Also prints the Spearman correlation of predicted vs
-//! measured cost over the whole space. Run: `cargo bench -p e2e --bench tuner_quality`
-//! (`-- --quick` for two formats only).
+//! `experiments/spmm-bert-shapes.toml`), after calibrating the cost model on this machine.
+//!
+//! First each format family is calibrated exactly as the engine's calibrate stage does
+//! ([`calibrate_cpu`] on [`CalibrationPlan::cpu`]: a fixed sample at 768×768×128 and
+//! 256×256×64, none of the shapes scored here); its cost is printed. Then one exhaustive tuning
+//! per (format, shape) measures the whole space, ranked by the calibrated model. The `model`
+//! strategy with a budget of 10 % of the space would have measured the model's top points, so
+//! its regret is (best latency among those) / (exhaustive best) − 1, read from the same
+//! measurements, for the calibrated model and for the analytical one alone, over the whole
+//! space and over the points of each thread count. Run: `cargo bench -p e2e --bench
+//! tuner_quality` (`-- --quick` for two formats only).
 
-use kernels::{FormatSignature, Pattern};
-use stages::kernel_tune::{tune, Strategy, TuneSpec};
+use kernels::{FormatSignature, KernelFamily, Pattern};
+use stages::kernel_tune::calibrate::{calibrate_cpu, CalibrationPlan};
+use stages::kernel_tune::{families, tune, Backend, Measured, Strategy, TuneSpec};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Regret of measuring the `cost`-ranked top 10 % of `points`.
+fn regret(points: &[&Measured], cost: impl Fn(&Measured) -> f64) -> f64 {
+    let best = points
+        .iter()
+        .map(|m| m.timing.median_us)
+        .fold(f64::INFINITY, f64::min);
+    let mut order: Vec<&&Measured> = points.iter().collect();
+    order.sort_by(|a, b| cost(a).total_cmp(&cost(b)));
+    let found = order
+        .iter()
+        .take(points.len().div_ceil(10).max(1))
+        .map(|m| m.timing.median_us)
+        .fold(f64::INFINITY, f64::min);
+    found / best - 1.0
+}
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    println!("cpu: {}", kernels::cpu_fingerprint());
     let shapes = [(768, 768), (3072, 768), (768, 3072)];
     let mut patterns = vec![Pattern::Vnm { v: 64, m: 8 }, Pattern::Nm { n: 2, m: 8 }];
     if !quick {
@@ -18,57 +43,93 @@ fn main() {
             Pattern::Vnm { v: 64, m: 4 },
             Pattern::Vnm { v: 64, m: 16 },
             Pattern::Vnm { v: 128, m: 32 },
+            Pattern::Nm { n: 2, m: 16 },
+            Pattern::Unstructured { sparsity: 0.75 },
             Pattern::Unstructured { sparsity: 0.875 },
-            Pattern::Dense,
+            Pattern::Vector {
+                v: 16,
+                sparsity: 0.75,
+            },
         ]);
     }
     let n = 512;
-    println!(
-        "{:<28} {:>11} {:>6} {:>7} {:>9} {:>9}",
-        "format", "shape", "space", "budget", "regret%", "spearman"
-    );
-    let mut regrets = vec![];
+    let mut calibrations: BTreeMap<KernelFamily, kernels::Calibration> = BTreeMap::new();
     for p in &patterns {
+        let family = families(Backend::Cpu, p, 768, 768)[0];
+        if calibrations.contains_key(&family) {
+            continue;
+        }
+        let Some(plan) = CalibrationPlan::cpu(family) else {
+            continue;
+        };
+        let t0 = Instant::now();
+        let done = calibrate_cpu(&plan).expect("calibrate");
+        println!(
+            "calibration of {family}: {} points, {:.1} s in the kernels, {:.1} s wall",
+            done.points.len(),
+            done.kernel_seconds,
+            t0.elapsed().as_secs_f64()
+        );
+        calibrations.insert(family, done.calibration);
+    }
+    println!(
+        "{:<28} {:>9} {:>7} {:>6} {:>11} {:>11}",
+        "format", "shape", "threads", "space", "analytical%", "calibrated%"
+    );
+    let mut worst: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    let mut cases = 0;
+    let mut within = (0, 0);
+    for p in &patterns {
+        let family = families(Backend::Cpu, p, 768, 768)[0];
         for &(rows, cols) in &shapes {
             let sig = FormatSignature::for_pattern(p, rows, cols).expect("fits");
-            let spec = TuneSpec {
+            let t = tune(&TuneSpec {
                 sig,
                 n,
                 strategy: Strategy::Exhaustive,
                 seconds_per_point: 0.02,
-                backend: stages::kernel_tune::Backend::Cpu,
-            };
-            let t = tune(&spec).expect("tune");
-            let budget = t.space_size.div_ceil(10);
-            // Over the same kind of measurement as `model_best` (the tuner's choice, re-measured
-            // in rounds, may come out slower than some point's first pass).
-            let best = t
-                .points
-                .iter()
-                .map(|m| m.timing.median_us)
-                .fold(f64::INFINITY, f64::min);
-            let model_best = t
-                .points
-                .iter()
-                .filter(|m| m.predicted_rank < budget)
-                .map(|m| m.timing.median_us)
-                .fold(f64::INFINITY, f64::min);
-            let regret = model_best / best - 1.0;
-            regrets.push(regret);
-            println!(
-                "{:<28} {:>11} {:>6} {:>7} {:>9.2} {:>9.3}",
-                format!("{p:?}"),
-                format!("{rows}x{cols}"),
-                t.space_size,
-                budget,
-                100.0 * regret,
-                t.spearman
-            );
+                backend: Backend::Cpu,
+                calibration: calibrations.get(&family).cloned(),
+            })
+            .expect("tune");
+            let mut by_threads: BTreeMap<String, Vec<&Measured>> = BTreeMap::new();
+            for m in &t.points {
+                by_threads.entry("all".into()).or_default().push(m);
+                if let Some(th) = m.params.0.get("threads") {
+                    by_threads.entry(format!("{th}")).or_default().push(m);
+                }
+            }
+            for (threads, points) in &by_threads {
+                let a = regret(points, |m| m.analytical_s);
+                let c = regret(points, |m| m.predicted_s);
+                println!(
+                    "{:<28} {:>9} {:>7} {:>6} {:>11.2} {:>11.2}",
+                    format!("{p:?}"),
+                    format!("{rows}x{cols}"),
+                    threads,
+                    points.len(),
+                    100.0 * a,
+                    100.0 * c
+                );
+                let w = worst.entry(threads.clone()).or_insert((0.0, 0.0));
+                *w = (w.0.max(a), w.1.max(c));
+                if threads != "all" {
+                    cases += 1;
+                    within.0 += usize::from(a <= 0.05);
+                    within.1 += usize::from(c <= 0.05);
+                }
+            }
         }
     }
-    let within = regrets.iter().filter(|&&r| r <= 0.05).count();
+    for (threads, (a, c)) in &worst {
+        println!(
+            "worst regret at a 10 % budget, threads {threads}: analytical {:.1} %, calibrated {:.1} %",
+            100.0 * a,
+            100.0 * c
+        );
+    }
     println!(
-        "model strategy at 10 % budget within 5 % of exhaustive best: {within}/{} cases",
-        regrets.len()
+        "within 5 % of the exhaustive best at a 10 % budget (per thread count): analytical {}/{cases}, calibrated {}/{cases}",
+        within.0, within.1
     );
 }

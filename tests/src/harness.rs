@@ -108,7 +108,14 @@ impl Default for Workspace {
 pub fn tables(out: &Path, experiment: &str) -> BTreeMap<String, Vec<Row>> {
     let dir = results::current(out, experiment).expect("a published generation");
     let mut t = BTreeMap::new();
-    for stage in ["dataset", "train", "prune", "kernel_tune", "evaluate"] {
+    for stage in [
+        "dataset",
+        "train",
+        "prune",
+        "calibrate",
+        "kernel_tune",
+        "evaluate",
+    ] {
         t.insert(
             stage.to_owned(),
             strip(results::read_table(&dir.join(stage)).expect("read table")),

@@ -5,7 +5,8 @@
 //! run, an incremental re-run and a fresh run can be compared value by value. Each computation
 //! appends a line `stage key` to the file named by `COTUNE_TEST_LOG` (when set), so tests can
 //! count what was really computed, across processes; `COTUNE_TEST_SLEEP_MS` slows every stage
-//! down (for kill -9 tests); a training with `lr = 0.0666` fails on purpose.
+//! down (for kill -9 tests); a training with `lr = 0.0666` fails on purpose, and so does an
+//! unstructured prune at sparsity 0.666.
 #![forbid(unsafe_code)]
 #![forbid(missing_docs)]
 
@@ -28,6 +29,7 @@ pub fn table() -> StageTable {
         .with(TestDataset)
         .with(TestTrain)
         .with(TestPrune)
+        .with(TestCalibrate)
         .with(TestTune)
         .with(TestEvaluate)
 }
@@ -223,6 +225,11 @@ impl Stage for TestPrune {
     ) -> Result<Outcome, StageError> {
         let pattern = &p.spec.pattern;
         log("prune", &pattern_label(pattern));
+        if *pattern == (Pattern::Unstructured { sparsity: 0.666 }) {
+            return Err(StageError::Failed(
+                "injected failure: unstructured 0.666".into(),
+            ));
+        }
         let base = read_f64(trained.artifact("weights.bin"))?;
         let s = pattern.sparsity();
         let obs = p.spec.method.as_ref().map(|m| m.kind()) == Some(MethodKind::Obs);
@@ -250,8 +257,28 @@ impl Stage for TestPrune {
     }
 }
 
+/// The test calibrate stage: a CPU sparse family's "calibration" is a scale that is a function
+/// of the family; the test tunings record it.
+pub struct TestCalibrate;
+
+impl Stage for TestCalibrate {
+    type Kind = Calibrate;
+    fn version(&self) -> u32 {
+        1
+    }
+    fn plan(&self, _p: &mut Planner) -> Result<(), PlanError> {
+        Ok(())
+    }
+    fn run(&self, ctx: &RunCtx, t: &CalibrateTrial, (): ()) -> Result<Outcome, StageError> {
+        log("calibrate", &t.family.to_string());
+        let scale = 1.0 + unit(&[t.family.to_string().as_bytes()]);
+        write(ctx, "scale.bin", &scale.to_le_bytes())?;
+        one(row(&[("scale", Value::F64(scale))]))
+    }
+}
+
 /// The test kernel-tune stage: latencies are a function of the format, a point per budget unit
-/// (at most 4); cuda is unavailable.
+/// (at most 4), and each row carries its calibration's scale; cuda is unavailable.
 pub struct TestTune;
 
 impl TuneFacts for TestTune {
@@ -267,6 +294,25 @@ impl TuneFacts for TestTune {
     fn kernel_version(&self, _b: Backend, _p: &Pattern, _rows: u64, _cols: u64) -> String {
         "test-kernels-v1".into()
     }
+    fn calibration(
+        &self,
+        backend: Backend,
+        pattern: &Pattern,
+        rows: u64,
+        cols: u64,
+    ) -> Option<CalibrateTrial> {
+        let families =
+            stages::kernel_tune::families(backend, pattern, rows as usize, cols as usize);
+        let family = *families.first()?;
+        (backend == Backend::Cpu && family != kernels::KernelFamily::CpuDense).then(|| {
+            CalibrateTrial {
+                family,
+                device: self.device(backend),
+                kernel_version: "test-kernels-v1".into(),
+                plan: "test sample".into(),
+            }
+        })
+    }
 }
 
 impl Stage for TestTune {
@@ -277,7 +323,16 @@ impl Stage for TestTune {
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
         kernel_tune::plan(p, self)
     }
-    fn run(&self, ctx: &RunCtx, t: &TuneTrial, (): ()) -> Result<Outcome, StageError> {
+    fn run(
+        &self,
+        ctx: &RunCtx,
+        t: &TuneTrial,
+        cal: Option<Done<Calibrate>>,
+    ) -> Result<Outcome, StageError> {
+        let scale = match &cal {
+            Some(c) => Value::F64(f(&c.metrics, "scale")),
+            None => Value::Null,
+        };
         let label = pattern_label(&t.pattern);
         log(
             "kernel_tune",
@@ -303,6 +358,7 @@ impl Stage for TestTune {
                 ("latency_us_median", Value::F64(lat)),
                 ("predicted_us", Value::F64(flops / 1e5)),
                 ("speedup_vs_dense", Value::F64(dense_us / lat)),
+                ("calibration_scale", scale.clone()),
             ]));
         }
         let best = rows

@@ -121,7 +121,7 @@ fn golden_keys() {
 }
 
 const GOLDEN_TRAIN: &str = "483b40dad1015d63faebabc507008b689241c51385088e6706088249dd8c722d";
-const GOLDEN_PLAN: &str = "1e9ec91cc26f6fcbc380af694315a5543707571f1d0a21d5b811ce5aa4068d43";
+const GOLDEN_PLAN: &str = "30df3a99dec8b895989095d827d14f12656481d63a851f115508c867ee8e51a9";
 
 #[test]
 fn every_key_tag_is_frozen() {
@@ -215,10 +215,20 @@ fn golden_keys_of_the_real_stages() {
     // Tuning and evaluation keys cover the device and the kernels' digests: pinned here on
     // fixed ones, with the real stages' versions.
     use kernels::Pattern;
-    use pipeline::kinds::{DeviceState, EvalTrial, Evaluate, KernelTune, TuneTrial};
+    use pipeline::kinds::{
+        Calibrate, CalibrateTrial, DeviceState, EvalTrial, Evaluate, KernelTune, TuneTrial,
+    };
     use pipeline::stage::Trial;
+    use stages::kernel_tune::calibrate::CalibrationPlan;
     use stages::kernel_tune::{Backend, Strategy};
     let device = DeviceState::Ready("golden-cpu avx512".into());
+    let family = kernels::KernelFamily::CpuVnm;
+    let cal = CalibrateTrial {
+        family,
+        device: device.clone(),
+        kernel_version: "cpu-vnm:0123456789abcdef".into(),
+        plan: CalibrationPlan::cpu(family).unwrap().describe(),
+    };
     let tune = TuneTrial {
         pattern: Pattern::Vnm { v: 64, m: 8 },
         rows: 256,
@@ -231,7 +241,12 @@ fn golden_keys_of_the_real_stages() {
         kernel_version: "cpu-vnm:0123456789abcdef+cpu-dense:fedcba9876543210".into(),
     };
     let table = pipeline::real::table(tempfile::tempdir().unwrap().path());
-    let tk = stage_key::<KernelTune>(table.version("kernel_tune").unwrap(), &tune.canon(), &[]);
+    let ck = stage_key::<Calibrate>(table.version("calibrate").unwrap(), &cal.canon(), &[]);
+    let tk = stage_key::<KernelTune>(
+        table.version("kernel_tune").unwrap(),
+        &tune.canon(),
+        &[ck.any()],
+    );
     let eval = EvalTrial {
         backend: Backend::Cpu,
         batch_sizes: vec![1, 256],
@@ -249,17 +264,20 @@ fn golden_keys_of_the_real_stages() {
         &[prune, tk.any()],
     );
     assert_eq!(
-        (tk.hex().as_str(), ek.hex().as_str()),
+        (ck.hex().as_str(), tk.hex().as_str(), ek.hex().as_str()),
         GOLDEN_REAL_TUNE_EVAL,
         "the real stages' keys changed: if deliberate, update the golden values"
     );
 }
 
 const GOLDEN_REAL_MODEL: &str = "578ff781a1f9a31a66392d216bda904a0f412a549cf91be331e5902351431261";
-const GOLDEN_REAL_TUNE_EVAL: (&str, &str) = (
-    "b02b25119aac54795f499b56bf22407b8ed023a0a5eb7140361ff2f01359d6c6",
+const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
+    // calibrate version 1, on the vnm family's sample of CalibrationPlan::cpu.
+    "38c4d0c94ab69b7d7f4f511170e7370dbd64f24aec5c557c476e7258c5ba873c",
+    // kernel_tune reading that calibration.
+    "2489732e40c3e958c9146653738b089557a46638e3a3fc2c86ae90205deaeef8",
     // evaluate version 5 (the host part of the pass at the kernels' ISA).
-    "3c2c0918edf69f2a8669ccae39f52c455b18ca4e8c1f74dda97f9d3a4c89877d",
+    "2a65af513f8615e78bb053921a0ce1237372fd27ac84176e97a72227dc8ea24a",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

@@ -369,10 +369,17 @@ fn a_killed_search_resumes_and_ends_as_a_fresh_one() {
         .unwrap();
     ok(&ws.run(BIN, "k.toml", "store", "out", &[]));
     let run = run_json(&o, "uni");
-    let cached: u64 = ["dataset", "train", "prune", "kernel_tune", "evaluate"]
-        .iter()
-        .map(|st| counts(&run, st).1)
-        .sum();
+    let cached: u64 = [
+        "dataset",
+        "train",
+        "prune",
+        "calibrate",
+        "kernel_tune",
+        "evaluate",
+    ]
+    .iter()
+    .map(|st| counts(&run, st).1)
+    .sum();
     assert_eq!(
         cached, stored,
         "every entry stored before the kill is a cache hit"

@@ -15,8 +15,9 @@ const COMMON: &[&str] = &[
     "src/synthetic.rs",
 ];
 
-/// The CPU kernels' driver, SIMD layer, parameter spaces and cost model.
+/// The CPU kernels' driver, SIMD layer, parameter spaces and cost model (with its calibration).
 const CPU: &[&str] = &[
+    "src/calibrate.rs",
     "src/cost.rs",
     "src/cpu/dispatch.rs",
     "src/cpu/kernels/mod.rs",
@@ -102,8 +103,6 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
 /// Source files that no tuning's results depend on: re-exports, messages, the scalar reference
 /// used by tests and checks, tools, the host emulator, and the stub of a build without CUDA.
 pub const NOT_MEASURED: &[&str] = &[
-    // Not yet used by the kernel-tune stage (spmm-bench --rescore --calibrate-on uses it).
-    "src/calibrate.rs",
     // Runs evaluate's host code (not a kernel) at the kernels' ISA; evaluate's version says so.
     "src/cpu/host_isa.rs",
     "src/lib.rs",

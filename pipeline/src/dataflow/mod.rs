@@ -5,7 +5,8 @@
 //! `reduce` keyed by the instance key (see [`RunStage`]) over the records that reach it: its
 //! roots; its input edges joined with the statuses of its parents' stages; and, made `distinct`,
 //! the instances requested by a successful instance of a requesting stage (every pruned model
-//! with the same structure shares one tuning). `reduce` also keeps the aggregates (best kernel
+//! with the same structure shares one tuning). An instance that is both requested and has inputs
+//! (a tuning reads its calibration) runs only once requested. `reduce` also keeps the aggregates (best kernel
 //! per format/shape/backend/device, the Pareto front). Each worker keeps a view of the rows it
 //! owns and writes its own Parquet parts.
 
@@ -166,16 +167,21 @@ pub fn build(worker: &mut Worker, engine: Arc<Engine>) -> Built {
                 .filter(|e| e.kind == EdgeKind::Root)
                 .map(|e| (e.to, (e.to, None::<String>)));
             let index_of = |name: &str| table.index(name).map(usize::from);
+            let mut inputs = None;
             for p in stage.parent_stages().iter().filter_map(|s| index_of(s)) {
                 let from = p as u8;
-                let inputs = mine
+                let done = mine
                     .clone()
                     .filter(move |e| e.kind == EdgeKind::Input && e.from_stage == from)
                     .map(|e| (e.from, e.to))
                     .join(status[p].clone())
                     .map(|(pk, (ck, s)): (AnyKey, (AnyKey, Option<String>))| (ck, (pk, s)));
-                requests = requests.concat(inputs);
+                inputs = Some(match inputs {
+                    Some(i) => done.concat(i),
+                    None => done,
+                });
             }
+            let mut asked_by_any = None;
             for r in stage.requested_by().iter().filter_map(|s| index_of(s)) {
                 let from = r as u8;
                 let ok = status[r]
@@ -188,9 +194,27 @@ pub fn build(worker: &mut Worker, engine: Arc<Engine>) -> Built {
                     .map(|e| (e.from, e.to))
                     .join(ok)
                     .map(|(_, (ck, ())): (AnyKey, (AnyKey, ()))| ck)
-                    .distinct()
-                    .map(|k| (k, (k, None::<String>)));
-                requests = requests.concat(asked);
+                    .distinct();
+                requests = requests.concat(asked.clone().map(|k| (k, (k, None::<String>))));
+                asked_by_any = Some(match asked_by_any {
+                    Some(a) => asked.concat(a),
+                    None => asked,
+                });
+            }
+            if let Some(mut inputs) = inputs {
+                // An instance that is requested waits for a request as well as its inputs: a
+                // tuning whose requesting prunes all failed does not run because its
+                // calibration is done.
+                if let Some(asked) = asked_by_any {
+                    let unasked = mine
+                        .clone()
+                        .filter(|e| e.kind == EdgeKind::Request)
+                        .map(|e| e.to)
+                        .distinct()
+                        .concat(asked.distinct().negate());
+                    inputs = inputs.antijoin(unasked);
+                }
+                requests = requests.concat(inputs);
             }
             let out = requests.run_stage(stage.name(), engine.clone(), index);
             status.push(statuses(out.clone()));

@@ -205,6 +205,8 @@ pub struct RawKernelTune {
     pub batch_tokens: Option<Spanned<Axis<u64>>>,
     /// Kernel-only study: the layer shapes [rows, cols] to tune.
     pub shapes: Option<Spanned<Vec<Spanned<Vec<u64>>>>>,
+    /// Calibrate the CPU cost model on this device before tuning (default true).
+    pub calibrate: Option<Spanned<bool>>,
 }
 
 /// `[evaluate]`.

@@ -32,6 +32,9 @@ pub struct Experiment {
     pub batch_tokens: Vec<u64>,
     /// Tuning strategy, with its budget and seed.
     pub strategy: Strategy,
+    /// Whether CPU tunings rank with the device's calibration of the cost model
+    /// (`[kernel_tune] calibrate`, default true) or with the analytical model alone.
+    pub calibrate: bool,
     /// Evaluation batch sizes.
     pub batch_sizes: Vec<u64>,
     /// `[search] strategy = "unified"`; `None` for grid.
@@ -188,6 +191,9 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         },
         StrategyKind::Model => Strategy::Model { budget },
     };
+    let calibrate = kt
+        .and_then(|k| k.get_ref().calibrate.as_ref())
+        .is_none_or(|c| *c.get_ref());
     let mut batch_sizes = vec![];
     if let Some(bs) = raw.evaluate.as_ref().and_then(|e| e.batch_sizes.as_ref()) {
         check(!bs.get_ref().is_empty(), map, bs.span(), || {
@@ -221,6 +227,7 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         backends,
         batch_tokens,
         strategy,
+        calibrate,
         batch_sizes,
         search,
     })

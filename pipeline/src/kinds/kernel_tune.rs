@@ -1,8 +1,10 @@
 //! The kernel-tune stage kind: one search of a kernel's parameter space for one format
 //! signature, shape and batch size on one backend. Keyed on the structure, never the weights,
 //! so that every pruned model with the same layer structure shares one tuning; requested by the
-//! prunes whose layers take that format, or a root of a kernel-only study.
+//! prunes whose layers take that format, or a root of a kernel-only study. A CPU tuning reads
+//! its family's calibration on the device ([`Calibrate`]), which its key covers.
 
+use super::calibrate::{Calibrate, CalibrateTrial};
 use super::layer_study::LayerStudy;
 use super::prune::{describe_pattern, pattern_label, LayerFormat, Prune};
 use crate::fields::{FieldValue, Fields, Tag};
@@ -19,7 +21,7 @@ pub enum KernelTune {}
 impl StageKind for KernelTune {
     const NAME: &'static str = "kernel_tune";
     type Trial = TuneTrial;
-    type Parents = ();
+    type Parents = Option<Key<Calibrate>>;
     const REQUESTED_BY: &'static [&'static str] = &[Prune::NAME, LayerStudy::NAME];
 }
 
@@ -127,6 +129,27 @@ pub trait TuneFacts {
     fn dtype(&self, backend: Backend, pattern: &Pattern, rows: u64, cols: u64) -> String;
     /// The version of the kernels a tuning of this format measures.
     fn kernel_version(&self, backend: Backend, pattern: &Pattern, rows: u64, cols: u64) -> String;
+    /// The calibration a tuning of this format ranks with, if its backend calibrates the
+    /// format's family.
+    fn calibration(
+        &self,
+        backend: Backend,
+        pattern: &Pattern,
+        rows: u64,
+        cols: u64,
+    ) -> Option<CalibrateTrial>;
+}
+
+/// A planned tuning and the calibration it reads.
+type PlannedTune = (TuneTrial, Option<CalibrateTrial>);
+
+/// Adds a tuning and its calibration to the plan.
+fn add(
+    p: &mut Planner,
+    (trial, calibration): PlannedTune,
+) -> (Key<KernelTune>, Option<Key<Calibrate>>) {
+    let cal = calibration.map(|c| p.add::<Calibrate>(c, ()));
+    (p.add::<KernelTune>(trial, cal), cal)
 }
 
 /// The tunings a requester's layers need: per backend, layer and batch-token count, in that
@@ -135,8 +158,8 @@ fn layer_tunings(
     layers: &[LayerFormat],
     backends: &[Backend],
     batch_tokens: &[u64],
-    tune: &dyn Fn(&Pattern, u64, u64, u64, Backend) -> TuneTrial,
-) -> Vec<TuneTrial> {
+    tune: &dyn Fn(&Pattern, u64, u64, u64, Backend) -> PlannedTune,
+) -> Vec<PlannedTune> {
     let mut out = vec![];
     for &backend in backends {
         for layer in layers {
@@ -150,42 +173,52 @@ fn layer_tunings(
 }
 
 /// Plans the tunings `by`'s layers need (see [`layer_tunings`]) and records that `by` requests
-/// them.
+/// them and their calibrations.
 fn request_tunings<R: StageKind>(
     p: &mut Planner,
     by: Key<R>,
     layers: &[LayerFormat],
-    tune: &dyn Fn(&Pattern, u64, u64, u64, Backend) -> TuneTrial,
+    tune: &dyn Fn(&Pattern, u64, u64, u64, Backend) -> PlannedTune,
 ) {
     let exp = p.experiment();
     for t in layer_tunings(layers, &exp.backends, &exp.batch_tokens, tune) {
-        let key = p.add::<KernelTune>(t, ());
+        let (key, cal) = add(p, t);
         p.request(by, key);
+        if let Some(cal) = cal {
+            p.request(by, cal);
+        }
     }
 }
 
 /// Plans the tunings: in a kernel-only study every (pattern, shape, batch tokens, backend) as
 /// a root; otherwise every layer format of every prune, per batch tokens and backend, requested
-/// by that prune.
+/// by that prune. Each with its calibration, unless `[kernel_tune] calibrate = false`.
 pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
     let exp = p.experiment();
-    let tune = |pattern: &Pattern, rows: u64, cols: u64, batch_tokens: u64, backend| TuneTrial {
-        pattern: pattern.clone(),
-        rows,
-        cols,
-        batch_tokens,
-        backend,
-        dtype: facts.dtype(backend, pattern, rows, cols),
-        strategy: exp.strategy.clone(),
-        device: facts.device(backend),
-        kernel_version: facts.kernel_version(backend, pattern, rows, cols),
+    let tune = |pattern: &Pattern, rows: u64, cols: u64, batch_tokens: u64, backend| {
+        let trial = TuneTrial {
+            pattern: pattern.clone(),
+            rows,
+            cols,
+            batch_tokens,
+            backend,
+            dtype: facts.dtype(backend, pattern, rows, cols),
+            strategy: exp.strategy.clone(),
+            device: facts.device(backend),
+            kernel_version: facts.kernel_version(backend, pattern, rows, cols),
+        };
+        let cal = exp
+            .calibrate
+            .then(|| facts.calibration(backend, pattern, rows, cols))
+            .flatten();
+        (trial, cal)
     };
     if exp.model_part.is_none() && exp.study.is_none() {
         for point in &exp.prune_points {
             for &(rows, cols) in &exp.shapes {
                 for &bt in &exp.batch_tokens {
                     for &backend in &exp.backends {
-                        p.add::<KernelTune>(tune(&point.pattern, rows, cols, bt, backend), ());
+                        add(p, tune(&point.pattern, rows, cols, bt, backend));
                     }
                 }
             }

@@ -1,9 +1,12 @@
-//! The kernel-tune stage: tunes one format signature on one backend; writes `tuned.txt`.
+//! The kernel-tune stage: tunes one format signature on one backend, ranking with its family's
+//! calibration on this device when it has one; writes `tuned.txt`.
 
-use super::rows;
-use crate::kinds::{kernel_tune, DeviceState, KernelTune, TuneFacts, TuneTrial};
+use super::{calibrate, rows};
+use crate::kinds::{
+    kernel_tune, Calibrate, CalibrateTrial, DeviceState, KernelTune, TuneFacts, TuneTrial,
+};
 use crate::plan::{PlanError, Planner};
-use crate::stage::{Outcome, RunCtx, Stage, StageError};
+use crate::stage::{Done, Outcome, RunCtx, Stage, StageError};
 use kernels::cuda::Gpu;
 use kernels::{KernelFamily, Pattern};
 use stages::kernel_tune::{self as tune, Backend, TuneSpec};
@@ -83,6 +86,16 @@ impl TuneFacts for KernelTuneStage {
             cols as usize,
         ))
     }
+
+    fn calibration(
+        &self,
+        backend: Backend,
+        pattern: &Pattern,
+        rows: u64,
+        cols: u64,
+    ) -> Option<CalibrateTrial> {
+        calibrate::trial(backend, pattern, rows, cols)
+    }
 }
 
 impl Stage for KernelTuneStage {
@@ -97,7 +110,12 @@ impl Stage for KernelTuneStage {
         kernel_tune::plan(p, self)
     }
 
-    fn run(&self, ctx: &RunCtx, t: &TuneTrial, (): ()) -> Result<Outcome, StageError> {
+    fn run(
+        &self,
+        ctx: &RunCtx,
+        t: &TuneTrial,
+        cal: Option<Done<Calibrate>>,
+    ) -> Result<Outcome, StageError> {
         ready(t.backend, &t.device)?;
         let sig =
             kernels::FormatSignature::for_pattern(&t.pattern, t.rows as usize, t.cols as usize)?;
@@ -108,6 +126,7 @@ impl Stage for KernelTuneStage {
             strategy: t.strategy.clone(),
             seconds_per_point: SECONDS_PER_POINT,
             backend: t.backend,
+            calibration: cal.as_ref().map(calibrate::read).transpose()?,
         };
         let tuned = {
             let _timing = ctx.measuring()?;

@@ -4,7 +4,8 @@
 //!
 //! Artifacts per stage: dataset → `dataset.txt`; train → `weights.safetensors`; prune →
 //! `weights.safetensors` (dense with exact zeros) and `masks.bin` (from which evaluate re-packs
-//! each layer exactly); kernel_tune → `tuned.txt` (best sparse and dense points); checkpoint →
+//! each layer exactly); calibrate → `calibration.txt` (the cost model's corrections for one
+//! kernel family on this CPU); kernel_tune → `tuned.txt` (best sparse and dense points); checkpoint →
 //! `tensors.safetensors` (the studied tensors as f32 matrices) and `calibration.safetensors`
 //! (their inputs from the user's file, if any); layer_study → `masks.bin`.
 //!
@@ -12,6 +13,7 @@
 //! ([`stages::kernel_tune::cuda::shared_device`]); its trials carry the device's fingerprint,
 //! or why there is none, and then fail with "cuda backend unavailable".
 
+mod calibrate;
 mod checkpoint;
 mod dataset;
 mod evaluate;
@@ -22,6 +24,7 @@ mod prune;
 mod rows;
 mod train;
 
+pub use calibrate::CalibrateStage;
 pub use checkpoint::CheckpointStage;
 pub use dataset::DatasetStage;
 pub use evaluate::EvaluateStage;
@@ -47,6 +50,7 @@ pub fn table(store: &Path) -> StageTable {
         .with(PruneStage(data.clone()))
         .with(CheckpointStage)
         .with(LayerStudyStage)
+        .with(CalibrateStage)
         .with(KernelTuneStage)
         .with(EvaluateStage(data))
 }

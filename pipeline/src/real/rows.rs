@@ -2,6 +2,7 @@
 
 use results::{Row, Value};
 use stages::evaluate::Evaluation;
+use stages::kernel_tune::calibrate::{Calibrated, CalibrationPoint};
 use stages::kernel_tune::{format_params, Measured, Tuned};
 
 fn row<const N: usize>(pairs: [(&str, Value); N]) -> Row {
@@ -85,6 +86,7 @@ fn point(m: &Measured, flops: f64, dense_us: f64, baseline: bool, best: bool, is
         ("baseline", Value::Bool(baseline)),
         ("is_best", Value::Bool(best)),
         ("predicted_cost_s", f(m.predicted_s)),
+        ("analytical_cost_s", f(m.analytical_s)),
         ("predicted_rank", Value::I64(m.predicted_rank as i64)),
         ("latency_us_median", f(m.timing.median_us)),
         ("latency_us_min", f(m.timing.min_us)),
@@ -323,4 +325,57 @@ pub fn layer_study(studies: &[super::layer_study::TensorStudy]) -> crate::stage:
         })
         .collect();
     crate::stage::Outcome { metrics, rows }
+}
+
+/// A calibration's summary (one row per calibration: its cost is reported once). The
+/// `spearman_*` columns are the mean rank correlations of each model with the measurements
+/// within each sampled (pattern, shape), on the sample itself.
+pub fn calibrate(c: &Calibrated, isa: &str) -> Row {
+    let mut groups: std::collections::BTreeMap<String, Vec<&CalibrationPoint>> = Default::default();
+    for p in &c.points {
+        let s = &p.sample;
+        let group = format!("{:?} {}x{}x{}", p.pattern, s.sig.rows, s.sig.cols, s.n);
+        groups.entry(group).or_default().push(p);
+    }
+    let mean_rho = |model: fn(&CalibrationPoint) -> f64| {
+        let rhos: Vec<f64> = groups
+            .values()
+            .map(|g| {
+                let pred: Vec<f64> = g.iter().map(|p| model(p)).collect();
+                let meas: Vec<f64> = g.iter().map(|p| p.sample.seconds).collect();
+                kernels::spearman(&pred, &meas)
+            })
+            .filter(|r| r.is_finite())
+            .collect();
+        rhos.iter().sum::<f64>() / rhos.len() as f64
+    };
+    row([
+        ("samples", Value::I64(c.calibration.samples as i64)),
+        ("terms", Value::I64(c.calibration.terms.len() as i64)),
+        ("kernel_s", f(c.kernel_seconds)),
+        ("spearman_analytical", f(mean_rho(|p| p.analytical_s))),
+        ("spearman_calibrated", f(mean_rho(|p| p.calibrated_s))),
+        ("isa", Value::Str(isa.to_owned())),
+    ])
+}
+
+/// A calibration's measured points as CSV: shape, pattern, parameters, fastest time and both
+/// models' predictions.
+pub fn calibration_sample_csv(c: &Calibrated) -> String {
+    let mut out = String::from("pattern,rows,cols,n,params,measured_s,analytical_s,calibrated_s\n");
+    for p in &c.points {
+        let s = &p.sample;
+        out.push_str(&format!(
+            "{},{},{},{},{},{:?},{:?},{:?}\n",
+            crate::kinds::pattern_label(&p.pattern).replace(',', ";"),
+            s.sig.rows,
+            s.sig.cols,
+            s.n,
+            format_params(&s.point).replace(',', ";"),
+            s.seconds,
+            p.analytical_s,
+            p.calibrated_s
+        ));
+    }
+    out
 }

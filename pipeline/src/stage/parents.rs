@@ -13,9 +13,10 @@ use std::sync::{Arc, RwLock};
 
 /// The typed parent keys of a stage's instances, in the order their key covers them.
 ///
-/// Implemented for `()` (no inputs), `Key<A>` (one input) and `(Key<A>, Vec<Key<B>>)` (one
-/// input and a list of another stage's). The first `Key` is the *primary* parent: rows inherit
-/// its config columns (and its primary's, up the chain).
+/// Implemented for `()` (no inputs), `Key<A>` (one input), `Option<Key<A>>` (an input some
+/// instances have) and `(Key<A>, Vec<Key<B>>)` (one input and a list of another stage's). The
+/// first `Key` is the *primary* parent: rows inherit its config columns (and its primary's, up
+/// the chain).
 pub trait Parents: Clone + Debug + PartialEq + Send + Sync + 'static {
     /// The parents as finished entries.
     type Resolved;
@@ -64,6 +65,28 @@ impl<A: StageKind> Parents for Key<A> {
     }
     fn resolve(&self, resolver: &Resolver) -> Result<Done<A>, RunError> {
         resolver.done(*self)
+    }
+}
+
+/// An optional input is never primary: rows do not inherit the columns of an input that only
+/// some rows have.
+impl<A: StageKind> Parents for Option<Key<A>> {
+    type Resolved = Option<Done<A>>;
+    fn stages() -> Vec<&'static str> {
+        vec![A::NAME]
+    }
+    fn keys(&self) -> Vec<(AnyKey, &'static str)> {
+        self.iter().flat_map(Parents::keys).collect()
+    }
+    fn columns(&self, row: &mut Row) {
+        let v = self.map_or(Value::Null, |k| Value::Str(k.hex()));
+        row.insert(format!("{}_key", A::NAME), v);
+    }
+    fn primary(&self) -> Option<AnyKey> {
+        None
+    }
+    fn resolve(&self, resolver: &Resolver) -> Result<Self::Resolved, RunError> {
+        self.map(|k| resolver.done(k)).transpose()
     }
 }
 

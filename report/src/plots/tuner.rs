@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 /// Budgets (fractions of a tuning's measured configurations) the regret is shown at.
 pub const BUDGETS: [f64; 7] = [0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0];
 
-/// A tuning's measured configurations: (predicted cost s, measured latency µs).
-pub type Tuning = Vec<(f64, f64)>;
+/// A tuning's measured configurations: (predicted cost s, the analytical model's alone s,
+/// measured latency µs). Without a calibration the two predictions are equal.
+pub type Tuning = Vec<(f64, f64, f64)>;
 
 /// The measured, predicted, non-baseline configurations of each tuning (by `key`), with the
 /// format's pattern; tunings of fewer than 4 configurations are left out.
@@ -24,6 +25,10 @@ pub fn tunings(exp: &Experiment) -> BTreeMap<String, (String, Tuning)> {
         if baseline || !(p.is_finite() && m.is_finite() && m > 0.0) {
             continue;
         }
+        // Rows written before calibration existed have no analytical column: theirs was it.
+        let a = Some(num(r, "analytical_cost_s"))
+            .filter(|a| a.is_finite())
+            .unwrap_or(p);
         let (Some(key), pattern) = (text(r, "key"), text(r, "format.pattern").unwrap_or("?"))
         else {
             continue;
@@ -31,38 +36,62 @@ pub fn tunings(exp: &Experiment) -> BTreeMap<String, (String, Tuning)> {
         let e = out
             .entry(key.to_string())
             .or_insert_with(|| (pattern.to_string(), vec![]));
-        e.1.push((p, m));
+        e.1.push((p, a, m));
     }
     out.retain(|_, (_, t)| t.len() >= 4);
     out
 }
 
-/// Regret at one budget over all tunings: (budget, model mean, model worst, random mean).
-pub type RegretRow = (f64, f64, f64, f64);
+/// Regret at one budget over all tunings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RegretRow {
+    /// Fraction of each tuning's configurations measured.
+    pub budget: f64,
+    /// The ranking model's top k (calibrated where the tunings were): mean and worst.
+    pub model: (f64, f64),
+    /// The analytical model's top k alone: mean and worst.
+    pub analytical: (f64, f64),
+    /// k at random: mean (exact expectation).
+    pub random: f64,
+}
+
+/// Whether any tuning ranked with a calibration (its predictions differ from the analytical).
+pub fn calibrated(tunings: &BTreeMap<String, (String, Tuning)>) -> bool {
+    tunings
+        .values()
+        .flat_map(|(_, t)| t)
+        .any(|&(p, a, _)| p != a)
+}
 
 /// Regret per budget over all tunings.
 pub fn regret_table(tunings: &BTreeMap<String, (String, Tuning)>) -> Vec<RegretRow> {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let summary = |v: Vec<f64>| (mean(&v), v.iter().copied().fold(0.0, f64::max));
     BUDGETS
         .iter()
-        .map(|&b| {
-            let model: Vec<f64> = tunings
-                .values()
-                .map(|(_, t)| model_regret(t, budget_count(b, t.len())))
-                .collect();
+        .map(|&budget| {
+            let top = |pick: fn(&(f64, f64, f64)) -> f64| -> Vec<f64> {
+                tunings
+                    .values()
+                    .map(|(_, t)| {
+                        let pm: Vec<(f64, f64)> = t.iter().map(|x| (pick(x), x.2)).collect();
+                        model_regret(&pm, budget_count(budget, t.len()))
+                    })
+                    .collect()
+            };
             let random: Vec<f64> = tunings
                 .values()
                 .map(|(_, t)| {
-                    let l: Vec<f64> = t.iter().map(|p| p.1).collect();
-                    random_regret(&l, budget_count(b, l.len()))
+                    let l: Vec<f64> = t.iter().map(|p| p.2).collect();
+                    random_regret(&l, budget_count(budget, l.len()))
                 })
                 .collect();
-            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-            (
-                b,
-                mean(&model),
-                model.iter().copied().fold(0.0, f64::max),
-                mean(&random),
-            )
+            RegretRow {
+                budget,
+                model: summary(top(|x| x.0)),
+                analytical: summary(top(|x| x.1)),
+                random: mean(&random),
+            }
         })
         .collect()
 }
@@ -84,7 +113,8 @@ impl Calibration {
     pub fn new(exp: &Experiment) -> Result<Calibration, String> {
         let mut by_pattern: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
         for (pattern, t) in tunings(exp).into_values() {
-            by_pattern.entry(pattern).or_default().extend(t);
+            let pm = t.into_iter().map(|(p, _, m)| (p, m));
+            by_pattern.entry(pattern).or_default().extend(pm);
         }
         if by_pattern.is_empty() {
             return Err(
@@ -104,8 +134,8 @@ impl Plot for Calibration {
         "Kernel tuner: predicted cost against measured latency".into()
     }
     fn caption(&self) -> String {
-        "One point per measured configuration (dense baselines left out): the cost model's predicted seconds against the measured median latency, \
-         log–log, by format. A model that ranks well keeps each format's points on a rising line."
+        "One point per measured configuration (dense baselines left out): the cost model's predicted seconds (calibrated on the device where the \
+         tunings were) against the measured median latency, log–log, by format. A model that ranks well keeps each format's points on a rising line."
             .into()
     }
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
@@ -154,11 +184,15 @@ impl Plot for Calibration {
     }
 }
 
+/// Which column of a [`RegretRow`] a line draws.
+type Pick = fn(&RegretRow) -> f64;
+
 /// Regret against budget for the model and random strategies.
 pub struct Regret {
     table: Vec<RegretRow>,
     tunings: usize,
     exhaustive: bool,
+    calibrated: bool,
 }
 
 impl Regret {
@@ -175,6 +209,7 @@ impl Regret {
             table: regret_table(&t),
             tunings: t.len(),
             exhaustive: exhaustive(exp),
+            calibrated: calibrated(&t),
         })
     }
 }
@@ -192,6 +227,11 @@ impl Plot for Regret {
              k a fraction of each tuning's measured configurations; regret = best found / best measured − 1. Exhaustive search is the reference (0 at 100 %).",
             self.tunings
         );
+        if self.calibrated {
+            c.push_str(
+                " The tunings ranked with the cost model calibrated on this device; the analytical model's lines are the same ranking without its calibration.",
+            );
+        }
         if !self.exhaustive {
             c.push_str(
                 " These tunings were not exhaustive: the configurations they measured were already chosen by their strategy, \
@@ -205,7 +245,14 @@ impl Plot for Regret {
         DB::ErrorType: 'static,
     {
         let pct = |x: f64| x * 100.0;
-        let y1 = self.table.iter().map(|r| r.2.max(r.3)).fold(0.01, f64::max);
+        let y1 = self
+            .table
+            .iter()
+            .map(|r| {
+                let a = if self.calibrated { r.analytical.1 } else { 0.0 };
+                r.model.1.max(r.random).max(a)
+            })
+            .fold(0.01, f64::max);
         let mut chart = ChartBuilder::on(root)
             .caption(self.title(), ("sans-serif", 20))
             .margin(12)
@@ -219,17 +266,33 @@ impl Plot for Regret {
             .x_label_formatter(&log_label)
             .light_line_style(WHITE)
             .draw()?;
-        let lines = [
-            ("model, mean", 1, colour(0)),
-            ("model, worst", 2, colour(3)),
-            ("random, mean", 3, colour(7)),
+        let model = if self.calibrated {
+            "calibrated model"
+        } else {
+            "model"
+        };
+        let mut lines: Vec<(String, Pick, RGBColor)> = vec![
+            (format!("{model}, mean"), |r| r.model.0, colour(0)),
+            (format!("{model}, worst"), |r| r.model.1, colour(3)),
+            ("random, mean".into(), |r| r.random, colour(7)),
         ];
-        for (name, column, c) in lines {
-            let pick = |r: &RegretRow| [r.0, r.1, r.2, r.3][column];
+        if self.calibrated {
+            lines.push((
+                "analytical model, mean".into(),
+                |r| r.analytical.0,
+                colour(1),
+            ));
+            lines.push((
+                "analytical model, worst".into(),
+                |r| r.analytical.1,
+                colour(4),
+            ));
+        }
+        for (name, pick, c) in lines {
             let points: Vec<(f64, f64)> = self
                 .table
                 .iter()
-                .map(|r| (pct(r.0).log10(), pct(pick(r))))
+                .map(|r| (pct(r.budget).log10(), pct(pick(r))))
                 .collect();
             chart
                 .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))?

@@ -195,6 +195,7 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &impl Gpu) -> Result<Tuned, StageError> {
             kernel: space.kernel.to_owned(),
             params: p,
             predicted_s,
+            analytical_s: f64::NAN,
             predicted_rank,
             timing,
             error,
@@ -233,6 +234,7 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &impl Gpu) -> Result<Tuned, StageError> {
         kernel: DENSE_KERNEL.into(),
         params: dense_params,
         predicted_s: f64::NAN,
+        analytical_s: f64::NAN,
         predicted_rank: 0,
         timing: summarise(dense.samples_us),
         error: None,
@@ -341,6 +343,7 @@ mod tests {
             strategy,
             seconds_per_point: 0.0,
             backend: super::super::Backend::Cuda,
+            calibration: None,
         }
     }
 
@@ -466,6 +469,7 @@ mod tests {
             strategy: Strategy::Random { budget: 3, seed: 1 },
             seconds_per_point: 0.0,
             backend: super::super::Backend::Cuda,
+            calibration: None,
         };
         let err = super::super::tune(&spec).unwrap_err().to_string();
         assert!(err.contains(&reason.to_string()), "{err}");

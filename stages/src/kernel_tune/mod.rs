@@ -6,7 +6,9 @@
 //! Strategies: `exhaustive` measures every valid point; `random` measures `budget` points drawn
 //! with a seed; `model` ranks the whole space with the analytical cost model
 //! ([`kernels::predicted_cost`]) and measures the top `budget`. Predicted and measured costs are
-//! both kept, so the model's rank correlation and regret can be queried. On the CPU, the 3
+//! both kept, so the model's rank correlation and regret can be queried. On the CPU the model
+//! is the analytical one corrected by the device's [`Calibration`] when the spec carries one
+//! ([`calibrate`] measures it), and the analytical prediction is kept beside. On the CPU, the 3
 //! fastest points and every dense point are then measured again in 3 interleaved rounds, and the
 //! best point and the dense baseline are chosen on all their samples: the machine's speed drifts
 //! over a tuning, and the speedup should compare times taken in the same moments.
@@ -14,6 +16,7 @@
 //! Backends: the CPU kernels (the default), or the CUDA kernels of [`kernels::cuda`] through
 //! [`cuda::tune_cuda`] (see there for what differs: its own cost model, fp16, failed points).
 
+pub mod calibrate;
 pub mod cuda;
 #[cfg(test)]
 pub(crate) mod cuda_stand_in;
@@ -22,7 +25,9 @@ mod measure;
 pub use measure::{samples, summarise, time, Timing};
 
 use crate::StageError;
-use kernels::{FormatSignature, KernelFamily, KernelSpace, ParamPoint, Pattern, SparseMatrix};
+use kernels::{
+    Calibration, FormatSignature, KernelFamily, KernelSpace, ParamPoint, Pattern, SparseMatrix,
+};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -125,6 +130,9 @@ pub struct TuneSpec {
     pub seconds_per_point: f64,
     /// The kernels measured.
     pub backend: Backend,
+    /// The device's calibration of the CPU cost model for this format's family (`None`: the
+    /// analytical model alone; the CUDA backend has its own model and ignores it).
+    pub calibration: Option<Calibration>,
 }
 
 /// One measured point.
@@ -134,8 +142,11 @@ pub struct Measured {
     pub kernel: String,
     /// The parameters.
     pub params: ParamPoint,
-    /// Cost-model prediction, seconds.
+    /// Cost-model prediction, seconds (calibrated when the tuning was).
     pub predicted_s: f64,
+    /// The analytical model's prediction alone, seconds (equal to `predicted_s` without a
+    /// calibration; NaN where there is no analytical CPU model).
+    pub analytical_s: f64,
     /// Rank of the prediction in the whole space (0 = predicted fastest).
     pub predicted_rank: usize,
     /// The timing (NaN statistics when the point failed).
@@ -278,13 +289,18 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let space_size = space.points().len();
     let mut points = vec![];
     let mut sparse_samples = vec![];
-    let ranked = rank_by_cost(&space, |p| kernels::predicted_cost(sig, n, p));
+    let cost = |sig: &FormatSignature, p: &ParamPoint| match &spec.calibration {
+        Some(cal) => cal.cost(sig, n, p),
+        None => kernels::predicted_cost(sig, n, p),
+    };
+    let ranked = rank_by_cost(&space, |p| cost(sig, p));
     for (p, predicted_s, predicted_rank) in choose(ranked, &spec.strategy) {
         let s = measure(&a, &p)?;
         let timing = summarise(s.clone());
         sparse_samples.push(s);
         points.push(Measured {
             kernel: space.kernel.to_owned(),
+            analytical_s: kernels::predicted_cost(sig, n, &p),
             params: p,
             predicted_s,
             predicted_rank,
@@ -311,6 +327,7 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
         dense_samples.push(s);
         dense_points.push(Measured {
             kernel: "dense".into(),
+            analytical_s: predicted_s,
             params: p,
             predicted_s,
             predicted_rank,
@@ -363,7 +380,13 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
         spearman: kernels::spearman(&pred, &meas),
         points,
         dense_points,
-        ranking: None,
+        ranking: spec.calibration.as_ref().map(|c| {
+            format!(
+                "calibrated on this device ({} samples, {} terms)",
+                c.samples,
+                c.terms.len()
+            )
+        }),
         fallback: None,
     })
 }
@@ -388,6 +411,7 @@ mod tests {
             strategy: Strategy::Model { budget: 3 },
             seconds_per_point: 0.0,
             backend: Backend::Cpu,
+            calibration: None,
         };
         let t = tune(&spec).unwrap();
         assert_eq!(t.points.len(), 3.min(t.space_size));
@@ -415,5 +439,38 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ex.points.len(), ex.space_size);
+    }
+
+    #[test]
+    fn a_calibrated_tuning_ranks_by_the_calibration_and_keeps_the_analytical_prediction() {
+        let sig = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 8 }, 32, 64).unwrap();
+        let n = 64;
+        let analytical = |p: &ParamPoint| kernels::predicted_cost(&sig, n, p);
+        let top = kernels::cpu_space(&sig, n)
+            .points()
+            .into_iter()
+            .min_by(|a, b| analytical(a).total_cmp(&analytical(b)))
+            .unwrap();
+        // This device runs the analytical model's favourite tile width e⁵ times slower.
+        let liked = top.0["tile_n"];
+        let cal = Calibration {
+            terms: [(format!("nm:tile_n={liked}"), 5.0)].into_iter().collect(),
+            samples: 1,
+        };
+        let t = tune(&TuneSpec {
+            sig,
+            n,
+            strategy: Strategy::Model { budget: 2 },
+            seconds_per_point: 0.0,
+            backend: Backend::Cpu,
+            calibration: Some(cal.clone()),
+        })
+        .unwrap();
+        assert!(t.points.iter().all(|m| m.params.0["tile_n"] != liked));
+        for m in &t.points {
+            assert_eq!(m.predicted_s, cal.cost(&sig, n, &m.params));
+            assert_eq!(m.analytical_s, analytical(&m.params));
+        }
+        assert!(t.ranking.unwrap().starts_with("calibrated on this device"));
     }
 }

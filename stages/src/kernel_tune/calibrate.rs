@@ -1,0 +1,222 @@
+//! Calibrating the CPU cost model on the machine it runs on.
+//!
+//! The analytical model ([`kernels::predicted_cost`]) was fitted by hand on one CPU and ranks
+//! badly on others (issue 18: 37–84 % regret at a 10 % budget). Before a kernel family's first
+//! tuning on a device, [`calibrate_cpu`] measures a fixed sample of that family's space (a
+//! seeded fraction of every point, on a few patterns and shapes that cover its parameters) and
+//! fits a [`Calibration`]; later tunings rank with [`Calibration::cost`]. The sample does not
+//! depend on any experiment, so one calibration per (device, family, kernel version) serves
+//! every tuning; the engine keeps it in the store under that key.
+
+use super::measure::samples;
+use crate::StageError;
+use kernels::{Calibration, CalibrationSample, FormatSignature, KernelFamily, ParamPoint, Pattern};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// What a calibration measures: a fraction of the space of each pattern at each shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CalibrationPlan {
+    /// The family calibrated.
+    pub family: KernelFamily,
+    /// Patterns of that family whose spaces are sampled.
+    pub patterns: Vec<Pattern>,
+    /// Shapes `(rows, cols, n)` of the sampled products.
+    pub shapes: Vec<(usize, usize, usize)>,
+    /// Fraction of each space measured (at least one point).
+    pub fraction: f64,
+    /// Timed repeats per point (after one warm-up); the fastest is kept.
+    pub reps: usize,
+    /// Seed of the draw.
+    pub seed: u64,
+}
+
+/// The CPU families that calibrate: every sparse family (the dense baseline is always tuned
+/// exhaustively, so its ranking chooses nothing).
+pub const CALIBRATED_FAMILIES: &[KernelFamily] = &[
+    KernelFamily::CpuCsr,
+    KernelFamily::CpuNm,
+    KernelFamily::CpuVnm,
+    KernelFamily::CpuVector,
+];
+
+impl CalibrationPlan {
+    /// The sample of a CPU family, or `None` for a family that does not calibrate. A fifth of
+    /// each space at 768×768×128 (where the fit carried to the BERT shapes: `kernels/BENCH.md`),
+    /// at 256×256×64 (the small layers of the quickstart's models) and at 256×2048×64 (K past
+    /// 1024, so that every K chunk of the space is seen: a value the sample never measured keeps
+    /// the analytical model's ranking, and K chunk 1024 cost 9.5 % regret when it was missing).
+    pub fn cpu(family: KernelFamily) -> Option<CalibrationPlan> {
+        let patterns = match family {
+            KernelFamily::CpuCsr => vec![
+                Pattern::Unstructured { sparsity: 0.75 },
+                Pattern::Unstructured { sparsity: 0.875 },
+            ],
+            KernelFamily::CpuNm => [4, 8, 16].map(|m| Pattern::Nm { n: 2, m }).to_vec(),
+            KernelFamily::CpuVnm => [(64, 4), (16, 8), (64, 8), (128, 8), (64, 16), (128, 16)]
+                .map(|(v, m)| Pattern::Vnm { v, m })
+                .to_vec(),
+            KernelFamily::CpuVector => [4, 16, 64]
+                .map(|v| Pattern::Vector { v, sparsity: 0.75 })
+                .to_vec(),
+            _ => return None,
+        };
+        Some(CalibrationPlan {
+            family,
+            patterns,
+            shapes: vec![(768, 768, 128), (256, 256, 64), (256, 2048, 64)],
+            fraction: 0.2,
+            reps: 3,
+            seed: 0xca1,
+        })
+    }
+
+    /// The plan as one canonical line (what a calibration's key covers).
+    pub fn describe(&self) -> String {
+        let patterns: Vec<String> = self.patterns.iter().map(|p| format!("{p:?}")).collect();
+        let shapes: Vec<String> = self
+            .shapes
+            .iter()
+            .map(|(r, c, n)| format!("{r}x{c}x{n}"))
+            .collect();
+        format!(
+            "{} patterns=[{}] shapes=[{}] fraction={} reps={} seed={}",
+            self.family,
+            patterns.join(", "),
+            shapes.join(", "),
+            self.fraction,
+            self.reps,
+            self.seed
+        )
+    }
+}
+
+/// One measured point of a calibration, with what the models predicted for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CalibrationPoint {
+    /// The sample (signature, n, point, fastest time).
+    pub sample: CalibrationSample,
+    /// The pattern it was drawn for.
+    pub pattern: Pattern,
+    /// The analytical model's prediction, seconds.
+    pub analytical_s: f64,
+    /// The fitted model's prediction, seconds.
+    pub calibrated_s: f64,
+}
+
+/// A finished calibration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Calibrated {
+    /// The fit.
+    pub calibration: Calibration,
+    /// Every measured point.
+    pub points: Vec<CalibrationPoint>,
+    /// Seconds spent in the kernels (warm-up and repeats).
+    pub kernel_seconds: f64,
+}
+
+/// Measures `plan`'s sample on this machine and fits the cost model's corrections. The caller
+/// holds the per-host measurement lock around this call.
+pub fn calibrate_cpu(plan: &CalibrationPlan) -> Result<Calibrated, StageError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(plan.seed);
+    let mut measured: Vec<(Pattern, CalibrationSample)> = vec![];
+    let mut kernel_seconds = 0.0;
+    for pattern in &plan.patterns {
+        for &(rows, cols, n) in &plan.shapes {
+            let sig = FormatSignature::for_pattern(pattern, rows, cols)?;
+            let a = kernels::synthetic(&sig, 0x5eed)?;
+            let b = kernels::random_values(cols * n, 0xb);
+            let mut c = vec![0f32; rows * n];
+            let mut points: Vec<ParamPoint> = kernels::cpu_space(&sig, n).points();
+            points.shuffle(&mut rng);
+            let take = ((plan.fraction * points.len() as f64).ceil() as usize).max(1);
+            for point in points.into_iter().take(take) {
+                let s = samples(
+                    || kernels::spmm(&a, &b, n, &mut c, &point),
+                    plan.reps,
+                    plan.reps,
+                    0.0,
+                )?;
+                let fastest = s.iter().copied().fold(f64::INFINITY, f64::min);
+                // The warm-up took about as long as the fastest repeat.
+                kernel_seconds += (s.iter().sum::<f64>() + fastest) * 1e-6;
+                measured.push((
+                    pattern.clone(),
+                    CalibrationSample {
+                        sig,
+                        n,
+                        point,
+                        seconds: fastest * 1e-6,
+                    },
+                ));
+            }
+        }
+    }
+    let fit_on: Vec<CalibrationSample> = measured.iter().map(|(_, s)| s.clone()).collect();
+    let calibration = Calibration::fit(&fit_on);
+    let points = measured
+        .into_iter()
+        .map(|(pattern, sample)| CalibrationPoint {
+            analytical_s: kernels::predicted_cost(&sample.sig, sample.n, &sample.point),
+            calibrated_s: calibration.cost(&sample.sig, sample.n, &sample.point),
+            sample,
+            pattern,
+        })
+        .collect();
+    Ok(Calibrated {
+        calibration,
+        points,
+        kernel_seconds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sparse_cpu_family_has_a_plan_of_its_own_patterns() {
+        for &family in CALIBRATED_FAMILIES {
+            let plan = CalibrationPlan::cpu(family).unwrap();
+            for p in &plan.patterns {
+                let sig = FormatSignature::for_pattern(p, 256, 256).unwrap();
+                assert_eq!(
+                    kernels::cpu_space(&sig, 16).kernel,
+                    family.to_string(),
+                    "{p:?}"
+                );
+            }
+        }
+        assert!(CalibrationPlan::cpu(KernelFamily::CpuDense).is_none());
+        assert!(CalibrationPlan::cpu(KernelFamily::CudaVnm).is_none());
+    }
+
+    #[test]
+    fn a_small_calibration_measures_its_fraction_and_fits() {
+        let plan = CalibrationPlan {
+            family: KernelFamily::CpuNm,
+            patterns: vec![Pattern::Nm { n: 2, m: 8 }],
+            shapes: vec![(32, 64, 16)],
+            fraction: 0.25,
+            reps: 1,
+            seed: 1,
+        };
+        let sig = FormatSignature::for_pattern(&plan.patterns[0], 32, 64).unwrap();
+        let space = kernels::cpu_space(&sig, 16).points().len();
+        let done = calibrate_cpu(&plan).unwrap();
+        assert_eq!(done.points.len(), space.div_ceil(4));
+        assert_eq!(done.calibration.samples, done.points.len());
+        assert!(done.kernel_seconds > 0.0);
+        assert!(done
+            .points
+            .iter()
+            .all(|p| p.sample.seconds > 0.0 && p.calibrated_s > 0.0));
+        // Same seed, same draw.
+        let again = calibrate_cpu(&plan).unwrap();
+        let pts = |d: &Calibrated| -> Vec<ParamPoint> {
+            d.points.iter().map(|p| p.sample.point.clone()).collect()
+        };
+        assert_eq!(pts(&done), pts(&again));
+    }
+}
