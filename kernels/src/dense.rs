@@ -7,7 +7,7 @@
 //! the sparse kernels pay the same for their threads (rayon's parked workers cost 80–100 µs to
 //! wake inside a model pass, see `cpu::pool`).
 
-use crate::cpu::split_rows;
+use crate::cpu::{split_rows, Epilogue};
 use crate::{dense_space, KernelError, ParamPoint};
 
 /// `C (rows×n) = A (rows×cols) · B (cols×n)`, all row-major, `C` overwritten, with a point of
@@ -21,9 +21,27 @@ pub fn dense_gemm(
     c: &mut [f32],
     p: &ParamPoint,
 ) -> Result<(), KernelError> {
+    dense_gemm_with(a, rows, cols, b, n, c, p, Epilogue::default())
+}
+
+/// [`dense_gemm`], then `epilogue` on each thread's band of rows as soon as it is computed.
+#[allow(clippy::too_many_arguments)] // dense_gemm's operands and the epilogue.
+pub fn dense_gemm_with(
+    a: &[f32],
+    rows: usize,
+    cols: usize,
+    b: &[f32],
+    n: usize,
+    c: &mut [f32],
+    p: &ParamPoint,
+    epilogue: Epilogue,
+) -> Result<(), KernelError> {
     KernelError::check_len("A", rows * cols, a.len())?;
     KernelError::check_len("B", cols * n, b.len())?;
     KernelError::check_len("C", rows * n, c.len())?;
+    if let Some(bias) = epilogue.bias {
+        KernelError::check_len("bias", rows, bias.len())?;
+    }
     dense_space(rows, cols, n).contains(p)?;
     let (backend, threads) = (p.get("backend")?, p.count("threads")?);
     if rows == 0 || n == 0 {
@@ -31,6 +49,7 @@ pub fn dense_gemm(
     }
     if cols == 0 {
         c.fill(0.0);
+        epilogue.apply(0, c, n);
         return Ok(());
     }
     let band = rows.div_ceil(threads.max(1));
@@ -38,10 +57,11 @@ pub fn dense_gemm(
         .step_by(band.max(1))
         .map(|r| r..(r + band).min(rows))
         .collect();
-    split_rows(&parts, n, c, threads, &|range, c| {
+    let run = |range: std::ops::Range<usize>, c: &mut [f32]| {
         let a = &a[range.start * cols..range.end * cols];
         sequential(backend, a, range.len(), cols, b, n, c)
-    });
+    };
+    split_rows(&parts, n, c, threads, &run, &epilogue);
     Ok(())
 }
 

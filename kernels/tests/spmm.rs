@@ -299,3 +299,66 @@ fn narrower_isas_match_the_reference() {
         );
     }
 }
+
+/// The fused epilogue is the bias and ReLU applied after the product, bit for bit, on every
+/// format, shape (batch 1 and K = 0 included) and thread count; a bias of the wrong length is
+/// an error.
+#[test]
+fn the_epilogue_equals_bias_and_relu_after_the_product_bit_for_bit() {
+    for &(rows, cols, n) in &SHAPES {
+        for pattern in patterns_for(rows) {
+            if pattern.validate_for(rows, cols).is_err() {
+                continue;
+            }
+            let case = Case {
+                pattern,
+                rows,
+                cols,
+                n,
+            };
+            let (a, _) = build(&case, 21, |_| {});
+            let b = random_values(cols * n, 22);
+            let bias = random_values(rows, 23);
+            let points = cpu_space(&a.signature(), n).points();
+            let picks = [0, points.len() / 2, points.len().saturating_sub(1)];
+            for p in picks.iter().filter_map(|&i| points.get(i)) {
+                let mut plain = vec![0.0; rows * n];
+                spmm(&a, &b, n, &mut plain, p).unwrap();
+                for relu in [false, true] {
+                    let mut want = plain.clone();
+                    for (r, row) in want.chunks_mut(n.max(1)).enumerate() {
+                        for v in row {
+                            *v += bias[r];
+                            if relu {
+                                *v = if *v < 0.0 { 0.0 } else { *v };
+                            }
+                        }
+                    }
+                    let mut got = vec![f32::NAN; rows * n];
+                    let epilogue = Epilogue {
+                        bias: Some(&bias),
+                        relu,
+                    };
+                    spmm_with(&a, &b, n, &mut got, p, epilogue).unwrap();
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{} {rows}x{cols}x{n} {:?} relu={relu}",
+                        case.pattern,
+                        p.0
+                    );
+                }
+            }
+            if rows > 0 {
+                let mut c = vec![0.0; rows * n];
+                let short = Epilogue {
+                    bias: Some(&bias[1..]),
+                    relu: false,
+                };
+                let p = &points[0];
+                assert!(spmm_with(&a, &b, n, &mut c, p, short).is_err());
+            }
+        }
+    }
+}

@@ -273,11 +273,11 @@ fn golden_keys_of_the_real_stages() {
 const GOLDEN_REAL_MODEL: &str = "578ff781a1f9a31a66392d216bda904a0f412a549cf91be331e5902351431261";
 const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
     // calibrate version 1, on the vnm family's sample of CalibrationPlan::cpu.
-    "38c4d0c94ab69b7d7f4f511170e7370dbd64f24aec5c557c476e7258c5ba873c",
+    "86b1e2023168a7df45c990af1b65fda4119bfbefc2f5324e9e3354297264fc0d",
     // kernel_tune reading that calibration.
-    "2489732e40c3e958c9146653738b089557a46638e3a3fc2c86ae90205deaeef8",
-    // evaluate version 5 (the host part of the pass at the kernels' ISA).
-    "2a65af513f8615e78bb053921a0ce1237372fd27ac84176e97a72227dc8ea24a",
+    "654b500dc011b628970a6b0f515bb35db6f13ae58a6b52d030aa0358404eff8c",
+    // evaluate version 6 (bias and ReLU fused into the products).
+    "65dc9abab88f9edfea6fb5eb9b82ee64299c713c5c794a1525fb6e6e2e0a19f2",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

@@ -3,18 +3,20 @@
 //! threads and runs the selected micro-kernel per (row range, tile).
 
 mod dispatch;
+mod epilogue;
 mod host_isa;
 mod kernels;
 mod pool;
 mod simd;
 
+pub use epilogue::Epilogue;
 pub use host_isa::{with_isa, HostOp};
 
 use std::ops::Range;
 
 use crate::reference::check_shapes;
 use crate::{
-    cpu_space, dense_gemm, isa, FormatSignature, Isa, KernelError, ParamPoint, SparseMatrix,
+    cpu_space, dense_gemm_with, isa, FormatSignature, Isa, KernelError, ParamPoint, SparseMatrix,
 };
 use kernels::{BTile, CTile, Step};
 
@@ -175,9 +177,24 @@ pub fn spmm(
     c: &mut [f32],
     p: &ParamPoint,
 ) -> Result<(), KernelError> {
+    spmm_with(a, b, n, c, p, Epilogue::default())
+}
+
+/// [`spmm`], then `epilogue` on each thread's rows as soon as they are computed.
+pub fn spmm_with(
+    a: &SparseMatrix,
+    b: &[f32],
+    n: usize,
+    c: &mut [f32],
+    p: &ParamPoint,
+    epilogue: Epilogue,
+) -> Result<(), KernelError> {
     check_shapes(a, b, n, c)?;
+    if let Some(bias) = epilogue.bias {
+        KernelError::check_len("bias", a.rows(), bias.len())?;
+    }
     if let SparseMatrix::Dense(d) = a {
-        return dense_gemm(d.values(), d.rows(), d.cols(), b, n, c, p);
+        return dense_gemm_with(d.values(), d.rows(), d.cols(), b, n, c, p, epilogue);
     }
     let sig = space_signature(a);
     cpu_space(&sig, n).contains(p)?;
@@ -208,7 +225,7 @@ pub fn spmm(
                 // parts are aligned to V.
                 unsafe { gemv(a, range, b.as_ptr(), y.as_mut_ptr(), &mut xs) }
             };
-            split_rows(&parts, 1, c, threads, &run);
+            split_rows(&parts, 1, c, threads, &run, &epilogue);
             return Ok(());
         }
     }
@@ -310,18 +327,19 @@ pub fn spmm(
             }
         }
     };
-    split_rows(&parts, n, c, threads, &run);
+    split_rows(&parts, n, c, threads, &run, &epilogue);
     Ok(())
 }
 
-/// Runs `run(range, rows of c)` for each of `parts` (consecutive row ranges from row 0, `row`
-/// floats of `c` per row) on up to `threads` threads (`pool::run_parts`).
+/// Runs `run(range, rows of c)` then `epilogue` for each of `parts` (consecutive row ranges
+/// from row 0, `row` floats of `c` per row) on up to `threads` threads (`pool::run_parts`).
 pub(crate) fn split_rows(
     parts: &[Range<usize>],
     row: usize,
     c: &mut [f32],
     threads: usize,
     run: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
+    epilogue: &Epilogue,
 ) {
     let mut slots = Vec::with_capacity(parts.len());
     let mut rest = c;
@@ -337,5 +355,6 @@ pub(crate) fn split_rows(
             .take()
             .expect("each part runs once");
         run(parts[i].clone(), mine);
+        epilogue.apply(parts[i].start, mine, row);
     });
 }

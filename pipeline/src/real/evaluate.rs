@@ -57,7 +57,8 @@ impl Stage for EvaluateStage {
         // timings, the fastest way to run the dense-format layers. 4: the model and its dense
         // baseline timed in alternation, speedups as medians of pairs with their intervals.
         // 5: the host part of the pass compiled for the kernels' ISA (kernels::with_isa).
-        5
+        // 6: each layer's bias and ReLU fused into its product (kernels::Epilogue).
+        6
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

@@ -175,8 +175,8 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (
 
 /// Evaluation metrics: `latency_us_median` is end to end at the largest batch size, the
 /// `layer_*` lists are per GEMM layer in forward order (as the prune row's `layer_names`), and
-/// `non_gemm_us` is the part of a sparse pass outside the GEMMs (bias, activations, im2col,
-/// pooling, norms, attention); `isa` is the CPU's SIMD level or the CUDA target. The speedups
+/// `non_gemm_us` is the part of a sparse pass outside the GEMMs (activations other than ReLU,
+/// im2col, pooling, norms, attention; each layer's bias and ReLU are fused into its GEMM); `isa` is the CPU's SIMD level or the CUDA target. The speedups
 /// are medians of pairs timed in alternation with the dense model (`speedup_ci_*` their 95 %
 /// interval), so they compare times taken at the same moments; `dense_model` names the dense
 /// model they are measured against.

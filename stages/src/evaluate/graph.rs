@@ -99,8 +99,21 @@ impl Real for f64 {
     }
 }
 
-/// `gemm(layer, x, n)`: layer `layer`'s `W · x` for `x` of `cols × n` (row-major), `rows × n`.
-pub(crate) type Gemm<'a, T> = dyn FnMut(usize, &[T], usize) -> Result<Vec<T>, StageError> + 'a;
+/// `gemm(layer, x, n, relu)`: layer `layer`'s `W · x + bias` for `x` of `cols × n` (row-major),
+/// `rows × n`, then ReLU when `relu`. The CPU kernels fuse the bias and the ReLU into the
+/// product ([`kernels::Epilogue`]); a gemm that cannot calls [`finish`].
+pub(crate) type Gemm<'a, T> =
+    dyn FnMut(usize, &[T], usize, bool) -> Result<Vec<T>, StageError> + 'a;
+
+/// Layer `i`'s bias, then ReLU when `relu`, on its product `out` (`rows × n`): what a gemm that
+/// does not fuse them applies (per element the same operations as [`kernels::Epilogue`]).
+#[inline(always)]
+pub(crate) fn finish<T: Real>(w: &Weights, i: usize, out: &mut [T], n: usize, relu: bool) {
+    add_bias(out, &w.layers[i].bias, n);
+    if relu {
+        relu_in_place(out);
+    }
+}
 
 /// Logits (`classes × samples`) of `x` (`features × samples`).
 #[inline(always)]
@@ -129,24 +142,10 @@ fn add_bias<T: Real>(out: &mut [T], bias: &[f32], n: usize) {
 /// the conditional store (`if x < 0 { x = 0 }`) became a branch per element, mispredicted on
 /// half of them, and took ~190 µs of a 256×256 layer's 600 µs pass at batch 256. NaN stays NaN.
 #[inline(always)]
-fn relu<T: Real>(v: &mut [T]) {
+fn relu_in_place<T: Real>(v: &mut [T]) {
     for x in v {
         *x = if *x < T::default() { T::default() } else { *x };
     }
-}
-
-/// `gemm` then the layer's bias.
-#[inline(always)]
-fn linear<T: Real>(
-    w: &Weights,
-    i: usize,
-    x: &[T],
-    n: usize,
-    gemm: &mut Gemm<'_, T>,
-) -> Result<Vec<T>, StageError> {
-    let mut out = gemm(i, x, n)?;
-    add_bias(&mut out, &w.layers[i].bias, n);
-    Ok(out)
 }
 
 /// An MLP or CNN: each layer feeds the next, ReLU between.
@@ -173,10 +172,7 @@ fn chain<T: Real>(
                 if let Some((_, h, wd)) = image.take() {
                     cur = regroup(&cur, samples, h * wd, true);
                 }
-                cur = linear(w, i, &cur, samples, gemm)?;
-                if i != last {
-                    relu(&mut cur);
-                }
+                cur = gemm(i, &cur, samples, i != last)?;
             }
             LayerKind::Conv2d { padding, pool } => {
                 let Some((c, h, wd)) = image else {
@@ -188,10 +184,7 @@ fn chain<T: Real>(
                 let k = l.shape[2];
                 let (oh, ow) = (h + 2 * padding + 1 - k, wd + 2 * padding + 1 - k);
                 let patches = im2col(&cur, c, h, wd, samples, k, padding);
-                cur = linear(w, i, &patches, samples * oh * ow, gemm)?;
-                if i != last {
-                    relu(&mut cur);
-                }
+                cur = gemm(i, &patches, samples * oh * ow, i != last)?;
                 image = Some((l.rows(), oh, ow));
                 if pool {
                     cur = max_pool2(&cur, l.rows(), oh, ow, samples);
@@ -354,7 +347,7 @@ fn transformer<T: Real>(
             patches[(j * np + p) * samples..][..samples].copy_from_slice(src);
         }
     }
-    let embedded = linear(w, 0, &patches, samples * np, gemm)?;
+    let embedded = gemm(0, &patches, samples * np, false)?;
     let (cls, pos) = (
         &w.params[t.param(ParamRef::Cls)].values,
         &w.params[t.param(ParamRef::Pos)].values,
@@ -374,16 +367,16 @@ fn transformer<T: Real>(
     }
     for b in 0..t.blocks {
         let x1 = layer_norm(w, t.param(ParamRef::Norm1(b)), &h, d, n);
-        let q = linear(w, t.block_layer(b, 0), &x1, n, gemm)?;
-        let k = linear(w, t.block_layer(b, 1), &x1, n, gemm)?;
-        let v = linear(w, t.block_layer(b, 2), &x1, n, gemm)?;
+        let q = gemm(t.block_layer(b, 0), &x1, n, false)?;
+        let k = gemm(t.block_layer(b, 1), &x1, n, false)?;
+        let v = gemm(t.block_layer(b, 2), &x1, n, false)?;
         let mixed = attention(t, &q, &k, &v, samples);
-        let o = linear(w, t.block_layer(b, 3), &mixed, n, gemm)?;
+        let o = gemm(t.block_layer(b, 3), &mixed, n, false)?;
         h.iter_mut().zip(&o).for_each(|(a, &b)| *a += b);
         let x2 = layer_norm(w, t.param(ParamRef::Norm2(b)), &h, d, n);
-        let mut up = linear(w, t.block_layer(b, 4), &x2, n, gemm)?;
+        let mut up = gemm(t.block_layer(b, 4), &x2, n, false)?;
         gelu(&mut up);
-        let down = linear(w, t.block_layer(b, 5), &up, n, gemm)?;
+        let down = gemm(t.block_layer(b, 5), &up, n, false)?;
         h.iter_mut().zip(&down).for_each(|(a, &b)| *a += b);
     }
     // The class tokens' columns.
@@ -392,7 +385,7 @@ fn transformer<T: Real>(
         first[r * samples..][..samples].copy_from_slice(&h[r * n..][..samples]);
     }
     let normed = layer_norm(w, t.param(ParamRef::NormFinal), &first, d, samples);
-    linear(w, t.head(), &normed, samples, gemm)
+    gemm(t.head(), &normed, samples, false)
 }
 
 #[cfg(test)]
@@ -404,8 +397,8 @@ mod tests {
     /// `w`'s GEMMs in f64 from its own weights.
     fn dense_gemm(
         w: &Weights,
-    ) -> impl FnMut(usize, &[f64], usize) -> Result<Vec<f64>, StageError> + '_ {
-        move |i, x, n| {
+    ) -> impl FnMut(usize, &[f64], usize, bool) -> Result<Vec<f64>, StageError> + '_ {
+        move |i, x, n, relu| {
             let l = &w.layers[i];
             let (rows, cols) = (l.rows(), l.cols());
             let mut out = vec![0f64; rows * n];
@@ -417,6 +410,7 @@ mod tests {
                     }
                 }
             }
+            finish(w, i, &mut out, n, relu);
             Ok(out)
         }
     }

@@ -64,9 +64,9 @@ pub struct BatchLatency {
     pub dense: Timing,
     /// `dense / sparse` end to end, from the alternating pairs (see [`paired`]).
     pub speedup: Speedup,
-    /// The part of each sparse pass outside the GEMMs (bias, activations, im2col, pooling,
-    /// norms, attention), per pass: the pass's time minus its GEMMs' times (a GEMM's time
-    /// includes allocating its output). NaN on CUDA, whose host part is not timed.
+    /// The part of each sparse pass outside the GEMMs (activations other than ReLU, im2col,
+    /// pooling, norms, attention), per pass: the pass's time minus its GEMMs' times (a GEMM's
+    /// time includes allocating its output and its fused bias and ReLU). NaN on CUDA, whose host part is not timed.
     pub non_gemm: Timing,
     /// Per layer through the sparse kernels, on the layer's input at this batch size.
     pub per_layer: Vec<Timing>,
@@ -281,7 +281,7 @@ fn agreement(
         .iter()
         .map(|l| l.matrix.to_dense().iter().map(|&w| w as f64).collect())
         .collect();
-    let mut reference = |i: usize, x: &[f64], n: usize| -> Result<Vec<f64>, StageError> {
+    let mut reference = |i: usize, x: &[f64], n: usize, relu| -> Result<Vec<f64>, StageError> {
         let (rows, cols) = (layers[i].matrix.rows(), layers[i].matrix.cols());
         let mut out = vec![0f64; rows * n];
         for r in 0..rows {
@@ -295,6 +295,7 @@ fn agreement(
                 }
             }
         }
+        graph::finish(model, i, &mut out, n, relu);
         Ok(out)
     };
     let n_test = data.test_y.len();
@@ -422,10 +423,11 @@ pub fn evaluate(
         let dense_t = summarise(dense_e2e);
         // Each layer on its own input of this batch.
         let mut inputs: Vec<Vec<f32>> = vec![vec![]; layers.len()];
-        let mut capture = |i: usize, x: &[f32], n: usize| -> Result<Vec<f32>, StageError> {
+        let mut capture = |i: usize, x: &[f32], n: usize, relu| -> Result<Vec<f32>, StageError> {
             inputs[i] = x.to_vec();
             let mut out = vec![0f32; sparse[i].rows() * n];
-            kernels::spmm(sparse[i], x, n, &mut out, &points[i])?;
+            let epilogue = passes::epilogue(model, i, relu);
+            kernels::spmm_with(sparse[i], x, n, &mut out, &points[i], epilogue)?;
             Ok(out)
         };
         graph::forward(model, &x, b, &mut capture)?;

@@ -148,8 +148,17 @@ pub(super) fn paired_passes(
     })
 }
 
-/// One forward pass through `matrices` at `points` (the layers' GEMMs by the CPU kernels);
-/// adds the time spent in the GEMMs to `gemm_us`.
+/// Layer `i`'s bias and (when `relu`) ReLU, fused into its product on the threads that
+/// compute it.
+pub(super) fn epilogue(model: &Weights, i: usize, relu: bool) -> kernels::Epilogue<'_> {
+    kernels::Epilogue {
+        bias: Some(&model.layers[i].bias),
+        relu,
+    }
+}
+
+/// One forward pass through `matrices` at `points` (the layers' GEMMs by the CPU kernels, each
+/// with its bias and ReLU fused); adds the time spent in the GEMMs to `gemm_us`.
 pub(super) fn run_cpu(
     model: &Weights,
     matrices: &[&SparseMatrix],
@@ -158,15 +167,15 @@ pub(super) fn run_cpu(
     b: usize,
     gemm_us: &mut f64,
 ) -> Result<Vec<f32>, StageError> {
-    let mut gemm = |i: usize, x: &[f32], n: usize| -> Result<Vec<f32>, StageError> {
+    let mut gemm = |i: usize, x: &[f32], n: usize, relu| -> Result<Vec<f32>, StageError> {
         let start = Instant::now();
         let m = matrices[i];
         let mut out = vec![0f32; m.rows() * n];
-        kernels::spmm(m, x, n, &mut out, &points[i])?;
+        kernels::spmm_with(m, x, n, &mut out, &points[i], epilogue(model, i, relu))?;
         *gemm_us += start.elapsed().as_secs_f64() * 1e6;
         Ok(out)
     };
-    // The host part (bias, activations, norms, attention) at the kernels' ISA.
+    // The host part (activations, norms, attention) at the kernels' ISA.
     kernels::with_isa(Pass {
         model,
         xt,
@@ -217,7 +226,7 @@ mod tests {
             let w = Weights::init(&spec, 64, image, 5, 3).unwrap();
             let samples = 11;
             let xt = kernels::random_values(64 * samples, 2);
-            let gemm = |i: usize, x: &[f32], n: usize| -> Result<Vec<f32>, StageError> {
+            let gemm = |i: usize, x: &[f32], n: usize, relu| -> Result<Vec<f32>, StageError> {
                 let l = &w.layers[i];
                 let mut out = vec![0f32; l.rows() * n];
                 for r in 0..l.rows() {
@@ -228,6 +237,7 @@ mod tests {
                         }
                     }
                 }
+                graph::finish(&w, i, &mut out, n, relu);
                 Ok(out)
             };
             let plain = graph::forward(&w, &xt, samples, &mut gemm.clone()).unwrap();
