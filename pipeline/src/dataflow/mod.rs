@@ -5,10 +5,10 @@
 //! `reduce` keyed by the instance key (see [`RunStage`]) over the records that reach it: its
 //! roots; its input edges joined with the statuses of its parents' stages; and, made `distinct`,
 //! the instances requested by a successful instance of a requesting stage (every pruned model
-//! with the same structure shares one tuning). An instance that is both requested and has inputs
-//! (a tuning reads its calibration) runs only once requested. `reduce` also keeps the aggregates (best kernel
-//! per format/shape/backend/device, the Pareto front). Each worker keeps a view of the rows it
-//! owns and writes its own Parquet parts.
+//! with the same structure shares one tuning). An instance that is both requested and has
+//! inputs (a tuning reads its calibration) runs only once requested. `reduce` also keeps the
+//! aggregates (best kernel per format/shape/backend/device, the Pareto front). Each worker keeps
+//! a view of the rows it owns and writes its own Parquet parts.
 
 mod aggregates;
 mod run_stage;
