@@ -103,6 +103,16 @@ impl Default for Workspace {
     }
 }
 
+/// The stage tables of the test stages' output, in pipeline order.
+pub const STAGE_TABLES: [&str; 6] = [
+    "dataset",
+    "train",
+    "prune",
+    "calibrate",
+    "kernel_tune",
+    "evaluate",
+];
+
 /// Reads every table of an experiment's output, provenance columns removed, rows sorted. The
 /// experiment's link is resolved once, so all tables are of one published step.
 pub fn tables(out: &Path, experiment: &str) -> BTreeMap<String, Vec<Row>> {

@@ -1,7 +1,7 @@
 //! Workers and processes give the same results; kill -9 loses nothing completed; a damaged
 //! store entry is detected and recomputed; two runs sharing a store never compute a key twice.
 
-use e2e::harness::{counts, keys, log_lines, run_json, tables, Workspace};
+use e2e::harness::{counts, keys, log_lines, run_json, tables, Workspace, STAGE_TABLES};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -156,10 +156,7 @@ fn kill_9_loses_nothing_completed() {
     let o = run(&ws, "s", "o", &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r = run_json(&ws.path("o"), "rob");
-    let cached: u64 = ["dataset", "train", "prune", "kernel_tune", "evaluate"]
-        .iter()
-        .map(|s| counts(&r, s).1)
-        .sum();
+    let cached: u64 = STAGE_TABLES.iter().map(|s| counts(&r, s).1).sum();
     let stored: u64 = entries_after_kill
         .split_whitespace()
         .next()
@@ -341,10 +338,7 @@ fn killing_one_cluster_process_stops_the_other_and_a_rerun_resumes() {
     let (sb, _) = exit_within(&mut b, Duration::from_secs(120));
     assert!(sa.success() && sb.success(), "{}", stderr_of(&mut a));
     let r = run_json(&ws.path("o"), "rob");
-    let cached: u64 = ["dataset", "train", "prune", "kernel_tune", "evaluate"]
-        .iter()
-        .map(|s| counts(&r, s).1)
-        .sum();
+    let cached: u64 = STAGE_TABLES.iter().map(|s| counts(&r, s).1).sum();
     assert!(
         cached > 0,
         "the re-run found nothing of the first run in the store"

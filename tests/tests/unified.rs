@@ -4,7 +4,7 @@
 //! trial row says its round, predictions and reason; bad `[search]` input is refused at
 //! `path:line:col`; unmet constraints exit 1 naming the best trial found.
 
-use e2e::harness::{counts, log_lines, run_json, strip, tables, Workspace};
+use e2e::harness::{counts, log_lines, run_json, strip, tables, Workspace, STAGE_TABLES};
 use results::{Row, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cotune-test");
@@ -171,7 +171,7 @@ fn a_finished_search_rerun_computes_nothing_and_workers_agree() {
         log_lines(&log)
     );
     let run = run_json(&ws.path("out2"), "uni");
-    for stage in ["dataset", "train", "prune", "kernel_tune", "evaluate"] {
+    for stage in STAGE_TABLES {
         assert_eq!(counts(&run, stage).0, 0, "{stage} executed on a re-run");
     }
     ok(&ws.run(BIN, "e.toml", "store2", "out3", &["--workers", "2"]));
@@ -369,17 +369,7 @@ fn a_killed_search_resumes_and_ends_as_a_fresh_one() {
         .unwrap();
     ok(&ws.run(BIN, "k.toml", "store", "out", &[]));
     let run = run_json(&o, "uni");
-    let cached: u64 = [
-        "dataset",
-        "train",
-        "prune",
-        "calibrate",
-        "kernel_tune",
-        "evaluate",
-    ]
-    .iter()
-    .map(|st| counts(&run, st).1)
-    .sum();
+    let cached: u64 = STAGE_TABLES.iter().map(|st| counts(&run, st).1).sum();
     assert_eq!(
         cached, stored,
         "every entry stored before the kill is a cache hit"

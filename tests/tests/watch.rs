@@ -1,7 +1,7 @@
 //! `cotune watch`: each save of the file is applied as insertions and retractions, and the
 //! tables follow the current experiment.
 
-use e2e::harness::{keys, small_experiment, tables, Workspace};
+use e2e::harness::{keys, small_experiment, tables, Workspace, STAGE_TABLES};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -94,7 +94,7 @@ fn one_step(out: &std::path::Path) -> Result<Option<String>, String> {
         Some(run.experiment_digest.clone()),
     );
     let mut files = vec![dir.join("pareto.parquet"), dir.join("kernel_best.parquet")];
-    for stage in ["dataset", "train", "prune", "kernel_tune", "evaluate"] {
+    for stage in STAGE_TABLES {
         files.extend(results::table_files(&dir.join(stage)).map_err(|e| e.to_string())?);
     }
     for f in files {
