@@ -19,18 +19,9 @@ use std::time::Instant;
 
 /// Regret of measuring the `cost`-ranked top 10 % of `points`.
 fn regret(points: &[&Measured], cost: impl Fn(&Measured) -> f64) -> f64 {
-    let best = points
-        .iter()
-        .map(|m| m.timing.median_us)
-        .fold(f64::INFINITY, f64::min);
-    let mut order: Vec<&&Measured> = points.iter().collect();
-    order.sort_by(|a, b| cost(a).total_cmp(&cost(b)));
-    let found = order
-        .iter()
-        .take(points.len().div_ceil(10).max(1))
-        .map(|m| m.timing.median_us)
-        .fold(f64::INFINITY, f64::min);
-    found / best - 1.0
+    let pred: Vec<f64> = points.iter().map(|m| cost(m)).collect();
+    let meas: Vec<f64> = points.iter().map(|m| m.timing.median_us).collect();
+    kernels::regret_at_budget(&pred, &meas, points.len().div_ceil(10))
 }
 
 fn main() {

@@ -19,6 +19,7 @@ use pipeline::kinds::*;
 use pipeline::plan::{PlanError, Planner};
 use pipeline::stage::{Done, Outcome, RunCtx, Stage, StageError, StageTable};
 use results::{Row, Value};
+use stages::kernel_tune::calibrate::CalibrationPlan;
 use stages::kernel_tune::{Backend, Strategy};
 use stages::{MethodKind, ModelSpec};
 use std::io::Write;
@@ -270,8 +271,9 @@ impl Stage for TestCalibrate {
         Ok(())
     }
     fn run(&self, ctx: &RunCtx, t: &CalibrateTrial, (): ()) -> Result<Outcome, StageError> {
-        log("calibrate", &t.family.to_string());
-        let scale = 1.0 + unit(&[t.family.to_string().as_bytes()]);
+        let family = t.plan.family.to_string();
+        log("calibrate", &family);
+        let scale = 1.0 + unit(&[family.as_bytes()]);
         write(ctx, "scale.bin", &scale.to_le_bytes())?;
         one(row(&[("scale", Value::F64(scale))]))
     }
@@ -301,16 +303,13 @@ impl TuneFacts for TestTune {
         rows: u64,
         cols: u64,
     ) -> Option<CalibrateTrial> {
+        // The product's rule: a format calibrates when its family has a CPU sample.
         let families =
             stages::kernel_tune::families(backend, pattern, rows as usize, cols as usize);
-        let family = *families.first()?;
-        (backend == Backend::Cpu && family != kernels::KernelFamily::CpuDense).then(|| {
-            CalibrateTrial {
-                family,
-                device: self.device(backend),
-                kernel_version: "test-kernels-v1".into(),
-                plan: "test sample".into(),
-            }
+        Some(CalibrateTrial {
+            plan: CalibrationPlan::cpu(*families.first()?)?,
+            device: self.device(backend),
+            kernel_version: "test-kernels-v1".into(),
         })
     }
 }

@@ -12,7 +12,7 @@ use super::prune::Prune;
 use crate::fields::{Fields, Tag};
 use crate::key::CanonValue;
 use crate::stage::{StageKind, Trial};
-use kernels::KernelFamily;
+use stages::kernel_tune::calibrate::CalibrationPlan;
 
 /// The calibrate stage.
 pub enum Calibrate {}
@@ -24,30 +24,29 @@ impl StageKind for Calibrate {
     const REQUESTED_BY: &'static [&'static str] = &[Prune::NAME, LayerStudy::NAME];
 }
 
-/// One calibration: a kernel family on a device, with its sample.
+/// One calibration: a kernel family's sample ([`CalibrationPlan`], which names the family) on
+/// a device.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CalibrateTrial {
-    /// The family whose cost model is calibrated.
-    pub family: KernelFamily,
+    /// What is measured, and for which family.
+    pub plan: CalibrationPlan,
     /// The device.
     pub device: DeviceState,
     /// The family's kernel version (its source digest).
     pub kernel_version: String,
-    /// The sample measured, as one canonical line.
-    pub plan: String,
 }
 
 impl Trial for CalibrateTrial {
     fn describe(&self, f: &mut Fields) {
-        f.both("family", "calibrate.family", &Tag(self.family));
+        f.both("family", "calibrate.family", &Tag(self.plan.family));
         f.both("device", "device", &self.device);
         f.key_only("kernel_digest", || {
             CanonValue::Str(self.kernel_version.clone())
         });
-        f.both("plan", "calibrate.plan", &self.plan);
+        f.both("plan", "calibrate.plan", &self.plan.describe());
     }
 
     fn label(&self) -> String {
-        format!("{} on {}", self.family, self.device.text())
+        format!("{} on {}", self.plan.family, self.device.text())
     }
 }
