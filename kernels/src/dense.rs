@@ -2,12 +2,13 @@
 //! kernel-tune stage measures both per shape and keeps the faster, so that speedups are always
 //! against a tuned dense kernel.
 //!
-//! With more than one thread the rows of A are split into that many bands, each a sequential
-//! product, on the same pool as the sparse kernels (`cpu::split_rows`): the dense baseline and
-//! the sparse kernels pay the same for their threads (rayon's parked workers cost 80–100 µs to
-//! wake inside a model pass, see `cpu::pool`).
+//! With more than one thread, N (or, when N does not split into equal bands of 16 columns, the
+//! rows of A) is split into that many bands, each a sequential product, on the same pool as
+//! the sparse kernels, which split their N tiles the same way (`cpu::split`): the dense baseline
+//! and the sparse kernels pay the same for their threads (rayon's parked workers cost 80–100 µs
+//! to wake inside a model pass, see `cpu::pool`).
 
-use crate::cpu::{split_rows, Epilogue};
+use crate::cpu::{run_parts, split_rows, Epilogue, SharedC};
 use crate::{dense_space, KernelError, ParamPoint};
 
 /// `C (rows×n) = A (rows×cols) · B (cols×n)`, all row-major, `C` overwritten, with a point of
@@ -52,6 +53,25 @@ pub fn dense_gemm_with(
         epilogue.apply(0, c, n);
         return Ok(());
     }
+    if let Some(bands) = column_bands(threads, (rows, cols, n)) {
+        let c0 = SharedC(c.as_mut_ptr());
+        run_parts(bands.len(), threads, &|i| {
+            let cols_of = bands[i].clone();
+            // SAFETY: B holds cols × n and C rows × n floats (checked above), the band lies in
+            // 0..n, and only this part writes C's columns of it.
+            unsafe {
+                strided(
+                    backend,
+                    a,
+                    (rows, cols, cols_of.len()),
+                    (b.as_ptr().add(cols_of.start), n),
+                    (c0.get().add(cols_of.start), n),
+                );
+                epilogue.apply_columns(c0.get(), rows, n, cols_of);
+            }
+        });
+        return Ok(());
+    }
     let band = rows.div_ceil(threads.max(1));
     let parts: Vec<std::ops::Range<usize>> = (0..rows)
         .step_by(band.max(1))
@@ -59,27 +79,60 @@ pub fn dense_gemm_with(
         .collect();
     let run = |range: std::ops::Range<usize>, c: &mut [f32]| {
         let a = &a[range.start * cols..range.end * cols];
-        sequential(backend, a, range.len(), cols, b, n, c)
+        // SAFETY: `b` holds cols × n floats and `c` the range's rows × n (checked above).
+        unsafe {
+            strided(
+                backend,
+                a,
+                (range.len(), cols, n),
+                (b.as_ptr(), n),
+                (c.as_mut_ptr(), n),
+            );
+        }
     };
     split_rows(&parts, n, c, threads, &run, &epilogue);
     Ok(())
 }
 
-/// One sequential product on `backend`: `c (rows×n) = a (rows×cols) · b (cols×n)`.
-fn sequential(
+/// Bands of N for the threads, as the sparse kernels split their tiles (see `cpu::split`):
+/// `threads` bands of equal width, a multiple of 16 columns, when N allows and A (`rows·cols`)
+/// is no larger than B (`cols·n`); else `None` (rows are split).
+fn column_bands(
+    threads: usize,
+    (rows, cols, n): (usize, usize, usize),
+) -> Option<Vec<std::ops::Range<usize>>> {
+    const STEP: usize = 16;
+    if threads < 2 || !n.is_multiple_of(STEP * threads) || rows * cols > cols * n {
+        return None;
+    }
+    let per = n / threads;
+    Some((0..threads).map(|i| i * per..(i + 1) * per).collect())
+}
+
+/// One sequential product on `backend`: `C (rows×n) = A (rows×cols) · B (cols×n)`, A row-major
+/// and contiguous, B and C row-major with row strides `ldb` and `ldc`.
+///
+/// # Safety
+/// `b` is valid for reads of `cols` rows of `ldb` floats (the first `n` read), `c` for writes of
+/// `rows` rows of `ldc` floats (the first `n` written), C aliases neither input, and no other
+/// thread accesses those columns of C meanwhile.
+unsafe fn strided(
     backend: i64,
     a: &[f32],
-    rows: usize,
-    cols: usize,
-    b: &[f32],
-    n: usize,
-    c: &mut [f32],
+    (rows, cols, n): (usize, usize, usize),
+    (b, ldb): (*const f32, usize),
+    (c, ldc): (*mut f32, usize),
 ) {
     match backend {
         0 => {
             let lhs = faer::MatRef::from_row_major_slice(a, rows, cols);
-            let rhs = faer::MatRef::from_row_major_slice(b, cols, n);
-            let dst = faer::MatMut::from_row_major_slice_mut(c, rows, n);
+            // SAFETY: the contract: B's and C's rows of `n` floats at strides ldb and ldc.
+            let (rhs, dst) = unsafe {
+                (
+                    faer::MatRef::from_raw_parts(b, cols, n, ldb as isize, 1),
+                    faer::MatMut::from_raw_parts_mut(c, rows, n, ldc as isize, 1),
+                )
+            };
             faer::linalg::matmul::matmul(
                 dst,
                 faer::Accum::Replace,
@@ -90,24 +143,23 @@ fn sequential(
             );
         }
         _ => {
-            // SAFETY: the callers' lengths: `c` is rows×n, `a` rows×cols and `b` cols×n, all
-            // row-major (column stride 1, row stride = columns), and `c` does not alias the
-            // inputs (it is a unique borrow). `read_dst = false` overwrites C.
+            // SAFETY: the contract (`a` is rows×cols, row-major); `read_dst = false` overwrites
+            // C.
             unsafe {
                 gemm::gemm(
                     rows,
                     n,
                     cols,
-                    c.as_mut_ptr(),
+                    c,
                     1,
-                    n as isize,
+                    ldc as isize,
                     false,
                     a.as_ptr(),
                     1,
                     cols as isize,
-                    b.as_ptr(),
+                    b,
                     1,
-                    n as isize,
+                    ldb as isize,
                     0.0f32,
                     1.0f32,
                     false,

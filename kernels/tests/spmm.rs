@@ -317,7 +317,13 @@ fn the_epilogue_equals_bias_and_relu_after_the_product_bit_for_bit() {
                 n,
             };
             let (a, _) = build(&case, 21, |_| {});
-            let b = random_values(cols * n, 22);
+            let mut b = random_values(cols * n, 22);
+            // A NaN in C's column 0 (ReLU keeps it) and an infinity in column 1 (ReLU keeps +∞,
+            // zeroes −∞).
+            if cols * n > 2 {
+                b[0] = f32::NAN;
+                b[1] = f32::INFINITY;
+            }
             let bias = random_values(rows, 23);
             let points = cpu_space(&a.signature(), n).points();
             let picks = [0, points.len() / 2, points.len().saturating_sub(1)];
@@ -358,6 +364,68 @@ fn the_epilogue_equals_bias_and_relu_after_the_product_bit_for_bit() {
                 };
                 let p = &points[0];
                 assert!(spmm_with(&a, &b, n, &mut c, p, short).is_err());
+            }
+        }
+    }
+}
+
+/// Two threads give the one-thread result bit for bit, whether they split the rows or (when the
+/// N tiles, or the dense baseline's 16-column bands, divide evenly) the tiles, with and without
+/// an epilogue: every format and point at shapes where both splits occur.
+#[test]
+fn every_thread_split_gives_the_one_thread_result_bit_for_bit() {
+    let shapes = [
+        (16, 63, 64),
+        (64, 255, 96),
+        (48, 130, 128),
+        (7, 9, 32),
+        (16, 40, 50),
+    ];
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (rows, cols, n) in shapes {
+        for pattern in patterns_for(rows) {
+            if pattern.validate_for(rows, cols).is_err() {
+                continue;
+            }
+            let case = Case {
+                pattern,
+                rows,
+                cols,
+                n,
+            };
+            let (a, _) = build(&case, 31, |_| {});
+            let b = random_values(cols * n, 32);
+            let bias = random_values(rows, 33);
+            let space = match a {
+                SparseMatrix::Dense(_) => dense_space(rows, cols, n),
+                _ => cpu_space(&a.signature(), n),
+            };
+            for p in space
+                .points()
+                .iter()
+                .filter(|p| p.0.get("threads") == Some(&2))
+            {
+                let mut one = p.clone();
+                one.0.insert("threads".into(), 1);
+                for epilogue in [
+                    Epilogue::default(),
+                    Epilogue {
+                        bias: Some(&bias),
+                        relu: true,
+                    },
+                ] {
+                    let mut want = vec![f32::NAN; rows * n];
+                    spmm_with(&a, &b, n, &mut want, &one, epilogue).unwrap();
+                    let mut got = vec![f32::NAN; rows * n];
+                    spmm_with(&a, &b, n, &mut got, p, epilogue).unwrap();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{} {rows}x{cols}x{n} {:?} {epilogue:?}",
+                        case.pattern,
+                        p.0
+                    );
+                }
             }
         }
     }

@@ -5,6 +5,10 @@
 //! d_model 64, 4 heads, d_ff 128, 17 tokens); `mlp H1 H2 ...` runs the quickstart's MLP
 //! shape instead (64 inputs, those hidden widths, 10 classes).
 //!
+//! `kernels_x` is what the layers' own speedups predict for the pass: the FLOP-weighted mean
+//! of each layer's speedup timed alone on its input of the pass; `of_kernels` is the pass's
+//! speedup divided by it (issue 18 asks for ≥ 0.85 at the largest batch).
+//!
 //! `cargo run --release -p stages --example model_pass [-- D_MODEL D_FF | mlp 256 256]`
 
 use datasets::Dataset;
@@ -41,7 +45,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         test_y: vec![0; 64],
         image_shape: Some((1, 8, 8)),
     };
-    println!("pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  dense_kernels");
+    println!(
+        "pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  kernels_x  of_kernels  dense_kernels"
+    );
+    // Each layer's multiply-adds per sample (its tokens × rows × columns).
+    let macs: Vec<f64> = w
+        .layers
+        .iter()
+        .zip(w.layer_tokens())
+        .map(|(l, t)| (t * l.rows() * l.cols()) as f64)
+        .collect();
     for pattern in [
         Pattern::Dense,
         Pattern::Nm { n: 2, m: 8 },
@@ -82,15 +95,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ev = evaluate(&data, &pruned, &layers, &[1, 256], 1.0)?;
         for b in &ev.latencies {
             let gemm = b.sparse.median_us - b.non_gemm.median_us;
+            let kernels_x = b
+                .per_layer_speedup
+                .iter()
+                .zip(&macs)
+                .map(|(s, m)| s.median * m)
+                .sum::<f64>()
+                / macs.iter().sum::<f64>();
             println!(
-                "{:<12} {:>5} {:>7.0} {:>8.0} {:>12.0} {:>17.2}  {:?}",
+                "{:<12} {:>5} {:>7.0} {:>8.0} {:>12.0} {:>17.2} {:>10.2} {:>11.2}  {:?}",
                 pattern.to_string(),
                 b.batch,
                 b.sparse.median_us,
                 gemm,
                 b.non_gemm.median_us,
                 b.speedup.median,
+                kernels_x,
+                b.speedup.median / kernels_x,
                 b.dense_kernels
+            );
+            eprintln!(
+                "   alone: sparse {:?} dense {:?}",
+                b.per_layer
+                    .iter()
+                    .map(|t| t.median_us.round())
+                    .collect::<Vec<_>>(),
+                b.per_layer_dense
+                    .iter()
+                    .map(|t| t.median_us.round())
+                    .collect::<Vec<_>>()
             );
         }
     }

@@ -29,6 +29,10 @@ pub(crate) unsafe trait Simd {
     unsafe fn store(p: *mut f32, v: Self::V);
     /// `acc + a · b` (fused where the ISA has FMA).
     unsafe fn fma(acc: Self::V, a: Self::V, b: Self::V) -> Self::V;
+    /// `a + b`.
+    unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// Per lane `x < 0 ? 0 : x` (so −0 and NaN stay as they are).
+    unsafe fn relu(x: Self::V) -> Self::V;
 }
 
 /// Scalar code, always available.
@@ -64,6 +68,18 @@ unsafe impl Simd for Scalar {
     #[inline(always)]
     unsafe fn fma(acc: f32, a: f32, b: f32) -> f32 {
         acc + a * b
+    }
+    #[inline(always)]
+    unsafe fn add(a: f32, b: f32) -> f32 {
+        a + b
+    }
+    #[inline(always)]
+    unsafe fn relu(x: f32) -> f32 {
+        if x < 0.0 {
+            0.0
+        } else {
+            x
+        }
     }
 }
 
@@ -113,6 +129,17 @@ unsafe impl Simd for Avx2 {
         // SAFETY: FMA is available.
         unsafe { _mm256_fmadd_ps(a, b, acc) }
     }
+    #[inline(always)]
+    unsafe fn add(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX is available.
+        unsafe { _mm256_add_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn relu(x: __m256) -> __m256 {
+        // SAFETY: AVX is available. `max(0, x)` returns its second operand, x, unless 0 > x:
+        // for x = −0 and for NaN too, as `x < 0 ? 0 : x` does.
+        unsafe { _mm256_max_ps(_mm256_setzero_ps(), x) }
+    }
 }
 
 /// AVX-512F + FMA, 16 lanes.
@@ -160,5 +187,15 @@ unsafe impl Simd for Avx512 {
     unsafe fn fma(acc: __m512, a: __m512, b: __m512) -> __m512 {
         // SAFETY: AVX-512F is available.
         unsafe { _mm512_fmadd_ps(a, b, acc) }
+    }
+    #[inline(always)]
+    unsafe fn add(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F is available.
+        unsafe { _mm512_add_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn relu(x: __m512) -> __m512 {
+        // SAFETY: AVX-512F is available; as Avx2::relu.
+        unsafe { _mm512_max_ps(_mm512_setzero_ps(), x) }
     }
 }

@@ -58,7 +58,8 @@ impl Stage for EvaluateStage {
         // baseline timed in alternation, speedups as medians of pairs with their intervals.
         // 5: the host part of the pass compiled for the kernels' ISA (kernels::with_isa).
         // 6: each layer's bias and ReLU fused into its product (kernels::Epilogue).
-        6
+        // 7: each pass writes its products into the buffers of its previous round.
+        7
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

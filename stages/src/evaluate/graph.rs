@@ -99,11 +99,26 @@ impl Real for f64 {
     }
 }
 
-/// `gemm(layer, x, n, relu)`: layer `layer`'s `W · x + bias` for `x` of `cols × n` (row-major),
-/// `rows × n`, then ReLU when `relu`. The CPU kernels fuse the bias and the ReLU into the
-/// product ([`kernels::Epilogue`]); a gemm that cannot calls [`finish`].
-pub(crate) type Gemm<'a, T> =
-    dyn FnMut(usize, &[T], usize, bool) -> Result<Vec<T>, StageError> + 'a;
+/// How a pass runs its layers' products. `gemm(layer, x, n, relu)`: layer `layer`'s
+/// `W · x + bias` for `x` of `cols × n` (row-major), `rows × n`, then ReLU when `relu`. The CPU
+/// kernels fuse the bias and the ReLU into the product ([`kernels::Epilogue`]); a gemm that
+/// cannot calls [`finish`]. Any `FnMut(usize, &[T], usize, bool) -> Result<Vec<T>, _>` is one.
+pub(crate) trait Gemm<T> {
+    /// Layer `layer`'s output for `x`.
+    fn gemm(&mut self, layer: usize, x: &[T], n: usize, relu: bool) -> Result<Vec<T>, StageError>;
+    /// Takes back an output of [`Self::gemm`] that the pass no longer reads, so that the next
+    /// product can write into it (the default drops it).
+    fn recycle(&mut self, _done: Vec<T>) {}
+}
+
+impl<T, F> Gemm<T> for F
+where
+    F: FnMut(usize, &[T], usize, bool) -> Result<Vec<T>, StageError>,
+{
+    fn gemm(&mut self, layer: usize, x: &[T], n: usize, relu: bool) -> Result<Vec<T>, StageError> {
+        self(layer, x, n, relu)
+    }
+}
 
 /// Layer `i`'s bias, then ReLU when `relu`, on its product `out` (`rows × n`): what a gemm that
 /// does not fuse them applies (per element the same operations as [`kernels::Epilogue`]).
@@ -121,7 +136,7 @@ pub(crate) fn forward<T: Real>(
     w: &Weights,
     x: &[T],
     samples: usize,
-    gemm: &mut Gemm<'_, T>,
+    gemm: &mut dyn Gemm<T>,
 ) -> Result<Vec<T>, StageError> {
     match &w.arch {
         Arch::Chain => chain(w, x, samples, gemm),
@@ -154,7 +169,7 @@ fn chain<T: Real>(
     w: &Weights,
     x: &[T],
     samples: usize,
-    gemm: &mut Gemm<'_, T>,
+    gemm: &mut dyn Gemm<T>,
 ) -> Result<Vec<T>, StageError> {
     // While the activations are an image: (channels, height, width), columns (s, y, x).
     let mut image = match (w.image_shape, w.layers.first().map(|l| &l.kind)) {
@@ -172,7 +187,8 @@ fn chain<T: Real>(
                 if let Some((_, h, wd)) = image.take() {
                     cur = regroup(&cur, samples, h * wd, true);
                 }
-                cur = gemm(i, &cur, samples, i != last)?;
+                let out = gemm.gemm(i, &cur, samples, i != last)?;
+                gemm.recycle(std::mem::replace(&mut cur, out));
             }
             LayerKind::Conv2d { padding, pool } => {
                 let Some((c, h, wd)) = image else {
@@ -184,10 +200,12 @@ fn chain<T: Real>(
                 let k = l.shape[2];
                 let (oh, ow) = (h + 2 * padding + 1 - k, wd + 2 * padding + 1 - k);
                 let patches = im2col(&cur, c, h, wd, samples, k, padding);
-                cur = gemm(i, &patches, samples * oh * ow, i != last)?;
+                let out = gemm.gemm(i, &patches, samples * oh * ow, i != last)?;
+                gemm.recycle(std::mem::replace(&mut cur, out));
                 image = Some((l.rows(), oh, ow));
                 if pool {
-                    cur = max_pool2(&cur, l.rows(), oh, ow, samples);
+                    let pooled = max_pool2(&cur, l.rows(), oh, ow, samples);
+                    gemm.recycle(std::mem::replace(&mut cur, pooled));
                     image = Some((l.rows(), oh / 2, ow / 2));
                 }
             }
@@ -334,7 +352,7 @@ fn transformer<T: Real>(
     t: &TransformerArch,
     x: &[T],
     samples: usize,
-    gemm: &mut Gemm<'_, T>,
+    gemm: &mut dyn Gemm<T>,
 ) -> Result<Vec<T>, StageError> {
     let (d, tokens, np, pd) = (t.d_model, t.tokens(), t.patches, t.patch_dim);
     let n = samples * tokens;
@@ -347,7 +365,7 @@ fn transformer<T: Real>(
             patches[(j * np + p) * samples..][..samples].copy_from_slice(src);
         }
     }
-    let embedded = gemm(0, &patches, samples * np, false)?;
+    let embedded = gemm.gemm(0, &patches, samples * np, false)?;
     let (cls, pos) = (
         &w.params[t.param(ParamRef::Cls)].values,
         &w.params[t.param(ParamRef::Pos)].values,
@@ -365,19 +383,24 @@ fn transformer<T: Real>(
             }
         }
     }
+    gemm.recycle(embedded);
     for b in 0..t.blocks {
         let x1 = layer_norm(w, t.param(ParamRef::Norm1(b)), &h, d, n);
-        let q = gemm(t.block_layer(b, 0), &x1, n, false)?;
-        let k = gemm(t.block_layer(b, 1), &x1, n, false)?;
-        let v = gemm(t.block_layer(b, 2), &x1, n, false)?;
+        let q = gemm.gemm(t.block_layer(b, 0), &x1, n, false)?;
+        let k = gemm.gemm(t.block_layer(b, 1), &x1, n, false)?;
+        let v = gemm.gemm(t.block_layer(b, 2), &x1, n, false)?;
         let mixed = attention(t, &q, &k, &v, samples);
-        let o = gemm(t.block_layer(b, 3), &mixed, n, false)?;
+        [q, k, v].into_iter().for_each(|done| gemm.recycle(done));
+        let o = gemm.gemm(t.block_layer(b, 3), &mixed, n, false)?;
         h.iter_mut().zip(&o).for_each(|(a, &b)| *a += b);
+        gemm.recycle(o);
         let x2 = layer_norm(w, t.param(ParamRef::Norm2(b)), &h, d, n);
-        let mut up = gemm(t.block_layer(b, 4), &x2, n, false)?;
+        let mut up = gemm.gemm(t.block_layer(b, 4), &x2, n, false)?;
         gelu(&mut up);
-        let down = gemm(t.block_layer(b, 5), &up, n, false)?;
+        let down = gemm.gemm(t.block_layer(b, 5), &up, n, false)?;
+        gemm.recycle(up);
         h.iter_mut().zip(&down).for_each(|(a, &b)| *a += b);
+        gemm.recycle(down);
     }
     // The class tokens' columns.
     let mut first = vec![T::default(); d * samples];
@@ -385,7 +408,7 @@ fn transformer<T: Real>(
         first[r * samples..][..samples].copy_from_slice(&h[r * n..][..samples]);
     }
     let normed = layer_norm(w, t.param(ParamRef::NormFinal), &first, d, samples);
-    gemm(t.head(), &normed, samples, false)
+    gemm.gemm(t.head(), &normed, samples, false)
 }
 
 #[cfg(test)]

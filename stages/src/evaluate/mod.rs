@@ -367,9 +367,10 @@ pub fn evaluate(
     let tokens = model.layer_tokens();
     let sparse: Vec<&SparseMatrix> = layers.iter().map(|l| &l.matrix).collect();
     // Accuracy and agreement with the reference, over the test set in batches of 256.
+    let mut buffers = passes::Buffers::default();
     let agree = agreement(data, model, layers, |xt, b| {
         let (points, _) = points_at(layers, &tokens, b, false);
-        run_cpu(model, &sparse, &points, xt, b, &mut 0.0)
+        run_cpu(model, (&sparse, &points), xt, b, &mut buffers, &mut 0.0)
     })?;
     let correct = agree.correct;
     let max_rel_error = agree.max_err / agree.max_ref.max(1.0);

@@ -77,7 +77,7 @@ unsafe fn csr_block<S: Simd, const R: usize, const U: usize>(
                 let k = *cip.add(j) as usize;
                 axpy::<S, U>(row_acc, *vals.add(j), b.ptr.add(k * b.stride));
             }
-            store_row::<S, U>(row_acc, c.ptr.add((local + i) * c.stride), c.width);
+            store_row::<S, U>(row_acc, c, local + i);
         }
     }
 }

@@ -38,12 +38,28 @@ pub(crate) struct BTile {
     pub(crate) stride: usize,
 }
 
-/// A tile of C: local row `i` starts at `ptr + i · stride`; `width` columns are real.
+/// A tile of C: local row `i` starts at `ptr + i · stride`; `width` columns are real. When the
+/// step is a product's last, local row `i` gets `bias[i]` (if `bias` is not null) and then
+/// ReLU (if `relu`) in registers as it is stored: the layer's epilogue fused into the kernel.
 #[derive(Clone, Copy)]
 pub(crate) struct CTile {
     pub(crate) ptr: *mut f32,
     pub(crate) stride: usize,
     pub(crate) width: usize,
+    /// The bias of local row 0 (then one per row), or null.
+    pub(crate) bias: *const f32,
+    pub(crate) relu: bool,
+}
+
+impl CTile {
+    /// The same tile with nothing applied on store (for a step that is not the last).
+    pub(crate) fn plain(self) -> CTile {
+        CTile {
+            bias: std::ptr::null(),
+            relu: false,
+            ..self
+        }
+    }
 }
 
 /// One step of the K loop: the columns of A (rows of B) covered, whether it is the first step
@@ -93,28 +109,36 @@ pub(super) unsafe fn load_row<S: Simd, const U: usize>(
     }
 }
 
-/// Stores one row of accumulators, only the first `width` floats when the tile is partial.
+/// Stores local row `local` of the tile's accumulators, only the first `width` floats when the
+/// tile is partial, after the tile's bias and ReLU (per element `v + bias`, then `v < 0 ? 0 :
+/// v`, as `Epilogue` applies them after the product, so the results are bit-identical).
 ///
 /// # Safety
-/// `dst` is valid for `min(width, U · LANES)` writes (`U · LANES ≤ MAX_TILE`, checked when the
-/// kernel is instantiated).
+/// Row `local` of `c` is valid for `min(width, U · LANES)` writes (`U · LANES ≤ MAX_TILE`,
+/// checked when the kernel is instantiated), and `c.bias`, when not null, for reading
+/// `bias[local]`.
 #[inline(always)]
-pub(super) unsafe fn store_row<S: Simd, const U: usize>(
-    acc: &[S::V; U],
-    dst: *mut f32,
-    width: usize,
-) {
+pub(super) unsafe fn store_row<S: Simd, const U: usize>(acc: &[S::V; U], c: CTile, local: usize) {
     const { assert!(U * S::LANES <= MAX_TILE) };
-    // SAFETY: per the contract, full tiles write U·LANES floats into `dst`; partial tiles go
+    // SAFETY: per the contract, full tiles write U·LANES floats into the row; partial tiles go
     // through a stack buffer of MAX_TILE ≥ U·LANES floats and copy `width` of them.
     unsafe {
+        let mut out = *acc;
+        if !c.bias.is_null() {
+            let b = S::splat(*c.bias.add(local));
+            out.iter_mut().for_each(|x| *x = S::add(*x, b));
+        }
+        if c.relu {
+            out.iter_mut().for_each(|x| *x = S::relu(*x));
+        }
+        let (dst, width) = (c.ptr.add(local * c.stride), c.width);
         if width >= U * S::LANES {
-            for (u, &a) in acc.iter().enumerate() {
+            for (u, &a) in out.iter().enumerate() {
                 S::store(dst.add(u * S::LANES), a);
             }
         } else {
             let mut tmp = [0.0f32; MAX_TILE];
-            for (u, &a) in acc.iter().enumerate() {
+            for (u, &a) in out.iter().enumerate() {
                 S::store(tmp.as_mut_ptr().add(u * S::LANES), a);
             }
             std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, width);

@@ -87,7 +87,7 @@ unsafe fn nm_block<S: Simd, const R: usize, const U: usize>(
             }
         }
         for (i, row_acc) in acc.iter().enumerate() {
-            store_row::<S, U>(row_acc, c.ptr.add((local + i) * c.stride), c.width);
+            store_row::<S, U>(row_acc, c, local + i);
         }
     }
 }

@@ -40,17 +40,19 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
         let mut g0 = 0;
         loop {
             let g1 = (g0 + per_chunk).min(groups);
+            // The tile's bias and ReLU on the last chunk's store only.
+            let ct = if g1 >= groups { c } else { c.plain() };
             // SAFETY: forwarded contract; the panel holds 4·w floats per group of the chunk and
             // every row block stays inside one V-block of `rows`.
             unsafe {
                 gather_block::<S, U>(a, blk, g0..g1, b, panel);
                 let (mut r, end) = (blk * v, blk * v + v);
                 while r + R <= end {
-                    vnm_rows::<S, R, U>(a, r, r - rows.start, g0..g1, panel, c);
+                    vnm_rows::<S, R, U>(a, r, r - rows.start, g0..g1, panel, ct);
                     r += R;
                 }
                 while r < end {
-                    vnm_rows::<S, 1, U>(a, r, r - rows.start, g0..g1, panel, c);
+                    vnm_rows::<S, 1, U>(a, r, r - rows.start, g0..g1, panel, ct);
                     r += 1;
                 }
             }
@@ -166,7 +168,7 @@ unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
             }
         }
         for (i, row_acc) in acc.iter().enumerate() {
-            store_row::<S, U>(row_acc, c.ptr.add((local + i) * c.stride), c.width);
+            store_row::<S, U>(row_acc, c, local + i);
         }
     }
 }
