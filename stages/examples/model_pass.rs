@@ -114,8 +114,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 b.speedup.median / kernels_x,
                 b.dense_kernels
             );
-            eprintln!(
-                "   alone: sparse {:?} dense {:?}",
+            println!(
+                "   each layer alone, µs: sparse {:?} dense {:?}",
                 b.per_layer
                     .iter()
                     .map(|t| t.median_us.round())
