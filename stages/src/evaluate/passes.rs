@@ -177,9 +177,9 @@ impl Buffers {
     /// Buffers kept at most; more are dropped.
     const KEEP: usize = 16;
 
-    /// A buffer of `len` floats with unspecified contents, which the kernels overwrite: one of
-    /// exactly `len` if kept (the same one each pass, as the passes ask in the same order),
-    /// else the largest kept, resized.
+    /// A buffer of `len` floats with unspecified contents, which the kernels overwrite: the
+    /// last kept one of exactly `len` floats (a pass asks in the same order every round, so a
+    /// layer mostly gets a buffer it wrote in an earlier round), else the largest kept, resized.
     fn take(&mut self, len: usize) -> Vec<f32> {
         let at = self
             .free
