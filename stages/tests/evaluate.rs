@@ -129,6 +129,27 @@ fn every_pattern_agrees_with_the_masked_dense_reference() {
                 "{pattern:?} packs smaller than dense"
             );
         }
+        // The layers' prediction: their speedups weighted by rows × columns (one token each).
+        let macs: Vec<f64> = model
+            .layers
+            .iter()
+            .map(|l| (l.rows() * l.cols()) as f64)
+            .collect();
+        assert_eq!(ev.layer_macs, macs);
+        for b in &ev.latencies {
+            let want = b
+                .per_layer_speedup
+                .iter()
+                .zip(&macs)
+                .map(|(s, m)| s.median * m)
+                .sum::<f64>()
+                / macs.iter().sum::<f64>();
+            assert_eq!(
+                ev.layers_speedup(b).to_bits(),
+                want.to_bits(),
+                "{pattern:?}"
+            );
+        }
     }
 }
 

@@ -59,7 +59,8 @@ impl Stage for EvaluateStage {
         // 5: the host part of the pass compiled for the kernels' ISA (kernels::with_isa).
         // 6: each layer's bias and ReLU fused into its product (kernels::Epilogue).
         // 7: each pass writes its products into the buffers of its previous round.
-        7
+        // 8: rows carry layers_speedup_b{B} and speedup_of_layers_b{B}.
+        8
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

@@ -179,7 +179,10 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (
 /// im2col, pooling, norms, attention; each layer's bias and ReLU are fused into its GEMM); `isa` is the CPU's SIMD level or the CUDA target. The speedups
 /// are medians of pairs timed in alternation with the dense model (`speedup_ci_*` their 95 %
 /// interval), so they compare times taken at the same moments; `dense_model` names the dense
-/// model they are measured against.
+/// model they are measured against. `layers_speedup_b{B}` is what the layers' own speedups
+/// predict for the pass (their mean weighted by each layer's dense multiply-adds; each layer
+/// timed alone, without its bias and ReLU) and `speedup_of_layers_b{B}` the model's speedup
+/// divided by it: how much of its kernels' speedup the model keeps end to end.
 pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
     let mut r = row([
         ("accuracy", f(ev.accuracy)),
@@ -234,6 +237,12 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
         r.insert(
             format!("layer_speedup_vs_dense_b{}", l.batch),
             Value::ListF64(l.per_layer_speedup.iter().map(|s| s.median).collect()),
+        );
+        let layers = ev.layers_speedup(l);
+        r.insert(format!("layers_speedup_b{}", l.batch), f(layers));
+        r.insert(
+            format!("speedup_of_layers_b{}", l.batch),
+            f(l.speedup.median / layers),
         );
     }
     r

@@ -170,6 +170,7 @@ pub fn evaluate_cuda(
         weight_bytes,
         dense_weight_bytes,
         dense_model: super::dense_model(&model),
+        layer_macs: super::layer_macs(&model),
     })
 }
 

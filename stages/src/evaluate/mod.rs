@@ -102,6 +102,34 @@ pub struct Evaluation {
     /// value share their dense model, so their paired speedups compare latencies measured
     /// against the same reference.
     pub dense_model: String,
+    /// Each layer's multiply-adds per sample with dense weights (tokens × rows × columns): the
+    /// weights of [`Self::layers_speedup`].
+    pub layer_macs: Vec<f64>,
+}
+
+impl Evaluation {
+    /// What the layers' own speedups predict for the pass at `l`'s batch: the mean of
+    /// `l.per_layer_speedup` weighted by each layer's dense multiply-adds (NaN without layers).
+    pub fn layers_speedup(&self, l: &BatchLatency) -> f64 {
+        let total: f64 = self.layer_macs.iter().sum();
+        let weighted: f64 = l
+            .per_layer_speedup
+            .iter()
+            .zip(&self.layer_macs)
+            .map(|(s, m)| s.median * m)
+            .sum();
+        weighted / total
+    }
+}
+
+/// Each layer's dense multiply-adds per sample (see [`Evaluation::layer_macs`]).
+fn layer_macs(model: &Weights) -> Vec<f64> {
+    model
+        .layers
+        .iter()
+        .zip(model.layer_tokens())
+        .map(|(l, t)| (t * l.rows() * l.cols()) as f64)
+        .collect()
 }
 
 /// The architecture and layer shapes of `model`, as [`Evaluation::dense_model`] names them.
@@ -470,6 +498,7 @@ pub fn evaluate(
         weight_bytes,
         dense_weight_bytes,
         dense_model: dense_model(model),
+        layer_macs: layer_macs(model),
     })
 }
 
