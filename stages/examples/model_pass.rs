@@ -48,13 +48,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  kernels_x  of_kernels  dense_kernels"
     );
-    // Each layer's multiply-adds per sample (its tokens × rows × columns).
-    let macs: Vec<f64> = w
-        .layers
-        .iter()
-        .zip(w.layer_tokens())
-        .map(|(l, t)| (t * l.rows() * l.cols()) as f64)
-        .collect();
     for pattern in [
         Pattern::Dense,
         Pattern::Nm { n: 2, m: 8 },
@@ -95,13 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ev = evaluate(&data, &pruned, &layers, &[1, 256], 1.0)?;
         for b in &ev.latencies {
             let gemm = b.sparse.median_us - b.non_gemm.median_us;
-            let kernels_x = b
-                .per_layer_speedup
-                .iter()
-                .zip(&macs)
-                .map(|(s, m)| s.median * m)
-                .sum::<f64>()
-                / macs.iter().sum::<f64>();
+            let kernels_x = ev.layers_speedup(b);
             println!(
                 "{:<12} {:>5} {:>7.0} {:>8.0} {:>12.0} {:>17.2} {:>10.2} {:>11.2}  {:?}",
                 pattern.to_string(),

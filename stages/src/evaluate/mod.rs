@@ -66,7 +66,7 @@ pub struct BatchLatency {
     pub speedup: Speedup,
     /// The part of each sparse pass outside the GEMMs (activations other than ReLU, im2col,
     /// pooling, norms, attention), per pass: the pass's time minus its GEMMs' times (a GEMM's
-    /// time includes allocating its output and its fused bias and ReLU). NaN on CUDA, whose host part is not timed.
+    /// time includes taking its output buffer and its fused bias and ReLU). NaN on CUDA, whose host part is not timed.
     pub non_gemm: Timing,
     /// Per layer through the sparse kernels, on the layer's input at this batch size.
     pub per_layer: Vec<Timing>,
