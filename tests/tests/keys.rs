@@ -276,8 +276,8 @@ const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
     "86b1e2023168a7df45c990af1b65fda4119bfbefc2f5324e9e3354297264fc0d",
     // kernel_tune reading that calibration.
     "654b500dc011b628970a6b0f515bb35db6f13ae58a6b52d030aa0358404eff8c",
-    // evaluate version 8 (rows carry layers_speedup_b{B} and speedup_of_layers_b{B}).
-    "9e80dc27ca638ca723a75b5d3f4f992a217abae71992ff01d464668d16fc3614",
+    // evaluate version 9 (a transformer's host work on the layers' threads).
+    "cfc201caa0975593f2bd5b0003af92c08b2ebbcfddc01305e92d6364606fa0aa",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

@@ -38,6 +38,36 @@ pub fn with_isa<Op: HostOp>(op: Op) -> Op::Output {
     }
 }
 
+/// Host work cut into parts that may run at the same time (each writes only its own part of
+/// the output). Implement [`part`](HostParts::part) with `#[inline(always)]`, as
+/// [`HostOp::run`]: each part runs at the kernels' ISA through [`with_isa`].
+pub trait HostParts: Sync {
+    /// Part `i`.
+    fn part(&self, i: usize);
+}
+
+/// One part of a [`HostParts`] as a [`HostOp`].
+struct Part<'a, Op>(&'a Op, usize);
+
+impl<Op: HostParts> HostOp for Part<'_, Op> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        self.0.part(self.1)
+    }
+}
+
+/// Runs `op.part(i)` for every `i < parts` at the kernels' ISA, on up to `threads` of the
+/// kernels' threads (the caller's included; the same spinning pool as the products, so a pass's
+/// host work between two layers wakes nobody). With one thread the parts run in order.
+pub fn run_host_parts<Op: HostParts>(op: &Op, parts: usize, threads: usize) {
+    if threads <= 1 || parts <= 1 {
+        (0..parts).for_each(|i| with_isa(Part(op, i)));
+        return;
+    }
+    super::pool::run_parts(parts, threads, &|i| with_isa(Part(op, i)));
+}
+
 /// # Safety
 /// The CPU must support AVX-512F, AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
@@ -66,6 +96,30 @@ mod tests {
         fn run(self) -> f32 {
             *self.1 += 1;
             self.0.iter().sum()
+        }
+    }
+
+    struct Squares<'a>(Vec<std::sync::Mutex<&'a mut [f32]>>);
+
+    impl HostParts for Squares<'_> {
+        #[inline(always)]
+        fn part(&self, i: usize) {
+            let mut mine = self.0[i].lock().unwrap();
+            mine.iter_mut().for_each(|x| *x *= *x);
+        }
+    }
+
+    #[test]
+    fn every_part_runs_once_at_any_thread_count() {
+        for threads in [1, 2, 3] {
+            let mut x: Vec<f32> = (0..1003).map(|i| i as f32).collect();
+            let parts = Squares(x.chunks_mut(100).map(std::sync::Mutex::new).collect());
+            run_host_parts(&parts, parts.0.len(), threads);
+            drop(parts);
+            assert!(
+                x.iter().enumerate().all(|(i, &v)| v == (i * i) as f32),
+                "{threads}"
+            );
         }
     }
 

@@ -12,7 +12,7 @@ mod simd;
 pub(crate) use pool::run_parts;
 
 pub use epilogue::Epilogue;
-pub use host_isa::{with_isa, HostOp};
+pub use host_isa::{run_host_parts, with_isa, HostOp, HostParts};
 
 use std::ops::Range;
 

@@ -60,7 +60,8 @@ impl Stage for EvaluateStage {
         // 6: each layer's bias and ReLU fused into its product (kernels::Epilogue).
         // 7: each pass writes its products into the buffers of its previous round.
         // 8: rows carry layers_speedup_b{B} and speedup_of_layers_b{B}.
-        8
+        // 9: a transformer's LayerNorm, attention heads and GELU on the layers' threads.
+        9
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

@@ -15,10 +15,11 @@
 
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
 
-use crate::model::{Arch, LayerKind, ParamRef, TransformerArch, Weights, LAYER_NORM_EPS};
+use crate::model::{Arch, LayerKind, ParamRef, TransformerArch, Weights};
 use crate::StageError;
 
 use super::attention::attention;
+use super::encoder_ops::{gelu, layer_norm};
 
 /// The element types the pass runs in.
 pub(crate) trait Real:
@@ -30,6 +31,8 @@ pub(crate) trait Real:
     + Mul<Output = Self>
     + Div<Output = Self>
     + AddAssign
+    + Send
+    + Sync
 {
     fn of(x: f64) -> Self;
     fn exp(self) -> Self;
@@ -109,6 +112,11 @@ pub(crate) trait Gemm<T> {
     /// Takes back an output of [`Self::gemm`] that the pass no longer reads, so that the next
     /// product can write into it (the default drops it).
     fn recycle(&mut self, _done: Vec<T>) {}
+    /// Threads the host work between the products may use (LayerNorm, attention, GELU): as
+    /// many as the products use, so that neither waits on one core (the default: one).
+    fn host_threads(&self) -> usize {
+        1
+    }
 }
 
 impl<T, F> Gemm<T> for F
@@ -303,48 +311,6 @@ fn max_pool2<T: Real>(x: &[T], c: usize, h: usize, w: usize, samples: usize) -> 
     out
 }
 
-/// LayerNorm of every column of `x` (`d × n`) with the parameters at `at` (weight, then bias),
-/// row by row so that every pass reads the activations contiguously.
-#[inline(always)]
-fn layer_norm<T: Real>(w: &Weights, at: usize, x: &[T], d: usize, n: usize) -> Vec<T> {
-    let (gain, shift) = (&w.params[at].values, &w.params[at + 1].values);
-    let inv_d = T::of(1.0 / d as f64);
-    let mut mean = vec![T::default(); n];
-    for row in x.chunks(n.max(1)) {
-        mean.iter_mut().zip(row).for_each(|(m, &v)| *m += v);
-    }
-    mean.iter_mut().for_each(|m| *m = *m * inv_d);
-    let mut var = vec![T::default(); n];
-    for row in x.chunks(n.max(1)) {
-        for ((s, &v), &m) in var.iter_mut().zip(row).zip(&mean) {
-            let c = v - m;
-            *s += c * c;
-        }
-    }
-    let inv: Vec<T> = var
-        .iter()
-        .map(|&s| T::of(1.0) / (s * inv_d + T::of(LAYER_NORM_EPS)).sqrt())
-        .collect();
-    let mut out = vec![T::default(); x.len()];
-    for (r, (o, row)) in out.chunks_mut(n.max(1)).zip(x.chunks(n.max(1))).enumerate() {
-        let (g, b) = (T::of(gain[r] as f64), T::of(shift[r] as f64));
-        for (((o, &v), &m), &i) in o.iter_mut().zip(row).zip(&mean).zip(&inv) {
-            *o = (v - m) * i * g + b;
-        }
-    }
-    out
-}
-
-/// candle's `gelu` (the tanh approximation).
-#[inline(always)]
-fn gelu<T: Real>(v: &mut [T]) {
-    let (c, a) = (T::of((2.0 / std::f64::consts::PI).sqrt()), T::of(0.044715));
-    for x in v {
-        let y = *x;
-        *x = T::of(0.5) * y * (T::of(1.0) + (c * (y + a * y * y * y)).tanh());
-    }
-}
-
 /// The encoder of [`TransformerArch`], as `model::transformer` computes it in candle.
 #[inline(always)]
 fn transformer<T: Real>(
@@ -384,19 +350,20 @@ fn transformer<T: Real>(
         }
     }
     gemm.recycle(embedded);
+    let threads = gemm.host_threads();
     for b in 0..t.blocks {
-        let x1 = layer_norm(w, t.param(ParamRef::Norm1(b)), &h, d, n);
+        let x1 = layer_norm(w, t.param(ParamRef::Norm1(b)), &h, d, n, threads);
         let q = gemm.gemm(t.block_layer(b, 0), &x1, n, false)?;
         let k = gemm.gemm(t.block_layer(b, 1), &x1, n, false)?;
         let v = gemm.gemm(t.block_layer(b, 2), &x1, n, false)?;
-        let mixed = attention(t, &q, &k, &v, samples);
+        let mixed = attention(t, &q, &k, &v, samples, threads);
         [q, k, v].into_iter().for_each(|done| gemm.recycle(done));
         let o = gemm.gemm(t.block_layer(b, 3), &mixed, n, false)?;
         h.iter_mut().zip(&o).for_each(|(a, &b)| *a += b);
         gemm.recycle(o);
-        let x2 = layer_norm(w, t.param(ParamRef::Norm2(b)), &h, d, n);
+        let x2 = layer_norm(w, t.param(ParamRef::Norm2(b)), &h, d, n, threads);
         let mut up = gemm.gemm(t.block_layer(b, 4), &x2, n, false)?;
-        gelu(&mut up);
+        gelu(&mut up, n, threads);
         let down = gemm.gemm(t.block_layer(b, 5), &up, n, false)?;
         gemm.recycle(up);
         h.iter_mut().zip(&down).for_each(|(a, &b)| *a += b);
@@ -407,7 +374,7 @@ fn transformer<T: Real>(
     for r in 0..d {
         first[r * samples..][..samples].copy_from_slice(&h[r * n..][..samples]);
     }
-    let normed = layer_norm(w, t.param(ParamRef::NormFinal), &first, d, samples);
+    let normed = layer_norm(w, t.param(ParamRef::NormFinal), &first, d, samples, threads);
     gemm.gemm(t.head(), &normed, samples, false)
 }
 

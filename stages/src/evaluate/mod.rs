@@ -15,6 +15,7 @@
 
 mod attention;
 pub mod cuda;
+mod encoder_ops;
 mod graph;
 mod paired;
 mod passes;

@@ -222,6 +222,15 @@ impl graph::Gemm<f32> for KernelGemm<'_> {
     fn recycle(&mut self, done: Vec<f32>) {
         self.buffers.give(done);
     }
+
+    /// The most threads any layer's point uses.
+    fn host_threads(&self) -> usize {
+        self.points
+            .iter()
+            .filter_map(|p| p.get("threads").ok())
+            .max()
+            .map_or(1, |t| t.max(1) as usize)
+    }
 }
 
 /// One forward pass through `matrices` at `points` (the layers' GEMMs by the CPU kernels, each
