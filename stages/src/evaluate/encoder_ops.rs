@@ -1,9 +1,10 @@
 //! The transformer encoder's host operations between its products (LayerNorm, GELU), cut into
 //! parts that run on the kernels' threads ([`kernels::run_host_parts`]), each at the kernels'
 //! ISA. On the ViT shape at batch 256 this host work took 4.2–5.0 ms of a pass on one thread
-//! while the products ran on two (Intel Xeon, 2 cores), which capped a sparse model's speedup
-//! at ~0.8 of its layers'. Every output element is computed by the same operations in the same
-//! order whatever the thread count, so the results are the same bit for bit.
+//! while the products ran on two (Intel Xeon), and 8.7–10.7 ms, half the pass, on a Zen 3
+//! core; on two threads 6.1–8.1 ms there (`examples/model_pass`, kernels/BENCH.md
+//! 2026-12-02). Every output element is computed by the same operations in the same order
+//! whatever the thread count, so the results are the same bit for bit.
 
 use std::ops::Range;
 use std::sync::Mutex;
@@ -13,8 +14,8 @@ use kernels::HostParts;
 use super::graph::Real;
 use crate::model::{Weights, LAYER_NORM_EPS};
 
-/// `0..n` cut into at most `threads` ranges at multiples of 64 columns (whole cache lines of
-/// f32 and f64 rows, so no two threads write the same line).
+/// `0..n` cut into at most `threads` ranges at multiples of 64 columns (several cache lines of
+/// a row each, so that the threads share at most the line at each boundary).
 fn column_ranges(n: usize, threads: usize) -> Vec<Range<usize>> {
     let per = n.div_ceil(threads.max(1)).next_multiple_of(64);
     (0..n)
