@@ -149,7 +149,7 @@ impl<T: Real> HostParts for Gelu<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::graph::{finish, forward, Gemm};
+    use super::super::graph::{forward, naive_gemm, Gemm};
     use super::*;
     use crate::StageError;
 
@@ -164,18 +164,7 @@ mod tests {
             n: usize,
             relu: bool,
         ) -> Result<Vec<f32>, StageError> {
-            let l = &self.0.layers[i];
-            let mut out = vec![0f32; l.rows() * n];
-            for r in 0..l.rows() {
-                for k in 0..l.cols() {
-                    let a = l.weight[r * l.cols() + k];
-                    for j in 0..n {
-                        out[r * n + j] += a * x[k * n + j];
-                    }
-                }
-            }
-            finish(self.0, i, &mut out, n, relu);
-            Ok(out)
+            Ok(naive_gemm(self.0, i, x, n, relu))
         }
 
         fn host_threads(&self) -> usize {

@@ -138,6 +138,23 @@ pub(crate) fn finish<T: Real>(w: &Weights, i: usize, out: &mut [T], n: usize, re
     }
 }
 
+/// Layer `i`'s `W · x` in f32, summed in order, with its bias and ReLU: the tests' product.
+#[cfg(test)]
+pub(crate) fn naive_gemm(w: &Weights, i: usize, x: &[f32], n: usize, relu: bool) -> Vec<f32> {
+    let l = &w.layers[i];
+    let mut out = vec![0f32; l.rows() * n];
+    for r in 0..l.rows() {
+        for k in 0..l.cols() {
+            let a = l.weight[r * l.cols() + k];
+            for j in 0..n {
+                out[r * n + j] += a * x[k * n + j];
+            }
+        }
+    }
+    finish(w, i, &mut out, n, relu);
+    out
+}
+
 /// Logits (`classes × samples`) of `x` (`features × samples`).
 #[inline(always)]
 pub(crate) fn forward<T: Real>(

@@ -303,18 +303,7 @@ mod tests {
             let samples = 11;
             let xt = kernels::random_values(64 * samples, 2);
             let gemm = |i: usize, x: &[f32], n: usize, relu| -> Result<Vec<f32>, StageError> {
-                let l = &w.layers[i];
-                let mut out = vec![0f32; l.rows() * n];
-                for r in 0..l.rows() {
-                    for k in 0..l.cols() {
-                        let a = l.weight[r * l.cols() + k];
-                        for j in 0..n {
-                            out[r * n + j] += a * x[k * n + j];
-                        }
-                    }
-                }
-                graph::finish(&w, i, &mut out, n, relu);
-                Ok(out)
+                Ok(graph::naive_gemm(&w, i, x, n, relu))
             };
             let plain = graph::forward(&w, &xt, samples, &mut gemm.clone()).unwrap();
             let widened = kernels::with_isa(Pass {
