@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use kernels::HostParts;
 
+use super::encoder_ops::slot;
 use super::graph::Real;
 use crate::model::TransformerArch;
 
@@ -50,7 +51,8 @@ pub(super) fn attention<T: Real>(
         samples,
         outs: out.chunks_mut((dh * n).max(1)).map(Mutex::new).collect(),
     };
-    kernels::run_host_parts(&heads, heads.outs.len().min(t.heads), threads);
+    // One slice of `head_dim × n` per head.
+    kernels::run_host_parts(&heads, heads.outs.len(), threads);
     drop(heads);
     out
 }
@@ -69,7 +71,7 @@ struct Heads<'a, T> {
 impl<T: Real> HostParts for Heads<'_, T> {
     #[inline(always)]
     fn part(&self, h: usize) {
-        let mut out = self.outs[h].lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = slot(&self.outs[h]);
         head(self.t, (self.q, self.k, self.v), self.samples, h, &mut out);
     }
 }

@@ -25,7 +25,7 @@ fn column_ranges(n: usize, threads: usize) -> Vec<Range<usize>> {
 }
 
 /// Locks a part's slot (a part that panicked leaves its slot usable: the pool reports it).
-fn slot<'s, X>(m: &'s Mutex<X>) -> std::sync::MutexGuard<'s, X> {
+pub(super) fn slot<'s, X>(m: &'s Mutex<X>) -> std::sync::MutexGuard<'s, X> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
