@@ -16,7 +16,7 @@
 
 use kernels::{FormatSignature, KernelFamily, Pattern};
 use stages::kernel_tune::calibrate::{calibrate_cpu, CalibrationPlan};
-use stages::kernel_tune::{families, tune, Backend, Measured, Strategy, TuneSpec};
+use stages::kernel_tune::{families, summarise, tune, Backend, Measured, Strategy, TuneSpec};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -64,10 +64,7 @@ fn confirmed(a: &kernels::SparseMatrix, n: usize, picked: &Measured, best: &Meas
             slot.push(t.elapsed().as_secs_f64());
         }
     }
-    let [p, b] = times.map(|mut v| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    });
+    let [p, b] = times.map(|v| summarise(v).median_us);
     (p / b - 1.0).max(0.0)
 }
 
