@@ -2,21 +2,25 @@
 //! `experiments/spmm-bert-shapes.toml`), after calibrating the cost model on this machine.
 //!
 //! First each format family is calibrated exactly as the engine's calibrate stage does
-//! ([`calibrate_cpu`] on [`CalibrationPlan::cpu`]: a fixed sample at 768×768×128 and
-//! 256×256×64, none of the shapes scored here); its cost is printed. Then one exhaustive tuning
-//! per (format, shape) measures the whole space, ranked by the calibrated model. The `model`
+//! ([`calibrate_cpu`] on [`CalibrationPlan::cpu`]: a fixed sample at 768×768×128, 256×256×256
+//! and 256×2048×64, none of the shapes scored here); its cost is printed. Then one exhaustive
+//! tuning per (format, shape) measures the whole space in interleaved rounds, ranked by the
+//! calibrated model. The `model`
 //! strategy with a budget of 10 % of the space would have measured the model's top points, so
 //! its regret is (best latency among those) / (exhaustive best) − 1, read from the same
 //! measurements, for the calibrated model and for the analytical one alone, over the whole
 //! space and over the points of each thread count. `confirmed%` re-measures the calibrated
-//! pick and the exhaustive best together in alternating rounds and compares their medians:
+//! pick and the exhaustive best together in interleaved rounds and compares their medians:
 //! the minimum of single noisy measurements over the whole space is biased low against the
-//! minimum over a tenth of it even for a perfect ranking. Run: `cargo bench -p e2e --bench
-//! tuner_quality` (`-- --quick` for two formats only).
+//! minimum over a tenth of it even for a perfect ranking; a miss beyond 5 % prints both points.
+//! Run: `cargo bench -p e2e --bench tuner_quality` (`-- --quick` for two formats only, `--only
+//! TEXT` for the formats whose name contains TEXT, e.g. `Unstructured`).
 
 use kernels::{FormatSignature, KernelFamily, Pattern};
 use stages::kernel_tune::calibrate::{calibrate_cpu, CalibrationPlan};
-use stages::kernel_tune::{families, summarise, tune, Backend, Measured, Strategy, TuneSpec};
+use stages::kernel_tune::{
+    families, format_params, rounds, summarise, tune, Backend, Measured, Strategy, TuneSpec,
+};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -42,13 +46,17 @@ fn fastest<'a>(points: &[&'a Measured]) -> &'a Measured {
         .expect("a point")
 }
 
-/// Rounds in which [`confirmed`] re-measures a pick against the exhaustive best.
-const ROUNDS: usize = 9;
+/// The fewest and most rounds in which [`confirmed`] re-measures a pick against the exhaustive
+/// best, and the seconds per point it spends between the two: the rounds span ~0.6 s or more,
+/// since the machine's states last seconds and kernels respond to them differently (a
+/// one-thread point against a two-thread one most of all).
+const ROUNDS: (usize, usize) = (9, 100);
+const SECONDS_PER_POINT: f64 = 0.3;
 
-/// The regret of `picked` against `best` re-measured in [`ROUNDS`] alternating rounds (each a
-/// product of `a` at each point, in turn), as the ratio of their medians: the single
-/// measurements of an exhaustive tuning carry the machine's noise, and the minimum over all
-/// the space's points is biased low against the minimum over a tenth of them even when the
+/// The regret of `picked` against `best` re-measured in [`ROUNDS`] interleaved rounds (each a
+/// product of `a` at each point, in turn), as the ratio of their medians: the exhaustive
+/// tuning's few samples per point carry the machine's noise, and the minimum over all the
+/// space's points is biased low against the minimum over a tenth of them even when the
 /// ranking is perfect.
 fn confirmed(a: &kernels::SparseMatrix, n: usize, picked: &Measured, best: &Measured) -> f64 {
     if picked.params == best.params {
@@ -56,20 +64,27 @@ fn confirmed(a: &kernels::SparseMatrix, n: usize, picked: &Measured, best: &Meas
     }
     let b = kernels::random_values(a.cols() * n, 0xb);
     let mut c = vec![0.0f32; a.rows() * n];
-    let mut times = [vec![], vec![]];
-    for _ in 0..ROUNDS {
-        for (slot, m) in times.iter_mut().zip([picked, best]) {
-            let t = Instant::now();
-            kernels::spmm(a, &b, n, &mut c, &m.params).expect("spmm");
-            slot.push(t.elapsed().as_secs_f64());
-        }
-    }
-    let [p, b] = times.map(|v| summarise(v).median_us);
+    let pair = [&picked.params, &best.params];
+    let times = rounds(
+        2,
+        |i| kernels::spmm(a, &b, n, &mut c, pair[i]),
+        ROUNDS.0,
+        ROUNDS.1,
+        SECONDS_PER_POINT,
+    )
+    .expect("spmm");
+    let [p, b] = [0, 1].map(|i| summarise(times[i].clone()).median_us);
     (p / b - 1.0).max(0.0)
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only TEXT`: the patterns whose debug form contains TEXT.
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1));
     println!("cpu: {}", kernels::cpu_fingerprint());
     let shapes = [(768, 768), (3072, 768), (768, 3072)];
     let mut patterns = vec![Pattern::Vnm { v: 64, m: 8 }, Pattern::Nm { n: 2, m: 8 }];
@@ -86,6 +101,9 @@ fn main() {
                 sparsity: 0.75,
             },
         ]);
+    }
+    if let Some(only) = only {
+        patterns.retain(|p| format!("{p:?}").contains(only.as_str()));
     }
     let n = 512;
     let mut calibrations: BTreeMap<KernelFamily, kernels::Calibration> = BTreeMap::new();
@@ -151,6 +169,13 @@ fn main() {
                     100.0 * c,
                     100.0 * r
                 );
+                if r > 0.05 {
+                    println!(
+                        "    picked {} against {}",
+                        format_params(&picked.params),
+                        format_params(&fastest(points).params)
+                    );
+                }
                 let w = worst.entry(threads.clone()).or_insert((0.0, 0.0, 0.0));
                 *w = (w.0.max(a), w.1.max(c), w.2.max(r));
                 if threads != "all" {

@@ -122,7 +122,7 @@ fn golden_keys() {
 
 const GOLDEN_TRAIN: &str = "483b40dad1015d63faebabc507008b689241c51385088e6706088249dd8c722d";
 // The test stages plan their calibrations from the product's samples (CalibrationPlan::cpu).
-const GOLDEN_PLAN: &str = "50681d027550eb2a40b2a1a9836bf7617b76bcb91bafd826ce00cafcb79d54b4";
+const GOLDEN_PLAN: &str = "41c06a1aaa00cdb768e94633a1368a4b23dab05c4092f9b41b245fdcd8d62a4c";
 
 #[test]
 fn every_key_tag_is_frozen() {
@@ -272,12 +272,12 @@ fn golden_keys_of_the_real_stages() {
 
 const GOLDEN_REAL_MODEL: &str = "578ff781a1f9a31a66392d216bda904a0f412a549cf91be331e5902351431261";
 const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
-    // calibrate version 1, on the vnm family's sample of CalibrationPlan::cpu.
-    "86b1e2023168a7df45c990af1b65fda4119bfbefc2f5324e9e3354297264fc0d",
-    // kernel_tune reading that calibration.
-    "654b500dc011b628970a6b0f515bb35db6f13ae58a6b52d030aa0358404eff8c",
+    // calibrate version 2 (rounds), on the vnm family's sample of CalibrationPlan::cpu.
+    "22eeb45bd0ed3147350ee622ba2166d950b23419e18faaaa45f421063edd069c",
+    // kernel_tune version 3 (rounds) reading that calibration.
+    "7c78c1ebb1c20185f41318aeb9d4ba69b5e0ec6c0550a85ba4c2b1c949cbd6ff",
     // evaluate version 9 (a transformer's host work on the layers' threads).
-    "cfc201caa0975593f2bd5b0003af92c08b2ebbcfddc01305e92d6364606fa0aa",
+    "2d7d47e5b52613a484768f7ad7cd5de5fa9f0d1d479e7162895a8c2281ff7ce3",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

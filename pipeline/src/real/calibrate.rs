@@ -46,7 +46,8 @@ impl Stage for CalibrateStage {
     const MEASURES: bool = true;
 
     fn version(&self) -> u32 {
-        1
+        // 2: each shape's sample measured in rounds, times relative to each round's median.
+        2
     }
 
     /// Planned by the kernel-tune stage, with the tunings that read them.

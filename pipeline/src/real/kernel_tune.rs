@@ -103,7 +103,8 @@ impl Stage for KernelTuneStage {
     const MEASURES: bool = true;
 
     fn version(&self) -> u32 {
-        2
+        // 3: points measured in interleaved rounds (`stages::kernel_tune::rounds`).
+        3
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

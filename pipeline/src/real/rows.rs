@@ -368,8 +368,8 @@ pub fn calibrate(c: &Calibrated, isa: &str) -> Row {
     ])
 }
 
-/// A calibration's measured points as CSV: shape, pattern, parameters, fastest time and both
-/// models' predictions.
+/// A calibration's measured points as CSV: shape, pattern, parameters, measured time (as
+/// `calibrate_cpu` takes it) and both models' predictions.
 pub fn calibration_sample_csv(c: &Calibrated) -> String {
     let mut out = String::from("pattern,rows,cols,n,params,measured_s,analytical_s,calibrated_s\n");
     for p in &c.points {

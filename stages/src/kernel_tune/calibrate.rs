@@ -8,7 +8,7 @@
 //! depend on any experiment, so one calibration per (device, family, kernel version) serves
 //! every tuning; the engine keeps it in the store under that key.
 
-use super::measure::samples;
+use super::measure::{rounds, summarise};
 use crate::StageError;
 use kernels::{Calibration, CalibrationSample, FormatSignature, KernelFamily, ParamPoint, Pattern};
 use rand::seq::SliceRandom;
@@ -26,8 +26,10 @@ pub struct CalibrationPlan {
     pub shapes: Vec<(usize, usize, usize)>,
     /// Fraction of each space measured (at least one point).
     pub fraction: f64,
-    /// Timed repeats per point (after one warm-up); the fastest is kept.
-    pub reps: usize,
+    /// Interleaved rounds in which each shape's sampled points are measured (after one
+    /// warm-up round): each round's times are taken relative to the round's median, and a
+    /// point's time is its median relative time (see [`calibrate_cpu`]).
+    pub rounds: usize,
     /// Seed of the draw.
     pub seed: u64,
 }
@@ -69,7 +71,7 @@ impl CalibrationPlan {
             patterns,
             shapes: vec![(768, 768, 128), (256, 256, 256), (256, 2048, 64)],
             fraction: 0.2,
-            reps: 3,
+            rounds: 5,
             seed: 0xca1,
         })
     }
@@ -83,12 +85,12 @@ impl CalibrationPlan {
             .map(|(r, c, n)| format!("{r}x{c}x{n}"))
             .collect();
         format!(
-            "{} patterns=[{}] shapes=[{}] fraction={} reps={} seed={}",
+            "{} patterns=[{}] shapes=[{}] fraction={} rounds={} seed={}",
             self.family,
             patterns.join(", "),
             shapes.join(", "),
             self.fraction,
-            self.reps,
+            self.rounds,
             self.seed
         )
     }
@@ -97,7 +99,7 @@ impl CalibrationPlan {
 /// One measured point of a calibration, with what the models predicted for it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CalibrationPoint {
-    /// The sample (signature, n, point, fastest time).
+    /// The sample (signature, n, point, its time as [`calibrate_cpu`] takes it).
     pub sample: CalibrationSample,
     /// The pattern it was drawn for.
     pub pattern: Pattern,
@@ -114,16 +116,23 @@ pub struct Calibrated {
     pub calibration: Calibration,
     /// Every measured point.
     pub points: Vec<CalibrationPoint>,
-    /// Seconds spent in the kernels (warm-up and repeats).
+    /// Seconds spent measuring (warm-up and rounds).
     pub kernel_seconds: f64,
 }
 
 /// Measures `plan`'s sample on this machine and fits the cost model's corrections. The caller
 /// holds the per-host measurement lock around this call.
+///
+/// Each (pattern, shape) is measured in [`CalibrationPlan::rounds`] interleaved rounds over its
+/// sampled points. The machine's speed moves by 25–50 % between states that last seconds
+/// ([`super::rounds`]), and the fit only uses each tuning's times relative to each other: so
+/// each time is divided by its round's median, which takes out the state the round ran in, and
+/// a point's relative time is the median over rounds. A sample's `seconds` is that relative
+/// time times the median of the rounds' medians.
 pub fn calibrate_cpu(plan: &CalibrationPlan) -> Result<Calibrated, StageError> {
     let mut rng = ChaCha8Rng::seed_from_u64(plan.seed);
     let mut measured: Vec<(Pattern, CalibrationSample)> = vec![];
-    let mut kernel_seconds = 0.0;
+    let started = std::time::Instant::now();
     for pattern in &plan.patterns {
         for &(rows, cols, n) in &plan.shapes {
             let sig = FormatSignature::for_pattern(pattern, rows, cols)?;
@@ -133,28 +142,28 @@ pub fn calibrate_cpu(plan: &CalibrationPlan) -> Result<Calibrated, StageError> {
             let mut points: Vec<ParamPoint> = kernels::cpu_space(&sig, n).points();
             points.shuffle(&mut rng);
             let take = ((plan.fraction * points.len() as f64).ceil() as usize).max(1);
-            for point in points.into_iter().take(take) {
-                let s = samples(
-                    || kernels::spmm(&a, &b, n, &mut c, &point),
-                    plan.reps,
-                    plan.reps,
-                    0.0,
-                )?;
-                let fastest = s.iter().copied().fold(f64::INFINITY, f64::min);
-                // The warm-up took about as long as the fastest repeat.
-                kernel_seconds += (s.iter().sum::<f64>() + fastest) * 1e-6;
+            points.truncate(take);
+            let times = rounds(
+                points.len(),
+                |i| kernels::spmm(&a, &b, n, &mut c, &points[i]),
+                plan.rounds,
+                plan.rounds,
+                0.0,
+            )?;
+            for (point, seconds) in points.into_iter().zip(relative_medians(&times)) {
                 measured.push((
                     pattern.clone(),
                     CalibrationSample {
                         sig,
                         n,
                         point,
-                        seconds: fastest * 1e-6,
+                        seconds: seconds * 1e-6,
                     },
                 ));
             }
         }
     }
+    let kernel_seconds = started.elapsed().as_secs_f64();
     let fit_on: Vec<CalibrationSample> = measured.iter().map(|(_, s)| s.clone()).collect();
     let calibration = Calibration::fit(&fit_on);
     let points = measured
@@ -173,9 +182,39 @@ pub fn calibrate_cpu(plan: &CalibrationPlan) -> Result<Calibrated, StageError> {
     })
 }
 
+/// Each point's median over rounds of its time relative to its round's median, times the
+/// median of the rounds' medians (`times[point][round]`, every point with the same rounds).
+fn relative_medians(times: &[Vec<f64>]) -> Vec<f64> {
+    let rounds = times.first().map_or(0, Vec::len);
+    let round_medians: Vec<f64> = (0..rounds)
+        .map(|r| summarise(times.iter().map(|t| t[r]).collect()).median_us)
+        .collect();
+    let scale = summarise(round_medians.clone()).median_us;
+    times
+        .iter()
+        .map(|t| {
+            let relative = t.iter().zip(&round_medians).map(|(x, m)| x / m).collect();
+            summarise(relative).median_us * scale
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A round run in a slow state (every point 1.5× slower) moves no point's time, and each
+    /// point keeps its place relative to the others.
+    #[test]
+    fn a_slow_round_is_taken_out_by_its_median() {
+        let times = vec![
+            vec![1.0, 1.5, 1.0],
+            vec![2.0, 3.0, 2.0],
+            vec![4.0, 6.0, 4.0],
+        ];
+        assert_eq!(relative_medians(&times), [1.0, 2.0, 4.0]);
+        assert!(relative_medians(&[]).is_empty());
+    }
 
     #[test]
     fn every_sparse_cpu_family_has_a_plan_of_its_own_patterns() {
@@ -237,7 +276,7 @@ mod tests {
             patterns: vec![Pattern::Nm { n: 2, m: 8 }],
             shapes: vec![(32, 64, 16)],
             fraction: 0.25,
-            reps: 1,
+            rounds: 1,
             seed: 1,
         };
         let sig = FormatSignature::for_pattern(&plan.patterns[0], 32, 64).unwrap();

@@ -8,10 +8,11 @@
 //! ([`kernels::predicted_cost`]) and measures the top `budget`. Predicted and measured costs are
 //! both kept, so the model's rank correlation and regret can be queried. On the CPU the model
 //! is the analytical one corrected by the device's [`Calibration`] when the spec carries one
-//! ([`calibrate`] measures it), and the analytical prediction is kept beside. On the CPU, the 3
-//! fastest points and every dense point are then measured again in 3 interleaved rounds, and the
-//! best point and the dense baseline are chosen on all their samples: the machine's speed drifts
-//! over a tuning, and the speedup should compare times taken in the same moments.
+//! ([`calibrate`] measures it), and the analytical prediction is kept beside. On the CPU, every
+//! chosen point and every dense point are measured in interleaved rounds ([`rounds`]), the 3
+//! fastest points and every dense point then in more rounds, and the best point and the dense
+//! baseline are chosen on all their samples: the machine's speed drifts over a tuning, and
+//! neither the ranking nor the speedup should depend on when each point was measured.
 //!
 //! Backends: the CPU kernels (the default), or the CUDA kernels of [`kernels::cuda`] through
 //! [`cuda::tune_cuda`] (see there for what differs: its own cost model, fp16, failed points).
@@ -22,7 +23,7 @@ pub mod cuda;
 pub(crate) mod cuda_stand_in;
 mod measure;
 
-pub use measure::{samples, summarise, time, Timing};
+pub use measure::{rounds, summarise, Timing};
 
 use crate::StageError;
 use kernels::{
@@ -125,8 +126,8 @@ pub struct TuneSpec {
     pub n: usize,
     /// Search strategy.
     pub strategy: Strategy,
-    /// Time budget per measured point, seconds (repeats continue until it is spent; CPU only:
-    /// CUDA takes a fixed number of device-timed samples, [`cuda::REPS`]).
+    /// Time budget per measured point, seconds (rounds continue until the points' budgets are
+    /// spent; CPU only: CUDA takes a fixed number of device-timed samples, [`cuda::REPS`]).
     pub seconds_per_point: f64,
     /// The kernels measured.
     pub backend: Backend,
@@ -269,10 +270,13 @@ pub fn tune(spec: &TuneSpec) -> Result<Tuned, StageError> {
     }
 }
 
-/// The fastest sparse points that [`tune_cpu`] measures again, with every dense point, and the
-/// rounds it measures them in.
+/// The fewest rounds in which [`tune_cpu`] measures every chosen point.
+const FIRST_ROUNDS: usize = 3;
+/// The fastest sparse points that [`tune_cpu`] measures again, with every dense point, the
+/// fewest rounds it measures them in, and the multiple of the per-point budget those take.
 const CONFIRM_POINTS: usize = 3;
-const CONFIRM_ROUNDS: usize = 3;
+const CONFIRM_ROUNDS: usize = 9;
+const CONFIRM_BUDGETS: f64 = 3.0;
 
 fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let sig = &spec.sig;
@@ -281,33 +285,25 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let b = kernels::random_values(sig.cols * n, 0xb);
     let mut c = vec![0f32; sig.rows * n];
     let budget = spec.seconds_per_point;
-    // One measurement of one point: samples until the per-point budget is spent.
-    let mut measure = |m: &SparseMatrix, p: &ParamPoint| {
-        samples(|| kernels::spmm(m, &b, n, &mut c, p), 3, 50, budget)
-    };
     let space = kernels::cpu_space(sig, n);
     let space_size = space.points().len();
-    let mut points = vec![];
-    let mut sparse_samples = vec![];
     let cost = |sig: &FormatSignature, p: &ParamPoint| match &spec.calibration {
         Some(cal) => cal.cost(sig, n, p),
         None => kernels::predicted_cost(sig, n, p),
     };
     let ranked = rank_by_cost(&space, |p| cost(sig, p));
-    for (p, predicted_s, predicted_rank) in choose(ranked, &spec.strategy) {
-        let s = measure(&a, &p)?;
-        let timing = summarise(s.clone());
-        sparse_samples.push(s);
-        points.push(Measured {
+    let mut points: Vec<Measured> = choose(ranked, &spec.strategy)
+        .into_iter()
+        .map(|(p, predicted_s, predicted_rank)| Measured {
             kernel: space.kernel.to_owned(),
             analytical_s: kernels::predicted_cost(sig, n, &p),
             params: p,
             predicted_s,
             predicted_rank,
-            timing,
+            timing: summarise(vec![]),
             error: None,
-        });
-    }
+        })
+        .collect();
     let dense = kernels::dense_space(sig.rows, sig.cols, n);
     let dense_a = match &a {
         SparseMatrix::Dense(_) => a.clone(),
@@ -317,48 +313,60 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
             &kernels::Mask::full(other.rows(), other.cols()),
         )?,
     };
-    let mut dense_points = vec![];
-    let mut dense_samples = vec![];
     let dsig = dense_a.signature();
     let ranked = rank_by_cost(&dense, |p| kernels::predicted_cost(&dsig, n, p));
-    for (p, predicted_s, predicted_rank) in choose(ranked, &Strategy::Exhaustive) {
-        let s = measure(&dense_a, &p)?;
-        let timing = summarise(s.clone());
-        dense_samples.push(s);
-        dense_points.push(Measured {
+    let mut dense_points: Vec<Measured> = choose(ranked, &Strategy::Exhaustive)
+        .into_iter()
+        .map(|(p, predicted_s, predicted_rank)| Measured {
             kernel: "dense".into(),
             analytical_s: predicted_s,
             params: p,
             predicted_s,
             predicted_rank,
-            timing,
+            timing: summarise(vec![]),
             error: None,
-        });
-    }
+        })
+        .collect();
+    // Every sparse and dense point in the same interleaved rounds (see [`rounds`]), so that
+    // neither the ranking nor the speedup depends on when each point happened to be measured.
+    let runs: Vec<(&SparseMatrix, &ParamPoint)> = points
+        .iter()
+        .map(|m| (&a, &m.params))
+        .chain(dense_points.iter().map(|m| (&dense_a, &m.params)))
+        .collect();
+    let mut measure = |which: &[usize], min_rounds: usize, budget: f64| {
+        rounds(
+            which.len(),
+            |k| {
+                let (m, p) = runs[which[k]];
+                kernels::spmm(m, &b, n, &mut c, p)
+            },
+            min_rounds,
+            min_rounds.max(50),
+            budget,
+        )
+    };
+    let all: Vec<usize> = (0..runs.len()).collect();
+    let mut samples = measure(&all, FIRST_ROUNDS, budget)?;
     let empty = || StageError::InvalidConfig(format!("empty kernel space for {sig:?} at n = {n}"));
-    // The fastest few sparse points and every dense point again, in interleaved rounds: a
-    // shared machine's speed drifts by 10–15 % over minutes, and neither the best point nor the
-    // speedup should depend on when each point happened to be measured. A confirmed point's
-    // timing summarises all its samples, and the best is chosen among the confirmed points.
+    // The fastest few sparse points and every dense point again, in more rounds: the best is
+    // chosen among these confirmed points, on all their samples.
+    let median = |s: &Vec<f64>| summarise(s.clone()).median_us;
     let mut order: Vec<usize> = (0..points.len()).collect();
-    order.sort_by(|&i, &j| {
-        let (x, y) = (&points[i].timing, &points[j].timing);
-        x.median_us.total_cmp(&y.median_us)
-    });
+    order.sort_by(|&i, &j| median(&samples[i]).total_cmp(&median(&samples[j])));
     order.truncate(CONFIRM_POINTS);
-    for _ in 0..CONFIRM_ROUNDS {
-        for (m, s) in dense_points.iter().zip(&mut dense_samples) {
-            s.extend(measure(&dense_a, &m.params)?);
-        }
-        for &i in &order {
-            sparse_samples[i].extend(measure(&a, &points[i].params)?);
-        }
+    let confirm: Vec<usize> = order
+        .iter()
+        .copied()
+        .chain(points.len()..runs.len())
+        .collect();
+    let more = measure(&confirm, CONFIRM_ROUNDS, CONFIRM_BUDGETS * budget)?;
+    for (&i, s) in confirm.iter().zip(more) {
+        samples[i].extend(s);
     }
-    for &i in &order {
-        points[i].timing = summarise(std::mem::take(&mut sparse_samples[i]));
-    }
-    for (m, s) in dense_points.iter_mut().zip(dense_samples) {
-        m.timing = summarise(s);
+    let mut samples = samples.into_iter();
+    for m in points.iter_mut().chain(dense_points.iter_mut()) {
+        m.timing = summarise(samples.next().unwrap_or_default());
     }
     let best = order
         .iter()
@@ -418,9 +426,9 @@ mod tests {
         assert_eq!(t.points[0].predicted_rank, 0);
         assert!(t.best().timing.median_us.is_finite());
         assert!(!t.dense_points.is_empty());
-        // With no time budget each measurement takes 3 samples; the confirmed points (the 3
-        // fastest sparse ones, every dense one) took 3 more in each of 3 rounds.
-        let confirmed = 3 * (1 + CONFIRM_ROUNDS);
+        // With no time budget every point takes a sample in each of 3 rounds; the confirmed
+        // points (the 3 fastest sparse ones, every dense one) one more in each of 9 rounds.
+        let confirmed = FIRST_ROUNDS + CONFIRM_ROUNDS;
         assert_eq!(t.best().timing.repeats, confirmed);
         let n_confirmed = t
             .points
@@ -431,7 +439,7 @@ mod tests {
         assert!(t
             .points
             .iter()
-            .all(|m| [3, confirmed].contains(&m.timing.repeats)));
+            .all(|m| [FIRST_ROUNDS, confirmed].contains(&m.timing.repeats)));
         assert!(t.dense_points.iter().all(|m| m.timing.repeats == confirmed));
         let ex = tune(&TuneSpec {
             strategy: Strategy::Exhaustive,
