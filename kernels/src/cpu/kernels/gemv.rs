@@ -109,6 +109,39 @@ unsafe impl Gemv for super::super::simd::Avx2 {
         }
     }
 
+    /// Up to 32 columns loaded whole, 8 at a time, each permuted by the lanes' indices (the
+    /// low 3 bits) and the four blended by bits 3 and 4: on Zen 3 a masked gather per step
+    /// made N:M 2:4 at batch 1 run at 0.15× dense (3072×768; 0.39–0.43× this way).
+    #[inline(always)]
+    unsafe fn select_nm(
+        x: *const f32,
+        first: usize,
+        span: usize,
+        offs: *const i32,
+        pos: *const u8,
+    ) -> __m256 {
+        if span > 32 {
+            // SAFETY: as the trait's default: the columns are below first + span, inside x.
+            return unsafe { Self::gather_nm(x, first + span, first, offs, pos) };
+        }
+        // SAFETY: AVX2 is available; the loads read 16 floats from x + first, and 32 only when
+        // span > 16, inside the 32 the contract makes readable.
+        unsafe {
+            let p = _mm256_cvtepu8_epi32(_mm_loadl_epi64(pos.cast()));
+            let idx = _mm256_add_epi32(p, _mm256_loadu_si256(offs.cast()));
+            let base = x.add(first);
+            let pick = |at: usize| _mm256_permutevar8x32_ps(_mm256_loadu_ps(base.add(at)), idx);
+            // Bit 3 of an index, moved into the sign bit, picks the upper 8 columns.
+            let bit3 = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
+            let low = _mm256_blendv_ps(pick(0), pick(8), bit3);
+            if span <= 16 {
+                return low;
+            }
+            let high = _mm256_blendv_ps(pick(16), pick(24), bit3);
+            _mm256_blendv_ps(low, high, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 27)))
+        }
+    }
+
     #[inline(always)]
     unsafe fn sum(v: __m256) -> f32 {
         // SAFETY: AVX is available.
@@ -346,6 +379,9 @@ pub(crate) unsafe fn gemv_nm<S: Gemv>(
 ) {
     let (n, m, groups, cols) = (a.n(), a.m(), a.groups(), a.cols());
     debug_assert!(S::LANES.is_multiple_of(n));
+    // N divides LANES, a power of two, so a slot's group is a shift away (a division per step
+    // took ~20–30 % of the kernel's time at batch 1 on Zen 3).
+    let shift = n.trailing_zeros();
     // Lane l's group offset within a step, in columns.
     let mut offs = [0i32; 16];
     for (l, o) in offs.iter_mut().enumerate().take(S::LANES) {
@@ -367,7 +403,7 @@ pub(crate) unsafe fn gemv_nm<S: Gemv>(
                 vals.add(r * slots),
                 0..slots,
                 |s| {
-                    let first = (s / n) * m;
+                    let first = (s >> shift) * m;
                     if span <= 64 && first + whole <= cols {
                         S::select_nm(x, first, span, offs.as_ptr(), pr.add(s))
                     } else {
@@ -375,7 +411,7 @@ pub(crate) unsafe fn gemv_nm<S: Gemv>(
                     }
                 },
                 |s| {
-                    let k = (s / n) * m + *pr.add(s) as usize;
+                    let k = (s >> shift) * m + *pr.add(s) as usize;
                     if k < cols {
                         *x.add(k)
                     } else {
