@@ -118,7 +118,7 @@ fn main() {
         let t0 = Instant::now();
         let done = calibrate_cpu(&plan).expect("calibrate");
         println!(
-            "calibration of {family}: {} points, {:.1} s in the kernels, {:.1} s wall",
+            "calibration of {family}: {} points, {:.1} s measuring, {:.1} s wall",
             done.points.len(),
             done.kernel_seconds,
             t0.elapsed().as_secs_f64()

@@ -351,9 +351,12 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let empty = || StageError::InvalidConfig(format!("empty kernel space for {sig:?} at n = {n}"));
     // The fastest few sparse points and every dense point again, in more rounds: the best is
     // chosen among these confirmed points, on all their samples.
-    let median = |s: &Vec<f64>| summarise(s.clone()).median_us;
+    let first: Vec<f64> = samples[..points.len()]
+        .iter()
+        .map(|s| summarise(s.clone()).median_us)
+        .collect();
     let mut order: Vec<usize> = (0..points.len()).collect();
-    order.sort_by(|&i, &j| median(&samples[i]).total_cmp(&median(&samples[j])));
+    order.sort_by(|&i, &j| first[i].total_cmp(&first[j]));
     order.truncate(CONFIRM_POINTS);
     let confirm: Vec<usize> = order
         .iter()
