@@ -36,8 +36,9 @@ fn patterns_for(rows: usize) -> Vec<Pattern> {
 
 /// Shapes (rows, cols, n): empty, single, odd, K not a multiple of M, N not a multiple of 8/16;
 /// and batch 1 (the matrix-vector kernels) with K giving whole steps of 8 and 16 groups, a
-/// partial step and a scalar tail.
-const SHAPES: [(usize, usize, usize); 11] = [
+/// partial step and a scalar tail, and rows that end in a partial panel of 8 or 16 rows (the
+/// across-rows kernels).
+const SHAPES: [(usize, usize, usize); 13] = [
     (0, 5, 3),
     (1, 1, 1),
     (7, 9, 5),
@@ -49,6 +50,8 @@ const SHAPES: [(usize, usize, usize); 11] = [
     (32, 1024, 1),
     (48, 130, 1),
     (3, 37, 1),
+    (24, 200, 1),
+    (13, 70, 1),
 ];
 
 fn build(case: &Case, seed: u64, tweak: impl Fn(&mut [f32])) -> (SparseMatrix, SparseMatrix) {
@@ -145,7 +148,12 @@ fn partial_tiles_wider_than_128_floats_match_the_reference() {
 
 #[test]
 fn nan_and_inf_propagate_like_the_reference() {
-    let (rows, cols, n) = (16, 130, 19);
+    for (rows, cols, n) in [(16, 130, 19), (16, 130, 1), (24, 70, 1)] {
+        nan_and_inf_propagate_at(rows, cols, n);
+    }
+}
+
+fn nan_and_inf_propagate_at(rows: usize, cols: usize, n: usize) {
     for pattern in patterns_for(rows) {
         let case = Case {
             pattern,
@@ -380,6 +388,9 @@ fn every_thread_split_gives_the_one_thread_result_bit_for_bit() {
         (48, 130, 128),
         (7, 9, 32),
         (16, 40, 50),
+        (48, 130, 1),
+        (40, 1024, 1),
+        (21, 70, 1),
     ];
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for (rows, cols, n) in shapes {

@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use super::kernels::{self, BTile, CTile, Step};
 use super::simd::{Scalar, Simd};
+use crate::format::{CsrPanels, RowPanels};
 use crate::{Isa, SparseMatrix};
 
 /// A kernel over one N tile for a range of rows.
@@ -142,6 +143,91 @@ pub(crate) fn select_gemv(isa: Isa) -> Option<GemvFn> {
         Isa::Avx512 => Some(gemv_avx512 as GemvFn),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => Some(gemv_avx2 as GemvFn),
+        _ => None,
+    }
+}
+
+/// A matrix's batch-1 panels, of whichever layout its format has.
+#[derive(Clone, Copy)]
+pub(crate) enum Panels<'a> {
+    /// N:M and V:N:M.
+    Rows(&'a RowPanels),
+    /// CSR.
+    Csr(&'a CsrPanels),
+}
+
+impl Panels<'_> {
+    /// Rows per panel.
+    pub(crate) fn lanes(&self) -> usize {
+        match self {
+            Panels::Rows(p) => p.lanes(),
+            Panels::Csr(p) => p.lanes(),
+        }
+    }
+}
+
+/// A batch-1 kernel over panels (`kernels::gemv_*_panels`): `(a, a's panels, rows, x, y,
+/// scratch)`, where the scratch holds x then zeros (`groups · m + 16` floats) for N:M,
+/// `4 · groups` floats for V:N:M, and x in windows for CSR (`CsrPanels::window_x`).
+///
+/// # Safety
+/// As the `kernels::gemv_*_panels` function of the matrix's format, with panels from
+/// [`panels`] for the same ISA, whose function this is.
+pub(crate) type PanelGemvFn =
+    unsafe fn(&SparseMatrix, Panels<'_>, Range<usize>, *const f32, *mut f32, &mut [f32]);
+
+/// `a`'s panels, where a panel kernel runs it on `isa`: AVX2, for N:M with N ≤ 4 and M ≤ 16,
+/// V:N:M with V a multiple of the lanes, and CSR. (AVX-512's batch-1 kernels already pick by
+/// `vpermt2ps`; panels there are untried.)
+pub(crate) fn panels(a: &SparseMatrix, isa: Isa) -> Option<Panels<'_>> {
+    if isa != Isa::Avx2 {
+        return None;
+    }
+    let lanes = isa.lanes();
+    match a {
+        SparseMatrix::Nm(x) if x.n() <= 4 && x.m() <= 16 => x.row_panels(lanes).map(Panels::Rows),
+        SparseMatrix::Vnm(x) if x.v().is_multiple_of(lanes) => {
+            x.row_panels(lanes).map(Panels::Rows)
+        }
+        SparseMatrix::Csr(x) => x.csr_panels(lanes).map(Panels::Csr),
+        _ => None,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gemv_panels_avx2(
+    a: &SparseMatrix,
+    panels: Panels<'_>,
+    rows: Range<usize>,
+    x: *const f32,
+    y: *mut f32,
+    scratch: &mut [f32],
+) {
+    use super::simd::Avx2;
+    // SAFETY: forwarded contract of `PanelGemvFn`; selected only when AVX2 and FMA were
+    // detected.
+    unsafe {
+        match (a, panels) {
+            (SparseMatrix::Nm(m), Panels::Rows(p)) => {
+                kernels::gemv_nm_panels::<Avx2>(m, p, rows, scratch, y)
+            }
+            (SparseMatrix::Vnm(m), Panels::Rows(p)) => {
+                kernels::gemv_vnm_panels::<Avx2>(m, p, rows, x, y, scratch)
+            }
+            (SparseMatrix::Csr(_), Panels::Csr(p)) => {
+                kernels::gemv_csr_panels::<Avx2>(p, rows, scratch, y)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The panel kernels for `isa` (see [`panels`]).
+pub(crate) fn select_gemv_panels(isa: Isa) -> Option<PanelGemvFn> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => Some(gemv_panels_avx2 as PanelGemvFn),
         _ => None,
     }
 }

@@ -215,8 +215,51 @@ pub fn spmm_with(
         p.get("pack_b")? == 1,
     );
     let (r, kernel_isa) = (p.count("rows")?, isa());
-    // Batch 1: the vectorised matrix-vector kernels (`kernels::gemv_*`); the tile parameters
-    // do not apply to them, the thread count does.
+    // Batch 1: the matrix-vector kernels, across rows over row panels where they apply
+    // (`kernels::gemv_*_panels`), else along K (`kernels::gemv_*`); the tile parameters do not
+    // apply to them, the thread count does.
+    if let (1, Some(gemv)) = (n, dispatch::select_gemv_panels(kernel_isa)) {
+        if let Some(panels) = dispatch::panels(a, kernel_isa) {
+            let mut parts = match (a, panels) {
+                (SparseMatrix::Vnm(x), _) => partition(a.rows(), x.v(), threads, |u| u),
+                (_, dispatch::Panels::Csr(p)) => {
+                    partition(a.rows(), p.lanes(), threads, |u| p.starts()[u] as usize)
+                }
+                _ => partition(a.rows(), panels.lanes(), threads, |u| u),
+            };
+            // The rows past the last whole panel go with the last part.
+            match parts.last_mut() {
+                Some(last) => last.end = a.rows(),
+                None if a.rows() > 0 => parts.push(0..a.rows()),
+                None => {}
+            }
+            let run = |range: Range<usize>, y: &mut [f32]| {
+                let mut scratch = match a {
+                    SparseMatrix::Nm(x) => {
+                        let mut pad = b.to_vec();
+                        pad.resize(x.groups() * x.m() + 16, 0.0);
+                        pad
+                    }
+                    SparseMatrix::Vnm(x) => vec![0.0f32; 4 * x.groups()],
+                    _ => match panels {
+                        dispatch::Panels::Csr(p) => {
+                            let mut xw = Vec::new();
+                            p.window_x(b, &mut xw);
+                            xw
+                        }
+                        dispatch::Panels::Rows(_) => Vec::new(),
+                    },
+                };
+                // SAFETY: `gemv` and `panels` were selected for this process's ISA; `b` holds
+                // `cols` floats (n = 1, checked above), the scratch is sized as the kernels
+                // need, `y` holds the range's rows, and the parts start on multiples of the
+                // lanes (and of V).
+                unsafe { gemv(a, panels, range, b.as_ptr(), y.as_mut_ptr(), &mut scratch) }
+            };
+            split_rows(&parts, 1, c, threads, &run, &epilogue);
+            return Ok(());
+        }
+    }
     if let (1, Some(gemv)) = (n, dispatch::select_gemv(kernel_isa)) {
         if dispatch::gemv_applies(a, kernel_isa) {
             let (unit, groups): (usize, usize) = match a {

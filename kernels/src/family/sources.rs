@@ -52,12 +52,26 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
         &[
             COMMON,
             CPU,
-            &["src/cpu/kernels/csr.rs", "src/format/csr.rs"],
+            &[
+                "src/cpu/kernels/csr.rs",
+                "src/cpu/kernels/gemv.rs",
+                "src/format/csr.rs",
+            ],
         ],
     ),
     (
         "cpu-nm",
-        &[COMMON, CPU, &["src/cpu/kernels/nm.rs", "src/format/nm.rs"]],
+        &[
+            COMMON,
+            CPU,
+            &[
+                "src/cpu/kernels/gemv.rs",
+                "src/cpu/kernels/gemv_panels.rs",
+                "src/cpu/kernels/nm.rs",
+                "src/format/nm.rs",
+                "src/format/panels.rs",
+            ],
+        ],
     ),
     (
         "cpu-vnm",
@@ -66,7 +80,9 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
             CPU,
             &[
                 "src/cpu/kernels/gemv.rs",
+                "src/cpu/kernels/gemv_panels.rs",
                 "src/cpu/kernels/vnm.rs",
+                "src/format/panels.rs",
                 "src/format/vnm.rs",
             ],
         ],

@@ -1,5 +1,6 @@
 //! Compressed sparse rows, the storage of unstructured sparsity.
 
+use super::panels::{CsrPanels, PanelCache};
 use crate::{KernelError, Mask};
 
 /// A CSR matrix.
@@ -14,6 +15,8 @@ pub struct CsrMatrix {
     row_ptr: Vec<u32>,
     col_idx: Vec<u32>,
     values: Vec<f32>,
+    /// Derived for the batch-1 kernels, on first use.
+    panels: PanelCache<CsrPanels>,
 }
 
 impl CsrMatrix {
@@ -58,6 +61,7 @@ impl CsrMatrix {
             row_ptr,
             col_idx,
             values,
+            panels: PanelCache::default(),
         })
     }
 
@@ -132,6 +136,13 @@ impl CsrMatrix {
     /// Value of each stored entry.
     pub fn values(&self) -> &[f32] {
         &self.values
+    }
+
+    /// The entries in panels of `lanes` rows for the batch-1 kernels (built on the first call).
+    pub(crate) fn csr_panels(&self, lanes: usize) -> Option<&CsrPanels> {
+        self.panels.get(lanes, || {
+            CsrPanels::build(self.rows, &self.row_ptr, &self.col_idx, &self.values, lanes)
+        })
     }
 
     /// Bytes of storage: values, column indices and row pointers.

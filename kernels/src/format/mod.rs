@@ -5,12 +5,14 @@
 mod csr;
 mod dense;
 mod nm;
+mod panels;
 mod vector;
 mod vnm;
 
 pub use csr::CsrMatrix;
 pub use dense::DenseMatrix;
 pub use nm::NmMatrix;
+pub(crate) use panels::{CsrPanels, RowPanels};
 pub use vector::VectorMatrix;
 pub use vnm::{meta_word_shift, vnm_k_sp, vnm_meta_words, VnmMatrix};
 

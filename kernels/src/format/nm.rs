@@ -1,5 +1,6 @@
 //! The N:M format: each row stores exactly N slots per group of M consecutive columns.
 
+use super::panels::{PanelCache, RowPanels};
 use crate::{KernelError, Mask};
 
 /// An N:M matrix: per row and per group of `m` columns (`groups = ⌈cols/m⌉`), `n` slots, each a
@@ -20,6 +21,8 @@ pub struct NmMatrix {
     m: usize,
     values: Vec<f32>,
     positions: Vec<u8>,
+    /// Derived for the batch-1 kernels, on first use.
+    panels: PanelCache<RowPanels>,
 }
 
 impl NmMatrix {
@@ -64,6 +67,7 @@ impl NmMatrix {
             m,
             values,
             positions,
+            panels: PanelCache::default(),
         })
     }
 
@@ -178,5 +182,16 @@ impl NmMatrix {
     /// Bytes of storage: 4 per value, 1 per position.
     pub fn bytes(&self) -> usize {
         5 * self.values.len()
+    }
+
+    /// The values in panels of `lanes` rows for the batch-1 kernels (built on the first call).
+    pub(crate) fn row_panels(&self, lanes: usize) -> Option<&RowPanels> {
+        let per_row = self.groups() * self.n;
+        self.panels.get(lanes, || {
+            RowPanels::build(self.rows, self.groups(), self.n, lanes, |r, s| {
+                let i = r * per_row + s;
+                (self.values[i], self.positions[i])
+            })
+        })
     }
 }

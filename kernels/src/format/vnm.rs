@@ -16,6 +16,7 @@
 //! padding slots and slots at phantom columns hold `+0.0`. A row that keeps fewer than 2 of its
 //! block's columns stores `+0.0` at a spare position (a stored zero, multiplied like any value).
 
+use super::panels::{PanelCache, RowPanels};
 use crate::{KernelError, Mask};
 
 /// Where the 2-bit position of value slot `slot` of row `row` lives in the metadata of a matrix
@@ -58,6 +59,8 @@ pub struct VnmMatrix {
     pairs: Vec<u8>,
     /// Derived: stored slots at real columns.
     nnz: usize,
+    /// Derived for the batch-1 kernels, on first use.
+    panels: PanelCache<RowPanels>,
 }
 
 impl VnmMatrix {
@@ -92,6 +95,7 @@ impl VnmMatrix {
             column_loc,
             pairs: Vec::new(),
             nnz: 0,
+            panels: PanelCache::default(),
         };
         for (i, loc) in a.column_loc.chunks_exact(4).enumerate() {
             if loc.windows(2).any(|w| w[0] >= w[1]) || loc[3] as usize >= m {
@@ -307,5 +311,16 @@ impl VnmMatrix {
     /// Bytes of storage: values, metadata and column locations.
     pub fn bytes(&self) -> usize {
         4 * self.values.len() + 4 * self.metadata.len() + self.column_loc.len()
+    }
+
+    /// The values in panels of `lanes` rows for the batch-1 kernels (built on the first call),
+    /// each slot's position naming one of its group's 4 kept columns.
+    pub(crate) fn row_panels(&self, lanes: usize) -> Option<&RowPanels> {
+        let (groups, k_sp) = (self.groups(), self.k_sp());
+        self.panels.get(lanes, || {
+            RowPanels::build(self.rows, groups, 2, lanes, |r, s| {
+                (self.values[r * k_sp + s], self.position(r, s) as u8)
+            })
+        })
     }
 }

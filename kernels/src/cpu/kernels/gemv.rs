@@ -9,6 +9,10 @@
 //!   group's 4 gathered x values its pair code names are picked by one in-register permute
 //!   ([`Gemv::select_pairs`]) — no load per product, no gather instruction;
 //! - N:M and CSR: a gather instruction per step ([`Gemv::gather_nm`], [`Gemv::gather`]).
+//!
+//! On AVX2 the across-rows kernels of [`super::gemv_panels`] run instead wherever they apply
+//! (every CSR matrix, N:M with N ≤ 4 and M ≤ 16, V:N:M with V a multiple of 8); these remain for
+//! AVX-512 and the other shapes.
 
 use std::ops::Range;
 
@@ -256,15 +260,10 @@ pub(crate) unsafe fn gemv_vnm<S: Gemv>(
     y: *mut f32,
     xs: &mut [f32],
 ) {
-    let (v, m, groups, cols, k_sp) = (a.v(), a.m(), a.groups(), a.cols(), a.k_sp());
+    let (v, groups, k_sp) = (a.v(), a.groups(), a.k_sp());
     let per = S::LANES / 2; // groups per vector
     debug_assert!(xs.len() >= 4 * groups);
-    let (vals, codes, loc) = (
-        a.values().as_ptr(),
-        a.pair_codes().as_ptr(),
-        a.column_loc().as_ptr(),
-    );
-    let xs = xs.as_mut_ptr();
+    let (vals, codes) = (a.values().as_ptr(), a.pair_codes().as_ptr());
     for blk in rows.start / v..rows.end / v {
         // SAFETY: column_loc has 4 entries per (block, group); columns < cols are inside x;
         // xs holds 4·groups floats. Rows of the block are < rows.end; values hold K_sp ≥
@@ -272,12 +271,8 @@ pub(crate) unsafe fn gemv_vnm<S: Gemv>(
         // (2·per values and per codes from group g, with g + per ≤ groups) stay inside the row,
         // as do `select_pairs`' 4·per floats of xs.
         unsafe {
-            for g in 0..groups {
-                for q in 0..4 {
-                    let k = g * m + *loc.add((blk * groups + g) * 4 + q) as usize;
-                    *xs.add(4 * g + q) = if k < cols { *x.add(k) } else { 0.0 };
-                }
-            }
+            gather_block_columns(a, blk, x, xs);
+            let xs = xs.as_ptr();
             for r in blk * v..(blk + 1) * v {
                 let (vr, cr) = (vals.add(r * k_sp), codes.add(r * groups));
                 // Two chains, so that the loop is not bound by the FMA's latency.
@@ -303,6 +298,29 @@ pub(crate) unsafe fn gemv_vnm<S: Gemv>(
                 }
                 *y.add(r - rows.start) = sum;
             }
+        }
+    }
+}
+
+/// `xs[4g + q] = x[g · m + column_loc[q]]` for V-block `blk`'s 4 kept columns of each group
+/// `g` (0 at a phantom column ≥ `cols`).
+///
+/// # Safety
+/// `x` is readable for `a.cols()` floats; `blk` is a block of `a`; `xs` holds `4 · groups`.
+#[inline(always)]
+pub(crate) unsafe fn gather_block_columns(
+    a: &VnmMatrix,
+    blk: usize,
+    x: *const f32,
+    xs: &mut [f32],
+) {
+    let (m, groups, cols) = (a.m(), a.groups(), a.cols());
+    let loc = &a.column_loc()[blk * groups * 4..(blk + 1) * groups * 4];
+    for (g, (xg, lg)) in xs.chunks_exact_mut(4).zip(loc.chunks_exact(4)).enumerate() {
+        for (o, &q) in xg.iter_mut().zip(lg) {
+            let k = g * m + q as usize;
+            // SAFETY: k < cols is inside x (contract).
+            *o = if k < cols { unsafe { *x.add(k) } } else { 0.0 };
         }
     }
 }
