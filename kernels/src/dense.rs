@@ -43,7 +43,16 @@ pub fn dense_gemm_with(
     if let Some(bias) = epilogue.bias {
         KernelError::check_len("bias", rows, bias.len())?;
     }
-    dense_space(rows, cols, n).contains(p)?;
+    let sig = crate::FormatSignature {
+        kind: crate::PatternKind::Dense,
+        n: 0,
+        m: 0,
+        v: 0,
+        rows,
+        cols,
+        density_ppm: 0,
+    };
+    crate::space::check_point(sig, n, || dense_space(rows, cols, n), p)?;
     let (backend, threads) = (p.get("backend")?, p.count("threads")?);
     if rows == 0 || n == 0 {
         return Ok(());

@@ -16,7 +16,18 @@ fn patterns_for(rows: usize) -> Vec<Pattern> {
         .into_iter()
         .find(|&v| rows.is_multiple_of(v))
         .unwrap_or(1);
-    vec![
+    let mut wide = vec![];
+    if rows.is_multiple_of(64) {
+        // V = 64 as the quickstart prunes: whole 8-vector row chunks for the batch-1 kernels.
+        wide = vec![
+            Pattern::Vnm { v: 64, m: 8 },
+            Pattern::Vector {
+                v: 64,
+                sparsity: 0.75,
+            },
+        ];
+    }
+    wide.extend([
         Pattern::Unstructured { sparsity: 0.5 },
         Pattern::Unstructured { sparsity: 0.875 },
         Pattern::Nm { n: 2, m: 4 },
@@ -31,7 +42,8 @@ fn patterns_for(rows: usize) -> Vec<Pattern> {
             sparsity: 0.75,
         },
         Pattern::Dense,
-    ]
+    ]);
+    wide
 }
 
 /// Shapes (rows, cols, n): empty, single, odd, K not a multiple of M, N not a multiple of 8/16;

@@ -81,13 +81,15 @@ unsafe fn run_avx512<const R: usize, const U: usize>(
 pub(crate) type GemvFn = unsafe fn(&SparseMatrix, Range<usize>, *const f32, *mut f32, &mut [f32]);
 
 /// Whether a batch-1 kernel runs `a` on `isa`: V:N:M and CSR always, N:M where N divides the
-/// lanes, never on scalar code (the tile kernels run there) nor for dense or vector-wise.
+/// lanes, vector-wise where the lanes divide V; never on scalar code (the tile kernels run
+/// there) nor for dense.
 pub(crate) fn gemv_applies(a: &SparseMatrix, isa: Isa) -> bool {
     isa != Isa::Scalar
         && match a {
             SparseMatrix::Vnm(_) | SparseMatrix::Csr(_) => true,
             SparseMatrix::Nm(x) => isa.lanes().is_multiple_of(x.n()),
-            _ => false,
+            SparseMatrix::Vector(x) => x.v().is_multiple_of(isa.lanes()),
+            SparseMatrix::Dense(_) => false,
         }
 }
 
@@ -105,7 +107,8 @@ unsafe fn gemv_body<S: kernels::Gemv>(
             SparseMatrix::Vnm(m) => kernels::gemv_vnm::<S>(m, rows, x, y, xs),
             SparseMatrix::Csr(m) => kernels::gemv_csr::<S>(m, rows, x, y),
             SparseMatrix::Nm(m) => kernels::gemv_nm::<S>(m, rows, x, y),
-            _ => {}
+            SparseMatrix::Vector(m) => kernels::gemv_vector::<S>(m, rows, x, y),
+            SparseMatrix::Dense(_) => {}
         }
     }
 }

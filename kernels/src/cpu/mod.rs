@@ -2,6 +2,7 @@
 //! run time. [`spmm`] validates the parameter point, lays B out in N tiles, splits the rows over
 //! threads and runs the selected micro-kernel per (row range, tile).
 
+mod batch_one;
 mod dispatch;
 mod epilogue;
 mod host_isa;
@@ -208,80 +209,17 @@ pub fn spmm_with(
         return dense_gemm_with(d.values(), d.rows(), d.cols(), b, n, c, p, epilogue);
     }
     let sig = space_signature(a);
-    cpu_space(&sig, n).contains(p)?;
+    crate::space::check_point(sig, n, || cpu_space(&sig, n), p)?;
     let (threads, mut w, pack) = (
         p.count("threads")?,
         p.count("tile_n")?,
         p.get("pack_b")? == 1,
     );
     let (r, kernel_isa) = (p.count("rows")?, isa());
-    // Batch 1: the matrix-vector kernels, across rows over row panels where they apply
-    // (`kernels::gemv_*_panels`), else along K (`kernels::gemv_*`); the tile parameters do not
-    // apply to them, the thread count does.
-    if let (1, Some(gemv)) = (n, dispatch::select_gemv_panels(kernel_isa)) {
-        if let Some(panels) = dispatch::panels(a, kernel_isa) {
-            let mut parts = match (a, panels) {
-                (SparseMatrix::Vnm(x), _) => partition(a.rows(), x.v(), threads, |u| u),
-                (_, dispatch::Panels::Csr(p)) => {
-                    partition(a.rows(), p.lanes(), threads, |u| p.starts()[u] as usize)
-                }
-                _ => partition(a.rows(), panels.lanes(), threads, |u| u),
-            };
-            // The rows past the last whole panel go with the last part.
-            match parts.last_mut() {
-                Some(last) => last.end = a.rows(),
-                None if a.rows() > 0 => parts.push(0..a.rows()),
-                None => {}
-            }
-            let run = |range: Range<usize>, y: &mut [f32]| {
-                let mut scratch = match a {
-                    SparseMatrix::Nm(x) => {
-                        let mut pad = b.to_vec();
-                        pad.resize(x.groups() * x.m() + 16, 0.0);
-                        pad
-                    }
-                    SparseMatrix::Vnm(x) => vec![0.0f32; 4 * x.groups()],
-                    _ => match panels {
-                        dispatch::Panels::Csr(p) => {
-                            let mut xw = Vec::new();
-                            p.window_x(b, &mut xw);
-                            xw
-                        }
-                        dispatch::Panels::Rows(_) => Vec::new(),
-                    },
-                };
-                // SAFETY: `gemv` and `panels` were selected for this process's ISA; `b` holds
-                // `cols` floats (n = 1, checked above), the scratch is sized as the kernels
-                // need, `y` holds the range's rows, and the parts start on multiples of the
-                // lanes (and of V).
-                unsafe { gemv(a, panels, range, b.as_ptr(), y.as_mut_ptr(), &mut scratch) }
-            };
-            split_rows(&parts, 1, c, threads, &run, &epilogue);
-            return Ok(());
-        }
-    }
-    if let (1, Some(gemv)) = (n, dispatch::select_gemv(kernel_isa)) {
-        if dispatch::gemv_applies(a, kernel_isa) {
-            let (unit, groups): (usize, usize) = match a {
-                SparseMatrix::Vnm(x) => (x.v(), x.groups()),
-                _ => (1, 0),
-            };
-            let parts = match a {
-                SparseMatrix::Csr(x) => {
-                    partition(x.rows(), 1, threads, |u| x.row_ptr()[u] as usize)
-                }
-                _ => partition(a.rows(), unit, threads, |u| u),
-            };
-            let run = |range: Range<usize>, y: &mut [f32]| {
-                let mut xs = vec![0.0f32; 4 * groups];
-                // SAFETY: `gemv` was selected for this process's ISA and accepted this matrix;
-                // `b` holds `cols` floats (n = 1, checked above), `y` the range's rows, and the
-                // parts are aligned to V.
-                unsafe { gemv(a, range, b.as_ptr(), y.as_mut_ptr(), &mut xs) }
-            };
-            split_rows(&parts, 1, c, threads, &run, &epilogue);
-            return Ok(());
-        }
+    // Batch 1: the matrix-vector kernels (see `batch_one`); the tile parameters do not apply to
+    // them, the thread count does.
+    if n == 1 && batch_one::run(a, b, c, threads, &epilogue, kernel_isa) {
+        return Ok(());
     }
     // Fewer columns than a vector's lanes (batch 1 and other GEMV-like products): the space
     // offers one tile of one vector, which would waste most lanes; the scalar kernels run

@@ -18,6 +18,7 @@ const COMMON: &[&str] = &[
 /// The CPU kernels' driver, SIMD layer, parameter spaces and cost model (with its calibration).
 const CPU: &[&str] = &[
     "src/calibrate.rs",
+    "src/cpu/batch_one.rs",
     "src/cost.rs",
     "src/cpu/dispatch.rs",
     "src/cpu/kernels/mod.rs",
@@ -92,7 +93,11 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
         &[
             COMMON,
             CPU,
-            &["src/cpu/kernels/vector.rs", "src/format/vector.rs"],
+            &[
+                "src/cpu/kernels/gemv_vector.rs",
+                "src/cpu/kernels/vector.rs",
+                "src/format/vector.rs",
+            ],
         ],
     ),
     (

@@ -1,0 +1,123 @@
+//! Batch 1 (`n = 1`): the matrix-vector kernels, split over threads by rows. Across rows over
+//! the matrix's panels where they apply (`kernels::gemv_*_panels`), else along K
+//! (`kernels::gemv_*`).
+//!
+//! At the layer sizes of small models a whole product takes 1–5 µs, so the fixed cost of a call
+//! matters as much as the kernel: one part runs on the calling thread without the split, and
+//! the scratch (x padded, windowed or gathered per V-block) is a per-thread buffer reused
+//! across calls.
+
+use std::cell::RefCell;
+use std::ops::Range;
+
+use super::dispatch::{self, Panels};
+use super::{partition, split_rows, Epilogue};
+use crate::{Isa, SparseMatrix};
+
+thread_local! {
+    /// The batch-1 kernels' scratch on this thread, grown as needed.
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `c = a · b` for one column `b`, then the epilogue, on `threads` threads; `false` (nothing
+/// done) where no batch-1 kernel runs `a` on `isa`. Shapes are checked by the caller.
+pub(super) fn run(
+    a: &SparseMatrix,
+    b: &[f32],
+    c: &mut [f32],
+    threads: usize,
+    epilogue: &Epilogue,
+    isa: Isa,
+) -> bool {
+    if let (Some(gemv), Some(panels)) =
+        (dispatch::select_gemv_panels(isa), dispatch::panels(a, isa))
+    {
+        let mut parts = match (a, panels) {
+            (SparseMatrix::Vnm(x), _) => partition(a.rows(), x.v(), threads, |u| u),
+            (_, Panels::Csr(p)) => {
+                partition(a.rows(), p.lanes(), threads, |u| p.starts()[u] as usize)
+            }
+            _ => partition(a.rows(), panels.lanes(), threads, |u| u),
+        };
+        // The rows past the last whole panel go with the last part.
+        match parts.last_mut() {
+            Some(last) => last.end = a.rows(),
+            None if a.rows() > 0 => parts.push(0..a.rows()),
+            None => {}
+        }
+        let part = |range: Range<usize>, y: &mut [f32]| {
+            with_scratch(|scratch| {
+                match (a, panels) {
+                    (SparseMatrix::Nm(x), _) => {
+                        scratch.extend_from_slice(b);
+                        scratch.resize(x.groups() * x.m() + 16, 0.0);
+                    }
+                    (SparseMatrix::Vnm(x), _) => scratch.resize(4 * x.groups(), 0.0),
+                    (_, Panels::Csr(p)) => p.window_x(b, scratch),
+                    _ => {}
+                }
+                // SAFETY: `gemv` and `panels` were selected for this process's ISA; `b` holds
+                // `cols` floats (n = 1, checked by the caller), the scratch is sized as the
+                // kernels need, `y` holds the range's rows, and the parts start on multiples of
+                // the lanes (and of V).
+                unsafe { gemv(a, panels, range, b.as_ptr(), y.as_mut_ptr(), scratch) }
+            })
+        };
+        split(&parts, c, threads, &part, epilogue);
+        return true;
+    }
+    if let Some(gemv) = dispatch::select_gemv(isa).filter(|_| dispatch::gemv_applies(a, isa)) {
+        let (unit, groups) = match a {
+            SparseMatrix::Vnm(x) => (x.v(), x.groups()),
+            SparseMatrix::Vector(x) => (x.v(), 0),
+            _ => (1, 0),
+        };
+        let parts = match a {
+            SparseMatrix::Csr(x) => partition(x.rows(), 1, threads, |u| x.row_ptr()[u] as usize),
+            _ => partition(a.rows(), unit, threads, |u| u),
+        };
+        let part = |range: Range<usize>, y: &mut [f32]| {
+            with_scratch(|xs| {
+                xs.resize(4 * groups, 0.0);
+                // SAFETY: `gemv` was selected for this process's ISA and accepted this matrix;
+                // `b` holds `cols` floats (n = 1, checked by the caller), `y` the range's rows,
+                // and the parts are aligned to V.
+                unsafe { gemv(a, range, b.as_ptr(), y.as_mut_ptr(), xs) }
+            })
+        };
+        split(&parts, c, threads, &part, epilogue);
+        return true;
+    }
+    false
+}
+
+/// Runs `part` on each of `parts` (rows of `c`, one column) and the epilogue after it: on this
+/// thread when there is one part, else through [`split_rows`].
+fn split(
+    parts: &[Range<usize>],
+    c: &mut [f32],
+    threads: usize,
+    part: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
+    epilogue: &Epilogue,
+) {
+    match parts {
+        [one] => {
+            let y = &mut c[one.clone()];
+            part(one.clone(), y);
+            epilogue.apply(one.start, y, 1);
+        }
+        _ => split_rows(parts, 1, c, threads, part, epilogue),
+    }
+}
+
+/// `f` on this thread's scratch, emptied first (a call that finds it borrowed, which a
+/// re-entrant caller would, gets a fresh buffer).
+fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            f(&mut buf)
+        }
+        Err(_) => f(&mut Vec::new()),
+    })
+}
