@@ -4,7 +4,8 @@
 //! rounds (blocks of 200 calls, 15 rounds), medians compared. Issue 18 asks that no sparse
 //! model be slower than dense at batch 1, and 64:2:8 ≥ 2× on 3072×768.
 //!
-//! `cargo run --release -p kernels --example gemv_formats [-- ROWS COLS]`
+//! `cargo run --release -p kernels --example gemv_formats [-- ROWS COLS [N]]` (N columns of B
+//! instead of 1: the same comparison for small batches, e.g. a ViT's 17 tokens at batch 1).
 
 use kernels::{cpu_space, dense_space, spmm, synthetic, FormatSignature, ParamPoint, Pattern};
 use std::time::Instant;
@@ -21,12 +22,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         a.first().copied().unwrap_or(3072),
         a.get(1).copied().unwrap_or(768),
     );
-    let n = 1;
-    let x = kernels::random_values(cols, 2);
-    let mut y = vec![0f32; rows];
+    let n = a.get(2).copied().unwrap_or(1);
+    let x = kernels::random_values(cols * n, 2);
+    let mut y = vec![0f32; rows * n];
     let dense_sig = FormatSignature::for_pattern(&Pattern::Dense, rows, cols)?;
     let dense = synthetic(&dense_sig, 1)?;
-    println!("{rows}x{cols}, batch 1, cpu {}", kernels::cpu_fingerprint());
+    println!("{rows}x{cols}, n = {n}, cpu {}", kernels::cpu_fingerprint());
     println!(
         "{:<36} {:>9} {:>9} {:>8}",
         "format", "sparse_us", "dense_us", "speedup"

@@ -403,6 +403,8 @@ fn every_thread_split_gives_the_one_thread_result_bit_for_bit() {
         (48, 130, 1),
         (40, 1024, 1),
         (21, 70, 1),
+        (48, 130, 5),
+        (21, 70, 17),
     ];
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for (rows, cols, n) in shapes {
