@@ -10,7 +10,7 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use super::dispatch::{self, Panels};
+use super::dispatch::{self, GemvPanels};
 use super::{partition, split_rows, Epilogue};
 use crate::{Isa, SparseMatrix};
 
@@ -34,7 +34,7 @@ pub(super) fn run(
     {
         let mut parts = match (a, panels) {
             (SparseMatrix::Vnm(x), _) => partition(a.rows(), x.v(), threads, |u| u),
-            (_, Panels::Csr(p)) => {
+            (_, GemvPanels::Csr(p)) => {
                 partition(a.rows(), p.lanes(), threads, |u| p.starts()[u] as usize)
             }
             _ => partition(a.rows(), panels.lanes(), threads, |u| u),
@@ -53,7 +53,7 @@ pub(super) fn run(
                         scratch.resize(x.groups() * x.m() + 16, 0.0);
                     }
                     (SparseMatrix::Vnm(x), _) => scratch.resize(4 * x.groups(), 0.0),
-                    (_, Panels::Csr(p)) => p.window_x(b, scratch),
+                    (_, GemvPanels::Csr(p)) => p.window_x(b, scratch),
                     _ => {}
                 }
                 // SAFETY: `gemv` and `panels` were selected for this process's ISA; `b` holds

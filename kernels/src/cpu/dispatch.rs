@@ -152,19 +152,19 @@ pub(crate) fn select_gemv(isa: Isa) -> Option<GemvFn> {
 
 /// A matrix's batch-1 panels, of whichever layout its format has.
 #[derive(Clone, Copy)]
-pub(crate) enum Panels<'a> {
+pub(crate) enum GemvPanels<'a> {
     /// N:M and V:N:M.
     Rows(&'a RowPanels),
     /// CSR.
     Csr(&'a CsrPanels),
 }
 
-impl Panels<'_> {
+impl GemvPanels<'_> {
     /// Rows per panel.
     pub(crate) fn lanes(&self) -> usize {
         match self {
-            Panels::Rows(p) => p.lanes(),
-            Panels::Csr(p) => p.lanes(),
+            GemvPanels::Rows(p) => p.lanes(),
+            GemvPanels::Csr(p) => p.lanes(),
         }
     }
 }
@@ -177,22 +177,24 @@ impl Panels<'_> {
 /// As the `kernels::gemv_*_panels` function of the matrix's format, with panels from
 /// [`panels`] for the same ISA, whose function this is.
 pub(crate) type PanelGemvFn =
-    unsafe fn(&SparseMatrix, Panels<'_>, Range<usize>, *const f32, *mut f32, &mut [f32]);
+    unsafe fn(&SparseMatrix, GemvPanels<'_>, Range<usize>, *const f32, *mut f32, &mut [f32]);
 
 /// `a`'s panels, where a panel kernel runs it on `isa`: AVX2, for N:M with N ≤ 4 and M ≤ 16,
 /// V:N:M with V a multiple of the lanes, and CSR. (AVX-512's batch-1 kernels already pick by
 /// `vpermt2ps`; panels there are untried.)
-pub(crate) fn panels(a: &SparseMatrix, isa: Isa) -> Option<Panels<'_>> {
+pub(crate) fn panels(a: &SparseMatrix, isa: Isa) -> Option<GemvPanels<'_>> {
     if isa != Isa::Avx2 {
         return None;
     }
     let lanes = isa.lanes();
     match a {
-        SparseMatrix::Nm(x) if x.n() <= 4 && x.m() <= 16 => x.row_panels(lanes).map(Panels::Rows),
-        SparseMatrix::Vnm(x) if x.v().is_multiple_of(lanes) => {
-            x.row_panels(lanes).map(Panels::Rows)
+        SparseMatrix::Nm(x) if x.n() <= 4 && x.m() <= 16 => {
+            x.row_panels(lanes).map(GemvPanels::Rows)
         }
-        SparseMatrix::Csr(x) => x.csr_panels(lanes).map(Panels::Csr),
+        SparseMatrix::Vnm(x) if x.v().is_multiple_of(lanes) => {
+            x.row_panels(lanes).map(GemvPanels::Rows)
+        }
+        SparseMatrix::Csr(x) => x.csr_panels(lanes).map(GemvPanels::Csr),
         _ => None,
     }
 }
@@ -201,7 +203,7 @@ pub(crate) fn panels(a: &SparseMatrix, isa: Isa) -> Option<Panels<'_>> {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gemv_panels_avx2(
     a: &SparseMatrix,
-    panels: Panels<'_>,
+    panels: GemvPanels<'_>,
     rows: Range<usize>,
     x: *const f32,
     y: *mut f32,
@@ -212,13 +214,13 @@ unsafe fn gemv_panels_avx2(
     // detected.
     unsafe {
         match (a, panels) {
-            (SparseMatrix::Nm(m), Panels::Rows(p)) => {
+            (SparseMatrix::Nm(m), GemvPanels::Rows(p)) => {
                 kernels::gemv_nm_panels::<Avx2>(m, p, rows, scratch, y)
             }
-            (SparseMatrix::Vnm(m), Panels::Rows(p)) => {
+            (SparseMatrix::Vnm(m), GemvPanels::Rows(p)) => {
                 kernels::gemv_vnm_panels::<Avx2>(m, p, rows, x, y, scratch)
             }
-            (SparseMatrix::Csr(_), Panels::Csr(p)) => {
+            (SparseMatrix::Csr(_), GemvPanels::Csr(p)) => {
                 kernels::gemv_csr_panels::<Avx2>(p, rows, scratch, y)
             }
             _ => {}
