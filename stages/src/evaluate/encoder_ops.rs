@@ -139,10 +139,15 @@ struct Gelu<'a, T>(Vec<Mutex<&'a mut [T]>>);
 impl<T: Real> HostParts for Gelu<'_, T> {
     #[inline(always)]
     fn part(&self, i: usize) {
-        let (c, a) = (T::of((2.0 / std::f64::consts::PI).sqrt()), T::of(0.044715));
+        // 0.5·y·(1 + tanh(u)) = y / (1 + e^(−2u)): one exponential and one division, where
+        // tanh through `1 − 2/(e^(2u) + 1)` took an exponential, a division and the rest.
+        let (c, a) = (
+            T::of(-2.0 * (2.0 / std::f64::consts::PI).sqrt()),
+            T::of(0.044715),
+        );
         for x in slot(&self.0[i]).iter_mut() {
             let y = *x;
-            *x = T::of(0.5) * y * (T::of(1.0) + (c * (y + a * y * y * y)).tanh());
+            *x = y / (T::of(1.0) + (c * (y + a * y * y * y)).exp());
         }
     }
 }
