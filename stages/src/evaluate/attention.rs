@@ -99,9 +99,9 @@ struct Lanes<T>([T; LANES]);
 /// of [`LANES`] samples at a time. The block's q and k rows of the head are packed row-major
 /// (`[e][token]`), its v rows token-major (`[token][e]`); then come its scores from
 /// [`products`] (`S[j][i] = Σ_e k[e][j] · q[e][i]`, key-major), a softmax per query, and the
-/// output from [`products`] again (`O[i][e] = Σ_j P[j][i] · v[j][e]`). The block's ~35 KiB stay
+/// output from [`products`] again (`O[i][e] = Σ_j P[j][i] · v[j][e]`). The block's ~44 KiB stay
 /// in L1 or L2 while it is used. (Summing each score over the rows in memory, a load and a
-/// store of the score per multiply-add, took 1.8 ms a layer at batch 256 on a Zen 3 core.)
+/// store of the score per multiply-add, took 1.9 ms a layer at batch 256 on a Zen 3 core.)
 #[inline(always)]
 fn head<T: Real>(
     t: &TransformerArch,

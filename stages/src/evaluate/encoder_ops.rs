@@ -2,9 +2,10 @@
 //! parts that run on the kernels' threads ([`kernels::run_host_parts`]), each at the kernels'
 //! ISA. On the ViT shape at batch 256 this host work took 4.2–5.0 ms of a pass on one thread
 //! while the products ran on two (Intel Xeon), and 8.7–10.7 ms, half the pass, on a Zen 3
-//! core; on two threads 6.1–8.1 ms there (`examples/model_pass`, kernels/BENCH.md
-//! 2026-12-02). Every output element is computed by the same operations in the same order
-//! whatever the thread count, so the results are the same bit for bit.
+//! core; on two threads 6.1–8.1 ms there, and 2.7–3.3 ms since the attention runs in blocks
+//! of samples (`examples/model_pass`, kernels/BENCH.md 2026-12-02 and 2026-12-02 (night)).
+//! Every output element is computed by the same operations in the same order whatever the
+//! thread count, so the results are the same bit for bit.
 
 use std::ops::Range;
 use std::sync::Mutex;
