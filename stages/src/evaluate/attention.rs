@@ -91,7 +91,7 @@ const LANES: usize = 8;
 
 /// One token's values for a block of [`LANES`] samples, on its own 32-byte line half, so that
 /// each is one aligned vector load (lanes past a partial block's samples hold zeros).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 #[repr(C, align(32))]
 struct Lanes<T>([T; LANES]);
 
@@ -221,6 +221,8 @@ fn products<T: Real>(
     depth: usize,
     dst: &mut [Lanes<T>],
 ) {
+    // The arms below instantiate every block shape up to 3 × 3.
+    const { assert!(BLOCK == 3) };
     for a0 in (0..x.1).step_by(BLOCK) {
         for b0 in (0..y.1).step_by(BLOCK) {
             let at = (x, y, a0, b0, depth);
