@@ -179,11 +179,10 @@ impl GemvPanels<'_> {
 pub(crate) type PanelGemvFn =
     unsafe fn(&SparseMatrix, GemvPanels<'_>, Range<usize>, *const f32, *mut f32, &mut [f32]);
 
-/// `a`'s panels, where a panel kernel runs it on `isa`: AVX2, for N:M with N ≤ 4 and M ≤ 16,
-/// V:N:M with V a multiple of the lanes, and CSR. (AVX-512's batch-1 kernels already pick by
-/// `vpermt2ps`; panels there are untried.)
+/// `a`'s panels, where a panel kernel runs it on `isa` (AVX2 or AVX-512, panels of its lanes):
+/// N:M with N ≤ 4 and M ≤ 16, V:N:M with V a multiple of the lanes, and CSR.
 pub(crate) fn panels(a: &SparseMatrix, isa: Isa) -> Option<GemvPanels<'_>> {
-    if isa != Isa::Avx2 {
+    if !matches!(isa, Isa::Avx2 | Isa::Avx512) {
         return None;
     }
     let lanes = isa.lanes();
@@ -199,6 +198,32 @@ pub(crate) fn panels(a: &SparseMatrix, isa: Isa) -> Option<GemvPanels<'_>> {
     }
 }
 
+#[inline(always)]
+unsafe fn gemv_panels_body<S: kernels::PanelPick>(
+    a: &SparseMatrix,
+    panels: GemvPanels<'_>,
+    rows: Range<usize>,
+    x: *const f32,
+    y: *mut f32,
+    scratch: &mut [f32],
+) {
+    // SAFETY: forwarded contract of `PanelGemvFn`.
+    unsafe {
+        match (a, panels) {
+            (SparseMatrix::Nm(m), GemvPanels::Rows(p)) => {
+                kernels::gemv_nm_panels::<S>(m, p, rows, scratch, y)
+            }
+            (SparseMatrix::Vnm(m), GemvPanels::Rows(p)) => {
+                kernels::gemv_vnm_panels::<S>(m, p, rows, x, y, scratch)
+            }
+            (SparseMatrix::Csr(_), GemvPanels::Csr(p)) => {
+                kernels::gemv_csr_panels::<S>(p, rows, scratch, y)
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gemv_panels_avx2(
@@ -209,28 +234,31 @@ unsafe fn gemv_panels_avx2(
     y: *mut f32,
     scratch: &mut [f32],
 ) {
-    use super::simd::Avx2;
     // SAFETY: forwarded contract of `PanelGemvFn`; selected only when AVX2 and FMA were
     // detected.
-    unsafe {
-        match (a, panels) {
-            (SparseMatrix::Nm(m), GemvPanels::Rows(p)) => {
-                kernels::gemv_nm_panels::<Avx2>(m, p, rows, scratch, y)
-            }
-            (SparseMatrix::Vnm(m), GemvPanels::Rows(p)) => {
-                kernels::gemv_vnm_panels::<Avx2>(m, p, rows, x, y, scratch)
-            }
-            (SparseMatrix::Csr(_), GemvPanels::Csr(p)) => {
-                kernels::gemv_csr_panels::<Avx2>(p, rows, scratch, y)
-            }
-            _ => {}
-        }
-    }
+    unsafe { gemv_panels_body::<super::simd::Avx2>(a, panels, rows, x, y, scratch) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn gemv_panels_avx512(
+    a: &SparseMatrix,
+    panels: GemvPanels<'_>,
+    rows: Range<usize>,
+    x: *const f32,
+    y: *mut f32,
+    scratch: &mut [f32],
+) {
+    // SAFETY: forwarded contract of `PanelGemvFn`; selected only when AVX-512F, AVX2 and FMA
+    // were detected.
+    unsafe { gemv_panels_body::<super::simd::Avx512>(a, panels, rows, x, y, scratch) }
 }
 
 /// The panel kernels for `isa` (see [`panels`]).
 pub(crate) fn select_gemv_panels(isa: Isa) -> Option<PanelGemvFn> {
     match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => Some(gemv_panels_avx512 as PanelGemvFn),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => Some(gemv_panels_avx2 as PanelGemvFn),
         _ => None,

@@ -10,9 +10,11 @@
 //!   panel has as many slots per window as its fullest row has entries there.
 //!
 //! Row by row along K the same products needed a gather or several permutes per 8 values, and
-//! one accumulator per row (see [`super::gemv`], kept for the ISAs and shapes this does not
-//! cover). On Zen 3 at 3072×768 this took N:M 2:8 from 0.6× to 2.9× of dense, 64:2:8 from
-//! 1.0× to 2.5×, and CSR 75 % from 0.46× to 1.0× (`kernels/BENCH.md`).
+//! one accumulator per row (see [`super::gemv`], kept for the shapes this does not cover). At
+//! 3072×768 this took N:M 2:8 from 0.6× to 2.9× of dense, 64:2:8 from 1.0× to 2.5×, and CSR
+//! 75 % from 0.46× to 1.0× on Zen 3 (AVX2, 8 lanes); on Zen 4 (AVX-512, 16 lanes, one
+//! `vpermps` for every window) 2:8 from 1.3× to 2.9×, 64:2:8 from 1.35× to 2.2× and CSR 75 %
+//! from 0.41× to 1.1× (`kernels/BENCH.md`).
 
 use std::ops::Range;
 
@@ -33,6 +35,9 @@ pub(crate) unsafe trait PanelPick: Simd {
     unsafe fn window<const W: usize>(x: *const f32) -> Self::Window;
     /// `[w[pos[l]]]` over the lanes; `pos` readable for `LANES` bytes, each `< W`.
     unsafe fn pick<const W: usize>(w: Self::Window, pos: *const u8) -> Self::V;
+    /// `[x[pos[l]]]` over the lanes, from a window of `LANES` floats (CSR's windows); `x`
+    /// readable for `LANES` floats, `pos` for `LANES` bytes, each `< LANES`.
+    unsafe fn pick_lanes(x: *const f32, pos: *const u8) -> Self::V;
 }
 
 // SAFETY: compiled only into `avx2,fma` functions selected after detection; the reads are the
@@ -67,6 +72,49 @@ unsafe impl PanelPick for super::super::simd::Avx2 {
             let hi = _mm256_permutevar8x32_ps(w.1, idx);
             _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)))
         }
+    }
+
+    #[inline(always)]
+    unsafe fn pick_lanes(x: *const f32, pos: *const u8) -> __m256 {
+        // SAFETY: the contract's reads, 8 floats and 8 bytes.
+        unsafe { Self::pick::<8>(Self::window::<8>(x), pos) }
+    }
+}
+
+// SAFETY: compiled only into `avx512f` functions selected after detection; the reads are the
+// contract's.
+#[cfg(target_arch = "x86_64")]
+unsafe impl PanelPick for super::super::simd::Avx512 {
+    type Window = __m512;
+
+    #[inline(always)]
+    unsafe fn window<const W: usize>(x: *const f32) -> __m512 {
+        // SAFETY: AVX-512F is available; `x` is readable for W floats (contract). For W < 16
+        // the upper lanes are left undefined by the cast, and `pick` never reads them
+        // (positions < W).
+        unsafe {
+            match W {
+                4 => _mm512_castps128_ps512(_mm_loadu_ps(x)),
+                8 => _mm512_castps256_ps512(_mm256_loadu_ps(x)),
+                _ => _mm512_loadu_ps(x),
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn pick<const W: usize>(w: __m512, pos: *const u8) -> __m512 {
+        // SAFETY: AVX-512F is available; `pos` is readable for 16 bytes (contract). One
+        // permute covers every window, 16 included.
+        unsafe {
+            let idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(pos.cast()));
+            _mm512_permutexvar_ps(idx, w)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn pick_lanes(x: *const f32, pos: *const u8) -> __m512 {
+        // SAFETY: the contract's reads, 16 floats and 16 bytes.
+        unsafe { Self::pick::<16>(Self::window::<16>(x), pos) }
     }
 }
 
@@ -257,8 +305,8 @@ pub(crate) unsafe fn gemv_vnm_panels<S: PanelPick>(
 /// CSR rows `rows` through their panels; `xw` is x in windows ([`CsrPanels::window_x`]).
 ///
 /// # Safety
-/// The ISA of `S` is available; `panels` are the matrix's for `S::LANES` (≤ 8, so that a window
-/// is one vector); `rows.start` is a multiple of `LANES` and `rows.end` at most the matrix's
+/// The ISA of `S` is available; `panels` are the matrix's for `S::LANES` (so that a window is
+/// one vector); `rows.start` is a multiple of `LANES` and `rows.end` at most the matrix's
 /// rows; `y` writable for `rows.len()`.
 #[inline(always)]
 pub(crate) unsafe fn gemv_csr_panels<S: PanelPick>(
@@ -285,7 +333,7 @@ pub(crate) unsafe fn gemv_csr_panels<S: PanelPick>(
                 S::fma(
                     acc,
                     S::load(vals.add(s * l)),
-                    S::pick::<8>(S::window::<8>(x.add(*wins.add(s) as usize)), pos.add(s * l)),
+                    S::pick_lanes(x.add(*wins.add(s) as usize), pos.add(s * l)),
                 )
             };
             while s + 4 <= end {
