@@ -1,7 +1,7 @@
 //! Benchmark of the CPU SpMM kernels against the dense baseline measured in the same run.
 //!
 //! `cargo run --release -p kernels --bin spmm-bench -- [--targets | --full] [--threads 1,2]
-//! [--reps 5] [--budget 0.1] [--dump points.csv]`
+//! [--reps 5] [--budget 0.1] [--dump points.csv] [--only TEXT]`
 //!
 //! - `--targets` (default): 3072×768×512 (or `--shapes 768x768x128,...`), the target
 //!   patterns, every point of each space measured (exhaustive), plus the regret of the cost
@@ -9,6 +9,8 @@
 //! - `--full`: BERT-like shapes 768×768, 3072×768, 768×3072, 4096×4096 with N = 128 and 512;
 //!   N:M 2:4..2:32, V:N:M with V ∈ {16, 32, 64, 128}, CSR at equal sparsity; each tuned by the
 //!   cost model's top `budget` fraction of the space (at least 4 points).
+//!
+//! `--only TEXT` keeps the patterns whose label contains TEXT (e.g. `"V:N:M 64"`).
 //!
 //! `--dump FILE` writes every measured point as CSV (shape, pattern, threads, parameters,
 //! predicted and measured seconds), to study the cost model; `--rescore FILE` reads such a dump
@@ -42,6 +44,8 @@ struct Opts {
     calibrate_on: Vec<(usize, usize, usize)>,
     /// `--rescore`: fraction of each space the calibration samples.
     sample: f64,
+    /// Only the patterns whose label contains this.
+    only: Option<String>,
 }
 
 fn parse_shapes(list: &str) -> Result<Vec<(usize, usize, usize)>, String> {
@@ -70,6 +74,7 @@ fn parse() -> Result<Opts, String> {
         shapes: vec![(3072, 768, 512)],
         calibrate_on: vec![],
         sample: 0.2,
+        only: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -88,6 +93,7 @@ fn parse() -> Result<Opts, String> {
             "--rescore" => o.rescore = Some(val()?),
             "--shapes" => o.shapes = parse_shapes(&val()?)?,
             "--calibrate-on" => o.calibrate_on = parse_shapes(&val()?)?,
+            "--only" => o.only = Some(val()?),
             "--sample" => o.sample = val()?.parse().map_err(|e| format!("--sample: {e}"))?,
             "--dump" => {
                 let path = val()?;
@@ -298,6 +304,9 @@ fn run(o: &mut Opts) -> Result<(), KernelError> {
                     sparsity: 0.75,
                 },
             ));
+        }
+        if let Some(only) = &o.only {
+            patterns.retain(|(label, _)| label.contains(only.as_str()));
         }
         for &threads in &o.threads {
             let (mut dense, faer, gemm) = dense_best(rows, cols, n, threads, o.reps)?;
