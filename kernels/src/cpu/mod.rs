@@ -72,6 +72,7 @@ impl<'a> Panels<'a> {
         w: usize,
         pack_all: bool,
         tiles: Range<usize>,
+        pack: dispatch::PackFn,
     ) -> Self {
         let (lo, tiles) = (tiles.start, tiles.end);
         let first = if pack_all { lo } else { (n / w).max(lo) };
@@ -84,8 +85,16 @@ impl<'a> Panels<'a> {
             let (c0, width) = (t * w, w.min(n - t * w));
             let at = align + (t - first) * cols * w;
             let panel = &mut packed[at..at + cols * w];
-            for k in 0..cols {
-                panel[k * w..k * w + width].copy_from_slice(&b[k * n + c0..k * n + c0 + width]);
+            if cols > 0 {
+                // The last row's `width` floats exist on both sides (the rows before it lie
+                // below them).
+                assert!(
+                    (cols - 1) * n + c0 + width <= b.len() && (cols - 1) * w + width <= panel.len()
+                );
+                // SAFETY: `pack` was selected for this process's ISA (or is scalar); rows
+                // 0..cols of the tile hold `width` floats on each side (asserted just above),
+                // and `packed` is a fresh buffer.
+                unsafe { pack(b[c0..].as_ptr(), n, panel.as_mut_ptr(), w, cols, width) };
             }
         }
         Panels {
@@ -270,6 +279,7 @@ pub fn spmm_with(
         _ => (1, Box::new(|u| u)),
     };
     let tiles = n.div_ceil(w);
+    let pack_fn = dispatch::select_pack(kernel_isa);
     // The epilogue's bias and ReLU are applied by the kernels as they store C (`CTile`).
     let bias = epilogue.bias;
     // V:N:M gathers per V-block anyway, so it runs one block over every N tile before the next:
@@ -332,12 +342,12 @@ pub fn spmm_with(
         Split::Tiles(parts) => {
             let c0 = SharedC(c.as_mut_ptr());
             pool::run_parts(parts.len(), threads, &|i| {
-                let panels = Panels::new(b, cols, n, w, pack, parts[i].clone());
+                let panels = Panels::new(b, cols, n, w, pack, parts[i].clone(), pack_fn);
                 run(0..rows, parts[i].clone(), &panels, c0.get());
             });
         }
         Split::Rows => {
-            let panels = Panels::new(b, cols, n, w, pack, 0..tiles);
+            let panels = Panels::new(b, cols, n, w, pack, 0..tiles, pack_fn);
             let parts = partition(rows, unit, threads, prefix);
             let run_rows = |range: Range<usize>, cpart: &mut [f32]| {
                 run(range, 0..tiles, &panels, cpart.as_mut_ptr())

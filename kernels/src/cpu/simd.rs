@@ -27,6 +27,11 @@ pub(crate) unsafe trait Simd {
     unsafe fn load(p: *const f32) -> Self::V;
     /// Unaligned store of `LANES` floats.
     unsafe fn store(p: *mut f32, v: Self::V);
+    /// The first `count < LANES` floats from `p`, zeros in the other lanes; nothing past them
+    /// is read (a masked load, so a partial tile costs no `memcpy` call).
+    unsafe fn load_partial(p: *const f32, count: usize) -> Self::V;
+    /// Stores the first `count < LANES` lanes of `v` at `p`; nothing past them is written.
+    unsafe fn store_partial(p: *mut f32, v: Self::V, count: usize);
     /// `acc + a · b` (fused where the ISA has FMA).
     unsafe fn fma(acc: Self::V, a: Self::V, b: Self::V) -> Self::V;
     /// `a + b`.
@@ -65,6 +70,12 @@ unsafe impl Simd for Scalar {
         // SAFETY: the caller guarantees `p` is valid for one write.
         unsafe { p.write_unaligned(v) }
     }
+    #[inline(always)]
+    unsafe fn load_partial(_: *const f32, _: usize) -> f32 {
+        0.0 // count < 1
+    }
+    #[inline(always)]
+    unsafe fn store_partial(_: *mut f32, _: f32, _: usize) {}
     #[inline(always)]
     unsafe fn fma(acc: f32, a: f32, b: f32) -> f32 {
         acc + a * b
@@ -125,6 +136,16 @@ unsafe impl Simd for Avx2 {
         unsafe { _mm256_storeu_ps(p, v) }
     }
     #[inline(always)]
+    unsafe fn load_partial(p: *const f32, count: usize) -> __m256 {
+        // SAFETY: AVX2 is available; the masked-off lanes are neither read nor faulted on.
+        unsafe { _mm256_maskload_ps(p, avx2_mask(count)) }
+    }
+    #[inline(always)]
+    unsafe fn store_partial(p: *mut f32, v: __m256, count: usize) {
+        // SAFETY: AVX2 is available; the masked-off lanes are not written.
+        unsafe { _mm256_maskstore_ps(p, avx2_mask(count), v) }
+    }
+    #[inline(always)]
     unsafe fn fma(acc: __m256, a: __m256, b: __m256) -> __m256 {
         // SAFETY: FMA is available.
         unsafe { _mm256_fmadd_ps(a, b, acc) }
@@ -139,6 +160,19 @@ unsafe impl Simd for Avx2 {
         // SAFETY: AVX is available. `max(0, x)` returns its second operand, x, unless 0 > x:
         // for x = −0 and for NaN too, as `x < 0 ? 0 : x` does.
         unsafe { _mm256_max_ps(_mm256_setzero_ps(), x) }
+    }
+}
+
+/// All ones in the lanes below `count`, for AVX2's masked loads and stores.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn avx2_mask(count: usize) -> __m256i {
+    // SAFETY: only called from `Avx2`'s methods, where AVX2 is available.
+    unsafe {
+        _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(count as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        )
     }
 }
 
@@ -182,6 +216,16 @@ unsafe impl Simd for Avx512 {
     unsafe fn store(p: *mut f32, v: __m512) {
         // SAFETY: AVX-512F is available and `p` is valid for 16 writes.
         unsafe { _mm512_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn load_partial(p: *const f32, count: usize) -> __m512 {
+        // SAFETY: AVX-512F is available; the masked-off lanes are neither read nor faulted on.
+        unsafe { _mm512_maskz_loadu_ps(((1u32 << count) - 1) as __mmask16, p) }
+    }
+    #[inline(always)]
+    unsafe fn store_partial(p: *mut f32, v: __m512, count: usize) {
+        // SAFETY: AVX-512F is available; the masked-off lanes are not written.
+        unsafe { _mm512_mask_storeu_ps(p, ((1u32 << count) - 1) as __mmask16, v) }
     }
     #[inline(always)]
     unsafe fn fma(acc: __m512, a: __m512, b: __m512) -> __m512 {

@@ -91,8 +91,9 @@ pub(super) unsafe fn load_row<S: Simd, const U: usize>(
     width: usize,
 ) -> [S::V; U] {
     const { assert!(U * S::LANES <= MAX_TILE) };
-    // SAFETY: full tiles read U·LANES floats from `src`; partial ones copy `width` floats into a
-    // MAX_TILE-float stack buffer first.
+    // SAFETY: full tiles read U·LANES floats from `src`; partial ones read `width` floats, the
+    // last vector through a masked load (a `memcpy` into a stack buffer was a library call per
+    // row: ~45 % of a 64×64×17 product on Zen 4).
     unsafe {
         let mut acc = [S::zero(); U];
         if first {
@@ -103,10 +104,13 @@ pub(super) unsafe fn load_row<S: Simd, const U: usize>(
                 *a = S::load(src.add(u * S::LANES));
             }
         } else {
-            let mut tmp = [0.0f32; MAX_TILE];
-            std::ptr::copy_nonoverlapping(src, tmp.as_mut_ptr(), width);
             for (u, a) in acc.iter_mut().enumerate() {
-                *a = S::load(tmp.as_ptr().add(u * S::LANES));
+                let at = u * S::LANES;
+                if width >= at + S::LANES {
+                    *a = S::load(src.add(at));
+                } else if width > at {
+                    *a = S::load_partial(src.add(at), width - at);
+                }
             }
         }
         acc
@@ -124,8 +128,8 @@ pub(super) unsafe fn load_row<S: Simd, const U: usize>(
 #[inline(always)]
 pub(super) unsafe fn store_row<S: Simd, const U: usize>(acc: &[S::V; U], c: CTile, local: usize) {
     const { assert!(U * S::LANES <= MAX_TILE) };
-    // SAFETY: per the contract, full tiles write U·LANES floats into the row; partial tiles go
-    // through a stack buffer of MAX_TILE ≥ U·LANES floats and copy `width` of them.
+    // SAFETY: per the contract, full tiles write U·LANES floats into the row; partial tiles
+    // write `width`, the last vector through a masked store.
     unsafe {
         let mut out = *acc;
         if !c.bias.is_null() {
@@ -141,11 +145,14 @@ pub(super) unsafe fn store_row<S: Simd, const U: usize>(acc: &[S::V; U], c: CTil
                 S::store(dst.add(u * S::LANES), a);
             }
         } else {
-            let mut tmp = [0.0f32; MAX_TILE];
             for (u, &a) in out.iter().enumerate() {
-                S::store(tmp.as_mut_ptr().add(u * S::LANES), a);
+                let at = u * S::LANES;
+                if width >= at + S::LANES {
+                    S::store(dst.add(at), a);
+                } else if width > at {
+                    S::store_partial(dst.add(at), a, width - at);
+                }
             }
-            std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, width);
         }
     }
 }
