@@ -172,6 +172,14 @@ fn partition(
     work: impl Fn(usize) -> usize,
 ) -> Vec<Range<usize>> {
     let units = rows / unit;
+    // One part needs no balancing (and a small product's call would spend ~5 % walking it).
+    if parts <= 1 {
+        return if units > 0 {
+            std::iter::once(0..units * unit).collect()
+        } else {
+            vec![]
+        };
+    }
     let total = work(units);
     let mut out = Vec::with_capacity(parts);
     let mut start = 0;
@@ -267,7 +275,7 @@ pub fn spmm_with(
         return Ok(());
     }
     let kernel =
-        dispatch::select(kernel_isa, r, w / lanes).ok_or(KernelError::ParamConstraint {
+        dispatch::select(kernel_isa, r, w / lanes).ok_or_else(|| KernelError::ParamConstraint {
             name: "tile_n".to_string(),
             value: w as i64,
             reason: format!("no kernel instantiated for rows = {r}"),
