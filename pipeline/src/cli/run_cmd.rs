@@ -339,4 +339,15 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
              intervals of the speedups; a new measurement may drop them from the front)"
         );
     }
+    let spread = pareto
+        .iter()
+        .find_map(|r| r.get("front.session_spread").and_then(Value::as_f64))
+        .unwrap_or(0.0);
+    if spread > 0.0 {
+        println!(
+            "(the intervals are widened by the run's session spread, {:.1} %: two models that \
+             ran the same kernels read that far apart in their evaluations)",
+            100.0 * spread
+        );
+    }
 }

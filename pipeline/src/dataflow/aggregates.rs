@@ -105,9 +105,11 @@ pub fn best_kernels<'s>(
 
 /// The Pareto front of successful evaluations under their measured latency intervals
 /// ([`results::pareto_front_with_ties`]), gathered on worker 0. Each front row gains
-/// `front.latency_us` (the latency the front compared, see [`results::measured_points`]) and
+/// `front.latency_us` (the latency the front compared, see [`results::measured_points`]),
 /// `front.tie` (true where another row may dominate it within the measured intervals, so
-/// that another measurement may drop it from the front).
+/// that another measurement may drop it from the front) and `front.session_spread` (how far
+/// two rows of the same kernels fell apart in the run, by which those intervals were widened:
+/// [`results::session_spread`]).
 pub fn pareto<'s>(evals: Rows<'s>, agg: Aggregates) -> VecCollection<'s, u64, ((), Row), isize> {
     evals
         .filter(|(_, row)| ok(row))
@@ -115,6 +117,7 @@ pub fn pareto<'s>(evals: Rows<'s>, agg: Aggregates) -> VecCollection<'s, u64, ((
         .reduce_named("Pareto front", |_, rows, out| {
             let rows: Vec<&Row> = rows.iter().map(|(r, _)| *r).collect();
             let points = results::measured_points(&rows);
+            let spread = results::session_spread(&rows);
             for (i, tie) in results::pareto_front_with_ties(&points) {
                 let mut row = rows[i].clone();
                 row.insert(
@@ -122,6 +125,7 @@ pub fn pareto<'s>(evals: Rows<'s>, agg: Aggregates) -> VecCollection<'s, u64, ((
                     Value::F64(points[i].objectives.latency_us),
                 );
                 row.insert("front.tie".into(), Value::Bool(tie));
+                row.insert("front.session_spread".into(), Value::F64(spread));
                 out.push((row, 1));
             }
         })
