@@ -5,8 +5,8 @@
 //! d_model 64, 4 heads, d_ff 128, 17 tokens); `mlp H1 H2 ...` runs the quickstart's MLP
 //! shape instead (64 inputs, those hidden widths, 10 classes).
 //!
-//! `kernels_x` is what the layers' own speedups predict for the pass: the FLOP-weighted mean
-//! of each layer's speedup timed alone on its input of the pass; `of_kernels` is the pass's
+//! `kernels_x` is what the layers' own speedups predict for the pass: the FLOP-weighted
+//! harmonic mean of each layer's speedup timed alone on its input of the pass; `of_kernels` is the pass's
 //! speedup divided by it (issue 18 asks for ≥ 0.85 at the largest batch).
 //!
 //! `cargo run --release -p stages --example model_pass [-- D_MODEL D_FF | mlp 256 256]`

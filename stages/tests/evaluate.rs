@@ -137,13 +137,12 @@ fn every_pattern_agrees_with_the_masked_dense_reference() {
             .collect();
         assert_eq!(ev.layer_macs, macs);
         for b in &ev.latencies {
-            let want = b
-                .per_layer_speedup
-                .iter()
-                .zip(&macs)
-                .map(|(s, m)| s.median * m)
-                .sum::<f64>()
-                / macs.iter().sum::<f64>();
+            let want = macs.iter().sum::<f64>()
+                / b.per_layer_speedup
+                    .iter()
+                    .zip(&macs)
+                    .map(|(s, m)| m / s.median)
+                    .sum::<f64>();
             assert_eq!(
                 ev.layers_speedup(b).to_bits(),
                 want.to_bits(),

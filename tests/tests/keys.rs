@@ -276,8 +276,8 @@ const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
     "22eeb45bd0ed3147350ee622ba2166d950b23419e18faaaa45f421063edd069c",
     // kernel_tune version 3 (rounds) reading that calibration.
     "7c78c1ebb1c20185f41318aeb9d4ba69b5e0ec6c0550a85ba4c2b1c949cbd6ff",
-    // evaluate version 9 (a transformer's host work on the layers' threads).
-    "2d7d47e5b52613a484768f7ad7cd5de5fa9f0d1d479e7162895a8c2281ff7ce3",
+    // evaluate version 10 (layers_speedup_b{B} a harmonic mean).
+    "fa225d21cf3a77c323b9d2637d64b2f7dc29b53e0fb9a5740446aebc7dbf75dc",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

@@ -61,7 +61,8 @@ impl Stage for EvaluateStage {
         // 7: each pass writes its products into the buffers of its previous round.
         // 8: rows carry layers_speedup_b{B} and speedup_of_layers_b{B}.
         // 9: a transformer's LayerNorm, attention heads and GELU on the layers' threads.
-        9
+        // 10: layers_speedup_b{B} is the harmonic mean of the layers' speedups (was arithmetic).
+        10
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

@@ -180,7 +180,8 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (
 /// are medians of pairs timed in alternation with the dense model (`speedup_ci_*` their 95 %
 /// interval), so they compare times taken at the same moments; `dense_model` names the dense
 /// model they are measured against. `layers_speedup_b{B}` is what the layers' own speedups
-/// predict for the pass (their mean weighted by each layer's dense multiply-adds; each layer
+/// predict for the pass (their harmonic mean weighted by each layer's dense multiply-adds, see
+/// [`Evaluation::layers_speedup`]; each layer
 /// timed alone, without its bias and ReLU) and `speedup_of_layers_b{B}` the model's speedup
 /// divided by it: how much of its kernels' speedup the model keeps end to end.
 pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
