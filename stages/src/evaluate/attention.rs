@@ -12,27 +12,29 @@ use super::graph::Real;
 use crate::model::TransformerArch;
 
 /// Multi-head self-attention on feature-major `q`, `k`, `v` (`d × (tokens·s)`, columns
-/// token-major: column `i · samples + s` is token `i` of sample `s`), into the same layout.
-/// With many samples the lanes of every vector are samples, contiguous in this layout, 8 at a
-/// time, and the heads run on up to `threads` of the kernels' threads; with fewer than 8, each
-/// sample runs alone over its tokens.
+/// token-major: column `i · samples + s` is token `i` of sample `s`), into `out` in the same
+/// layout (as long as `q`, every value overwritten). With many samples the lanes of every
+/// vector are samples, contiguous in this layout, 8 at a time, and the heads run on up to
+/// `threads` of the kernels' threads; with fewer than 8, each sample runs alone over its
+/// tokens.
 #[inline(always)]
 pub(super) fn attention<T: Real>(
     t: &TransformerArch,
-    q: &[T],
-    k: &[T],
-    v: &[T],
+    (q, k, v): (&[T], &[T], &[T]),
     samples: usize,
+    mut out: Vec<T>,
     threads: usize,
 ) -> Vec<T> {
     let (tokens, dh) = (t.tokens(), t.head_dim());
     let n = samples * tokens;
+    debug_assert_eq!(out.len(), q.len());
     if samples < 8 {
         // One sample at a time, its `d × tokens` columns gathered (none to gather for one).
         if samples == 1 {
-            return attention_of_one(t, q, k, v);
+            attention_of_one(t, (q, k, v), &mut out);
+            return out;
         }
-        let mut out = vec![T::default(); q.len()];
+        let mut one_out = vec![T::default(); t.d_model * tokens];
         // Column `tok · samples + s` of each row, by loops (an index divided by `tokens` per
         // value cost ~30 µs a layer, most of the attention of one sample).
         let gather = |x: &[T], s: usize| -> Vec<T> {
@@ -43,7 +45,8 @@ pub(super) fn attention<T: Real>(
             one
         };
         for s in 0..samples {
-            let o = attention_of_one(t, &gather(q, s), &gather(k, s), &gather(v, s));
+            let o = &mut one_out;
+            attention_of_one(t, (&gather(q, s), &gather(k, s), &gather(v, s)), o);
             for (row, one) in out.chunks_mut(n).zip(o.chunks(tokens)) {
                 for (tok, &x) in one.iter().enumerate() {
                     row[tok * samples + s] = x;
@@ -52,7 +55,6 @@ pub(super) fn attention<T: Real>(
         }
         return out;
     }
-    let mut out = vec![T::default(); q.len()];
     let heads = Heads {
         t,
         q,
@@ -282,13 +284,13 @@ fn load_lanes<T: Real>(src: &[T], len: usize) -> Lanes<T> {
     lanes
 }
 
-/// [`attention`] of one sample whose `q`, `k`, `v` are `d × tokens`: per head, the scores by
-/// outer products over the head's rows, a softmax per query, each output row as dot products.
+/// [`attention`] of one sample whose `q`, `k`, `v` are `d × tokens` into `out` (`d × tokens`,
+/// every value overwritten): per head, the scores by outer products over the head's rows, a
+/// softmax per query, each output row as dot products.
 #[inline(always)]
-fn attention_of_one<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
+fn attention_of_one<T: Real>(t: &TransformerArch, (q, k, v): (&[T], &[T], &[T]), out: &mut [T]) {
     let (tokens, dh) = (t.tokens(), t.head_dim());
     let scale = T::of(1.0 / (dh as f64).sqrt());
-    let mut out = vec![T::default(); q.len()];
     let mut scores = vec![T::default(); tokens * tokens];
     for h in 0..t.heads {
         scores.iter_mut().for_each(|x| *x = T::default());
@@ -325,5 +327,4 @@ fn attention_of_one<T: Real>(t: &TransformerArch, q: &[T], k: &[T], v: &[T]) -> 
             }
         }
     }
-    out
 }

@@ -30,19 +30,20 @@ pub(super) fn slot<'s, X>(m: &'s Mutex<X>) -> std::sync::MutexGuard<'s, X> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// LayerNorm of every column of `x` (`d × n`) with the parameters at `at` (weight, then bias),
-/// on up to `threads` threads, each over its own columns.
+/// LayerNorm of every column of `x` (`d × n`) with the parameters at `at` (weight, then bias)
+/// into `out` (as long as `x`, every value overwritten), on up to `threads` threads, each over
+/// its own columns.
 #[inline(always)]
 pub(super) fn layer_norm<T: Real>(
     w: &Weights,
     at: usize,
     x: &[T],
-    d: usize,
-    n: usize,
+    (d, n): (usize, usize),
+    mut out: Vec<T>,
     threads: usize,
 ) -> Vec<T> {
     let (gain, shift) = (&w.params[at].values, &w.params[at + 1].values);
-    let mut out = vec![T::default(); x.len()];
+    debug_assert_eq!((out.len(), x.len()), (d * n, d * n));
     let ranges = column_ranges(n, threads);
     // Each part's pieces of every output row: its columns, row by row.
     let mut pieces: Vec<Vec<&mut [T]>> = ranges.iter().map(|_| Vec::with_capacity(d)).collect();

@@ -223,6 +223,10 @@ impl graph::Gemm<f32> for KernelGemm<'_> {
         self.buffers.give(done);
     }
 
+    fn take(&mut self, len: usize) -> Vec<f32> {
+        self.buffers.take(len)
+    }
+
     /// The most threads any layer's point uses.
     fn host_threads(&self) -> usize {
         self.points
