@@ -285,46 +285,130 @@ fn load_lanes<T: Real>(src: &[T], len: usize) -> Lanes<T> {
 }
 
 /// [`attention`] of one sample whose `q`, `k`, `v` are `d × tokens` into `out` (`d × tokens`,
-/// every value overwritten): per head, the scores by outer products over the head's rows, a
-/// softmax per query, each output row as dot products.
+/// every value overwritten): per head, the scores key-major (`st[j][i]`, key `j`, query `i`)
+/// by outer products over the head's rows, a softmax per query down the columns, and each
+/// output row as a sum of the value rows' multiples. Every loop runs along the queries with
+/// nothing carried from one query to the next, so each vectorises; the same operations in the
+/// same order per value as the query-major form (scores row by row, dot products per output),
+/// whose per-row maximum, sum and dot products were sequential reductions that ran one value
+/// at a time: the attention was ~40 µs of a ~70 µs ViT pass at batch 1 (Zen 4).
 #[inline(always)]
 fn attention_of_one<T: Real>(t: &TransformerArch, (q, k, v): (&[T], &[T], &[T]), out: &mut [T]) {
     let (tokens, dh) = (t.tokens(), t.head_dim());
     let scale = T::of(1.0 / (dh as f64).sqrt());
-    let mut scores = vec![T::default(); tokens * tokens];
+    let mut st = vec![T::default(); tokens * tokens];
+    let (mut max, mut sum) = (vec![T::default(); tokens], vec![T::default(); tokens]);
     for h in 0..t.heads {
-        scores.iter_mut().for_each(|x| *x = T::default());
+        st.iter_mut().for_each(|x| *x = T::default());
         for e in h * dh..(h + 1) * dh {
             let (qe, ke) = (&q[e * tokens..][..tokens], &k[e * tokens..][..tokens]);
-            for (row, &qi) in scores.chunks_mut(tokens).zip(qe) {
-                row.iter_mut().zip(ke).for_each(|(x, &kj)| *x += qi * kj);
+            for (row, &kj) in st.chunks_mut(tokens).zip(ke) {
+                row.iter_mut().zip(qe).for_each(|(x, &qi)| *x += qi * kj);
             }
         }
-        for row in scores.chunks_mut(tokens) {
-            let mut max = row[0];
-            row.iter().for_each(|&x| {
-                if x > max {
-                    max = x;
-                }
-            });
-            let mut sum = T::default();
-            for x in row.iter_mut() {
-                *x = ((*x - max) * scale).exp();
-                sum += *x;
+        max.copy_from_slice(&st[..tokens]);
+        for row in st.chunks(tokens) {
+            for (m, &x) in max.iter_mut().zip(row) {
+                *m = if x > *m { x } else { *m };
             }
-            let inv = T::of(1.0) / sum;
-            row.iter_mut().for_each(|x| *x = *x * inv);
+        }
+        sum.iter_mut().for_each(|s| *s = T::default());
+        for row in st.chunks_mut(tokens) {
+            for (x, &m) in row.iter_mut().zip(&max) {
+                *x = ((*x - m) * scale).exp();
+            }
+            sum.iter_mut().zip(row.iter()).for_each(|(s, &x)| *s += x);
+        }
+        // `max` now holds each query's inverse sum.
+        max.iter_mut()
+            .zip(&sum)
+            .for_each(|(m, &s)| *m = T::of(1.0) / s);
+        for row in st.chunks_mut(tokens) {
+            row.iter_mut().zip(&max).for_each(|(x, &inv)| *x = *x * inv);
         }
         for e in h * dh..(h + 1) * dh {
-            let ve = &v[e * tokens..][..tokens];
-            for (o, p) in out[e * tokens..][..tokens]
-                .iter_mut()
-                .zip(scores.chunks(tokens))
-            {
-                let mut acc = T::default();
-                p.iter().zip(ve).for_each(|(&pj, &vj)| acc += pj * vj);
-                *o = acc;
+            let o = &mut out[e * tokens..][..tokens];
+            o.iter_mut().for_each(|x| *x = T::default());
+            for (row, &vj) in st.chunks(tokens).zip(&v[e * tokens..][..tokens]) {
+                o.iter_mut().zip(row).for_each(|(x, &pj)| *x += pj * vj);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query-major attention of one sample that [`attention_of_one`] replaced: scores row
+    /// by row, a softmax per row, dot products per output.
+    fn query_major(t: &TransformerArch, (q, k, v): (&[f32], &[f32], &[f32])) -> Vec<f32> {
+        let (tokens, dh) = (t.tokens(), t.head_dim());
+        let scale = 1.0 / (dh as f32).sqrt();
+        let mut out = vec![0.0; q.len()];
+        let mut scores = vec![0.0f32; tokens * tokens];
+        for h in 0..t.heads {
+            scores.iter_mut().for_each(|x| *x = 0.0);
+            for e in h * dh..(h + 1) * dh {
+                let (qe, ke) = (&q[e * tokens..][..tokens], &k[e * tokens..][..tokens]);
+                for (row, &qi) in scores.chunks_mut(tokens).zip(qe) {
+                    row.iter_mut().zip(ke).for_each(|(x, &kj)| *x += qi * kj);
+                }
+            }
+            for row in scores.chunks_mut(tokens) {
+                let mut max = row[0];
+                row.iter().for_each(|&x| {
+                    if x > max {
+                        max = x;
+                    }
+                });
+                let mut sum = 0.0;
+                for x in row.iter_mut() {
+                    *x = Real::exp((*x - max) * scale);
+                    sum += *x;
+                }
+                let inv = 1.0 / sum;
+                row.iter_mut().for_each(|x| *x *= inv);
+            }
+            for e in h * dh..(h + 1) * dh {
+                let ve = &v[e * tokens..][..tokens];
+                for (o, p) in out[e * tokens..][..tokens]
+                    .iter_mut()
+                    .zip(scores.chunks(tokens))
+                {
+                    let mut acc = 0.0;
+                    p.iter().zip(ve).for_each(|(&pj, &vj)| acc += pj * vj);
+                    *o = acc;
+                }
+            }
+        }
+        out
+    }
+
+    /// Key-major scores give the query-major attention bit for bit (the same operations in
+    /// the same order per value), on a ViT's 17 tokens and on odd sizes, into a NaN-filled
+    /// output.
+    #[test]
+    fn one_sample_key_major_equals_query_major_bit_for_bit() {
+        for (d_model, heads, patches) in [(64, 4, 16), (24, 3, 4), (8, 1, 1)] {
+            let t = TransformerArch {
+                blocks: 1,
+                d_model,
+                heads,
+                d_ff: 2 * d_model,
+                patch: 2,
+                patches,
+                patch_dim: 4,
+            };
+            let n = d_model * t.tokens();
+            let q = kernels::random_values(n, 1);
+            let k = kernels::random_values(n, 2);
+            let v = kernels::random_values(n, 3);
+            let mut got = vec![f32::NAN; n];
+            attention_of_one(&t, (&q, &k, &v), &mut got);
+            let want = query_major(&t, (&q, &k, &v));
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "d_model {d_model}, {heads} heads");
         }
     }
 }
