@@ -135,6 +135,54 @@ fn norm_columns<T: Real>(
     }
 }
 
+/// The residual stream's `h += r` (both `rows × n`, row-major) on up to `threads` threads, each
+/// over a band of rows, in the first `cols` columns of each row only (the rest of `h` left as
+/// it was: after the last block only the class tokens' columns are read). On one thread the
+/// four adds of a ViT pass at batch 256 took 200–280 µs (Zen 4); one add of 64×4,352 in cache
+/// takes 33 µs on one thread, 18 µs on two, and 1.5 µs over the class tokens' columns.
+#[inline(always)]
+pub(super) fn add_residual<T: Real>(
+    h: &mut [T],
+    r: &[T],
+    (n, cols): (usize, usize),
+    threads: usize,
+) {
+    debug_assert!(h.len() == r.len() && cols <= n);
+    let rows = h.len() / n.max(1);
+    let per = rows.div_ceil(threads.max(1)).max(1) * n.max(1);
+    let parts = Residual {
+        bands: h.chunks_mut(per).map(Mutex::new).collect(),
+        r,
+        per,
+        n: n.max(1),
+        cols,
+    };
+    kernels::run_host_parts(&parts, parts.bands.len(), threads);
+}
+
+/// [`add_residual`]'s parts: band `i` holds rows from `i · per / n`.
+struct Residual<'a, T> {
+    bands: Vec<Mutex<&'a mut [T]>>,
+    r: &'a [T],
+    per: usize,
+    n: usize,
+    cols: usize,
+}
+
+impl<T: Real> HostParts for Residual<'_, T> {
+    #[inline(always)]
+    fn part(&self, i: usize) {
+        let mut band = slot(&self.bands[i]);
+        let r = &self.r[i * self.per..][..band.len()];
+        for (h, r) in band.chunks_mut(self.n).zip(r.chunks(self.n)) {
+            h[..self.cols]
+                .iter_mut()
+                .zip(&r[..self.cols])
+                .for_each(|(a, &b)| *a += b);
+        }
+    }
+}
+
 /// candle's `gelu` (the tanh approximation) in place, on up to `threads` threads, each over
 /// its own rows (`v` is `rows × n`).
 #[inline(always)]

@@ -19,7 +19,7 @@ use crate::model::{Arch, LayerKind, ParamRef, TransformerArch, Weights};
 use crate::StageError;
 
 use super::attention::attention;
-use super::encoder_ops::{gelu, layer_norm};
+use super::encoder_ops::{add_residual, gelu, layer_norm};
 
 /// The element types the pass runs in.
 pub(crate) trait Real:
@@ -395,7 +395,7 @@ fn transformer<T: Real>(
         [q, k, v].into_iter().for_each(|done| gemm.recycle(done));
         let o = gemm.gemm(t.block_layer(b, 3), &mixed, n, false)?;
         gemm.recycle(mixed);
-        h.iter_mut().zip(&o).for_each(|(a, &b)| *a += b);
+        add_residual(&mut h, &o, (n, n), threads);
         gemm.recycle(o);
         let x2 = gemm.take(d * n);
         let x2 = layer_norm(w, t.param(ParamRef::Norm2(b)), &h, (d, n), x2, threads);
@@ -404,7 +404,10 @@ fn transformer<T: Real>(
         gelu(&mut up, n, threads);
         let down = gemm.gemm(t.block_layer(b, 5), &up, n, false)?;
         gemm.recycle(up);
-        h.iter_mut().zip(&down).for_each(|(a, &b)| *a += b);
+        // After the last block only the class tokens' columns (token 0: the first `samples`
+        // of each row) are read.
+        let cols = if b + 1 == t.blocks { samples } else { n };
+        add_residual(&mut h, &down, (n, cols), threads);
         gemm.recycle(down);
     }
     // The class tokens' columns.
