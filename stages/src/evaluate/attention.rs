@@ -291,7 +291,7 @@ fn load_lanes<T: Real>(src: &[T], len: usize) -> Lanes<T> {
 /// nothing carried from one query to the next, so each vectorises; the same operations in the
 /// same order per value as the query-major form (scores row by row, dot products per output),
 /// whose per-row maximum, sum and dot products were sequential reductions that ran one value
-/// at a time: the attention was ~40 µs of a ~70 µs ViT pass at batch 1 (Zen 4).
+/// at a time: the attention was 36-53 µs of a 64-133 µs ViT pass at batch 1 (Zen 4).
 #[inline(always)]
 fn attention_of_one<T: Real>(t: &TransformerArch, (q, k, v): (&[T], &[T], &[T]), out: &mut [T]) {
     let (tokens, dh) = (t.tokens(), t.head_dim());
