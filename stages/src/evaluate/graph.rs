@@ -351,7 +351,7 @@ fn transformer<T: Real>(
     let idx = t.patch_index(w.image_shape);
     // Every buffer of the host work comes from `gemm.take` and goes back by `recycle`, as the
     // products' outputs do: fresh, each was zeroed on the calling thread first (~1.1 MB a
-    // LayerNorm at batch 256). On the ViT of `experiments/vit-digits.toml` (Zen 4, dense,
+    // LayerNorm at batch 256). On the ViT shape of `experiments/vit-digits.toml` (Zen 4, dense,
     // recycled against fresh in alternation) the pass took 1.4-1.8 % less at batch 1 and the
     // same within 2 % at batch 256, where the zeroing had also brought the lines into cache
     // for the writes that followed.
