@@ -28,8 +28,8 @@ fn paired(r: &Row) -> Option<(String, [f64; 3])> {
 /// structure up to where the kept weights lie), or 0 when no two rows did.
 ///
 /// A row's interval comes from the rounds of one evaluation, a second or so; the machine
-/// changes more than that between evaluations. On the 2-vCPU VMs this project runs on, the host
-/// gives both vCPUs a core each only part of the time, in phases of seconds: the quickstart's
+/// changes more than that between evaluations. On the 2-vCPU VMs this project runs on, model
+/// passes slow down by up to 2× in phases of seconds (kernels/BENCH.md): the quickstart's
 /// 2:8 magnitude and 2:8 OBS models, which run the same kernels on the same structure, read
 /// 1.55× and 1.90× over dense in one run, each with an interval under ±2 % (issue 18). Two rows
 /// of one computation are the run's own measure of that.
