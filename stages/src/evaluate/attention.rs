@@ -319,12 +319,10 @@ fn attention_of_one<T: Real>(t: &TransformerArch, (q, k, v): (&[T], &[T], &[T]),
             }
             sum.iter_mut().zip(row.iter()).for_each(|(s, &x)| *s += x);
         }
-        // `max` now holds each query's inverse sum.
-        max.iter_mut()
-            .zip(&sum)
-            .for_each(|(m, &s)| *m = T::of(1.0) / s);
+        // Each query's sum becomes its inverse.
+        sum.iter_mut().for_each(|s| *s = T::of(1.0) / *s);
         for row in st.chunks_mut(tokens) {
-            row.iter_mut().zip(&max).for_each(|(x, &inv)| *x = *x * inv);
+            row.iter_mut().zip(&sum).for_each(|(x, &inv)| *x = *x * inv);
         }
         for e in h * dh..(h + 1) * dh {
             let o = &mut out[e * tokens..][..tokens];

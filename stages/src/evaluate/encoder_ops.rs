@@ -135,6 +135,13 @@ fn norm_columns<T: Real>(
     }
 }
 
+/// Values per band when the rows of `len` values, `n` per row, are cut into at most `threads`
+/// bands of whole rows (at least one row each).
+fn band_len(len: usize, n: usize, threads: usize) -> usize {
+    let rows = len / n.max(1);
+    rows.div_ceil(threads.max(1)).max(1) * n.max(1)
+}
+
 /// The residual stream's `h += r` (both `rows × n`, row-major) on up to `threads` threads, each
 /// over a band of rows, in the first `cols` columns of each row only (the rest of `h` left as
 /// it was: after the last block only the class tokens' columns are read). On one thread the
@@ -148,8 +155,7 @@ pub(super) fn add_residual<T: Real>(
     threads: usize,
 ) {
     debug_assert!(h.len() == r.len() && cols <= n);
-    let rows = h.len() / n.max(1);
-    let per = rows.div_ceil(threads.max(1)).max(1) * n.max(1);
+    let per = band_len(h.len(), n, threads);
     let parts = Residual {
         bands: h.chunks_mut(per).map(Mutex::new).collect(),
         r,
@@ -187,8 +193,7 @@ impl<T: Real> HostParts for Residual<'_, T> {
 /// its own rows (`v` is `rows × n`).
 #[inline(always)]
 pub(super) fn gelu<T: Real>(v: &mut [T], n: usize, threads: usize) {
-    let rows = v.len() / n.max(1);
-    let per = rows.div_ceil(threads.max(1)).max(1) * n.max(1);
+    let per = band_len(v.len(), n, threads);
     let parts = Gelu(v.chunks_mut(per).map(Mutex::new).collect());
     kernels::run_host_parts(&parts, parts.0.len(), threads);
 }
