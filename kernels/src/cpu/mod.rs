@@ -175,7 +175,7 @@ fn partition(
     // One part needs no balancing (and a small product's call would spend ~5 % walking it).
     if parts <= 1 {
         return if units > 0 {
-            vec![0..units * unit]
+            std::iter::once(0..units * unit).collect()
         } else {
             vec![]
         };
