@@ -13,11 +13,17 @@
 //! pick and the exhaustive best together in interleaved rounds and compares their medians:
 //! the minimum of single noisy measurements over the whole space is biased low against the
 //! minimum over a tenth of it even for a perfect ranking; a miss beyond 5 % prints both points.
+//! `guided%` replays the `guided` strategy (the calibrated model's top half of the budget, then
+//! a local search around the fastest measured points) on the same measurements, at the same
+//! budget, and `g-confirmed%` re-measures its pick against the exhaustive best in the same way;
+//! the summary also gives the replay with a quarter and three quarters of the budget spent on
+//! the model's seeds, and on the analytical model's ranking.
 //! Run: `cargo bench -p e2e --bench tuner_quality` (`-- --quick` for two formats only, `--only
 //! TEXT` for the formats whose name contains TEXT, e.g. `Unstructured`).
 
 use kernels::{FormatSignature, KernelFamily, Pattern};
 use stages::kernel_tune::calibrate::{calibrate_cpu, CalibrationPlan};
+use stages::kernel_tune::guided::guided_search;
 use stages::kernel_tune::{
     families, format_params, rounds, summarise, tune, Backend, Measured, Strategy, TuneSpec,
 };
@@ -37,6 +43,29 @@ fn pick<'a>(points: &[&'a Measured], cost: impl Fn(&Measured) -> f64) -> &'a Mea
     ranked.sort_by(|a, b| cost(a).total_cmp(&cost(b)));
     ranked.truncate(points.len().div_ceil(10));
     fastest(&ranked)
+}
+
+/// The point the `guided` search would pick at a 10 % budget with `seeds` of it on the top
+/// points of the `cost` ranking, replayed on the measurements of `points`.
+fn guided_pick<'a>(
+    points: &[&'a Measured],
+    cost: impl Fn(&Measured) -> f64,
+    seeds: impl Fn(usize) -> usize,
+) -> &'a Measured {
+    let params: Vec<_> = points.iter().map(|m| m.params.clone()).collect();
+    let predicted: Vec<f64> = points.iter().map(|m| cost(m)).collect();
+    let budget = points.len().div_ceil(10);
+    let done = guided_search(&params, &predicted, budget, seeds(budget), |b| {
+        Ok::<_, ()>(
+            b.points
+                .iter()
+                .map(|&i| points[i].timing.median_us)
+                .collect(),
+        )
+    })
+    .expect("a replay does not fail");
+    let chosen: Vec<&Measured> = done.iter().map(|&(i, _)| points[i]).collect();
+    fastest(&chosen)
 }
 
 fn fastest<'a>(points: &[&'a Measured]) -> &'a Measured {
@@ -126,12 +155,20 @@ fn main() {
         calibrations.insert(family, done.calibration);
     }
     println!(
-        "{:<28} {:>9} {:>7} {:>6} {:>11} {:>11} {:>11}",
-        "format", "shape", "threads", "space", "analytical%", "calibrated%", "confirmed%"
+        "{:<28} {:>9} {:>7} {:>6} {:>11} {:>11} {:>11} {:>8} {:>12}",
+        "format",
+        "shape",
+        "threads",
+        "space",
+        "analytical%",
+        "calibrated%",
+        "confirmed%",
+        "guided%",
+        "g-confirmed%"
     );
-    let mut worst: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
+    let mut worst: BTreeMap<String, [f64; 8]> = BTreeMap::new();
     let mut cases = 0;
-    let mut within = (0, 0, 0);
+    let mut within = [0; 8];
     for p in &patterns {
         let family = families(Backend::Cpu, p, 768, 768)[0];
         for &(rows, cols) in &shapes {
@@ -158,45 +195,67 @@ fn main() {
                 let c = regret(points, |m| m.predicted_s);
                 // The calibrated pick against the exhaustive best, re-measured together.
                 let picked = pick(points, |m| m.predicted_s);
-                let r = confirmed(&a_matrix, n, picked, fastest(points));
+                let best = fastest(points);
+                let r = confirmed(&a_matrix, n, picked, best);
+                let regret_of = |m: &Measured| m.timing.median_us / best.timing.median_us - 1.0;
+                let calibrated = |m: &Measured| m.predicted_s;
+                let guided = guided_pick(points, calibrated, |b| b.div_ceil(2));
+                let g = regret_of(guided);
+                let gr = confirmed(&a_matrix, n, guided, best);
+                let g_quarter = regret_of(guided_pick(points, calibrated, |b| b.div_ceil(4)));
+                let g_three = regret_of(guided_pick(points, calibrated, |b| (3 * b).div_ceil(4)));
+                let g_analytical =
+                    regret_of(guided_pick(points, |m| m.analytical_s, |b| b.div_ceil(2)));
                 println!(
-                    "{:<28} {:>9} {:>7} {:>6} {:>11.2} {:>11.2} {:>11.2}",
+                    "{:<28} {:>9} {:>7} {:>6} {:>11.2} {:>11.2} {:>11.2} {:>8.2} {:>12.2}",
                     format!("{p:?}"),
                     format!("{rows}x{cols}"),
                     threads,
                     points.len(),
                     100.0 * a,
                     100.0 * c,
-                    100.0 * r
+                    100.0 * r,
+                    100.0 * g,
+                    100.0 * gr
                 );
-                if r > 0.05 {
-                    println!(
-                        "    picked {} against {}",
-                        format_params(&picked.params),
-                        format_params(&fastest(points).params)
-                    );
+                for (what, regret, m) in [("calibrated", r, picked), ("guided", gr, guided)] {
+                    if regret > 0.05 {
+                        println!(
+                            "    {what} picked {} against {}",
+                            format_params(&m.params),
+                            format_params(&best.params)
+                        );
+                    }
                 }
-                let w = worst.entry(threads.clone()).or_insert((0.0, 0.0, 0.0));
-                *w = (w.0.max(a), w.1.max(c), w.2.max(r));
+                let all = [a, c, r, g, gr, g_quarter, g_three, g_analytical];
+                let w = worst.entry(threads.clone()).or_insert([0.0; 8]);
+                for (w, x) in w.iter_mut().zip(all) {
+                    *w = w.max(x);
+                }
                 if threads != "all" {
                     cases += 1;
-                    within.0 += usize::from(a <= 0.05);
-                    within.1 += usize::from(c <= 0.05);
-                    within.2 += usize::from(r <= 0.05);
+                    for (n, x) in within.iter_mut().zip(all) {
+                        *n += usize::from(x <= 0.05);
+                    }
                 }
             }
         }
     }
-    for (threads, (a, c, r)) in &worst {
+    for (threads, w) in &worst {
         println!(
-            "worst regret at a 10 % budget, threads {threads}: analytical {:.1} %, calibrated {:.1} %, calibrated confirmed {:.1} %",
-            100.0 * a,
-            100.0 * c,
-            100.0 * r
+            "worst regret at a 10 % budget, threads {threads}: analytical {:.1} %, calibrated {:.1} %, calibrated confirmed {:.1} %, guided {:.1} %, guided confirmed {:.1} % (guided with 1/4 of the budget on seeds {:.1} %, with 3/4 {:.1} %, on the analytical ranking {:.1} %)",
+            100.0 * w[0],
+            100.0 * w[1],
+            100.0 * w[2],
+            100.0 * w[3],
+            100.0 * w[4],
+            100.0 * w[5],
+            100.0 * w[6],
+            100.0 * w[7]
         );
     }
     println!(
-        "within 5 % of the exhaustive best at a 10 % budget (per thread count): analytical {}/{cases}, calibrated {}/{cases}, calibrated confirmed {}/{cases}",
-        within.0, within.1, within.2
+        "within 5 % of the exhaustive best at a 10 % budget (per thread count): analytical {}/{cases}, calibrated {}/{cases}, calibrated confirmed {}/{cases}, guided {}/{cases}, guided confirmed {}/{cases}; guided with 1/4 of the budget on seeds {}/{cases}, with 3/4 {}/{cases}, on the analytical ranking {}/{cases}",
+        within[0], within[1], within[2], within[3], within[4], within[5], within[6], within[7]
     );
 }

@@ -342,7 +342,9 @@ impl Stage for TestTune {
         }
         let budget = match t.strategy {
             Strategy::Exhaustive => 4,
-            Strategy::Random { budget, .. } | Strategy::Model { budget } => budget as u64,
+            Strategy::Random { budget, .. }
+            | Strategy::Model { budget }
+            | Strategy::Guided { budget } => budget as u64,
         };
         let size = (t.rows * t.cols * t.batch_tokens) as f64;
         let flops = 2.0 * size * (1.0 - t.pattern.sparsity());

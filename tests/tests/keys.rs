@@ -148,7 +148,7 @@ fn every_key_tag_is_frozen() {
     assert_eq!(stages::kernel_tune::Backend::tags(), ["cpu", "cuda"]);
     assert_eq!(
         stages::kernel_tune::StrategyKind::tags(),
-        ["exhaustive", "random", "model"]
+        ["exhaustive", "random", "model", "guided"]
     );
     assert_eq!(
         datasets::Source::tags(),

@@ -190,6 +190,7 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
             seed: raw.seed,
         },
         StrategyKind::Model => Strategy::Model { budget },
+        StrategyKind::Guided => Strategy::Guided { budget },
     };
     let calibrate = kt
         .and_then(|k| k.get_ref().calibrate.as_ref())

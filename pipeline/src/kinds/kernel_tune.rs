@@ -82,7 +82,7 @@ impl Trial for TuneTrial {
         let (budget, seed) = match self.strategy {
             Strategy::Exhaustive => (None, 0),
             Strategy::Random { budget, seed } => (Some(budget as u64), seed),
-            Strategy::Model { budget } => (Some(budget as u64), 0),
+            Strategy::Model { budget } | Strategy::Guided { budget } => (Some(budget as u64), 0),
         };
         describe_pattern(f, &self.pattern, "format.", "format.");
         f.both("rows", "format.rows", &self.rows);

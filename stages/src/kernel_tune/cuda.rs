@@ -19,7 +19,7 @@
 //! One [`CudaDevice`] serves the whole process ([`shared_device`]): contexts are expensive and
 //! its kernel cache is per device.
 
-use super::{argmin, choose, summarise, Measured, TuneSpec, Tuned};
+use super::{argmin, search, summarise, Measured, TuneSpec, Tuned};
 use crate::StageError;
 use kernels::cuda::{
     cuda_predicted_cost, cuda_space, CudaDevice, CudaError, Gpu, GpuModel, PtxCache, RegisterSource,
@@ -185,22 +185,35 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &impl Gpu) -> Result<Tuned, StageError> {
             "empty CUDA kernel space for {sig:?} at n = {n}"
         )));
     }
+    // Device-timed samples do not drift with the host's phases: each point is measured on its
+    // own, and a failed point scores infinity (the `guided` search does not expand it).
     let mut points = vec![];
-    for (p, predicted_s, predicted_rank) in choose(ranked, &spec.strategy) {
-        let (timing, error) = match dev.measure(&a, n, &p, REPS) {
-            Ok(t) => (summarise(t.samples_us), None),
-            Err(e) => (summarise(vec![]), Some(message(&e))),
-        };
-        points.push(Measured {
-            kernel: space.kernel.to_owned(),
-            params: p,
-            predicted_s,
-            analytical_s: f64::NAN,
-            predicted_rank,
-            timing,
-            error,
-        });
-    }
+    search(&ranked, &spec.strategy, |batch| {
+        Ok::<_, StageError>(
+            batch
+                .points
+                .iter()
+                .map(|&i| {
+                    let (p, predicted_s) = &ranked[i];
+                    let (timing, error) = match dev.measure(&a, n, p, REPS) {
+                        Ok(t) => (summarise(t.samples_us), None),
+                        Err(e) => (summarise(vec![]), Some(message(&e))),
+                    };
+                    let score = timing.median_us;
+                    points.push(Measured {
+                        kernel: space.kernel.to_owned(),
+                        params: p.clone(),
+                        predicted_s: *predicted_s,
+                        analytical_s: f64::NAN,
+                        predicted_rank: i,
+                        timing,
+                        error,
+                    });
+                    score
+                })
+                .collect(),
+        )
+    })?;
     let measured: Vec<&Measured> = points.iter().filter(|m| m.error.is_none()).collect();
     let spearman = kernels::spearman(
         &measured.iter().map(|m| m.predicted_s).collect::<Vec<_>>(),
@@ -374,6 +387,28 @@ mod tests {
         assert_eq!(t.dense_points.len(), 1);
         assert_eq!(t.dense_best().kernel, DENSE_KERNEL);
         assert!(t.fallback.is_none());
+    }
+
+    #[test]
+    fn the_guided_strategy_expands_around_measured_points_and_skips_failed_ones() {
+        let vnm = sig(Pattern::Vnm { v: 64, m: 8 }, 128, 200);
+        let (dev, first) = failing_first(&vnm, 96);
+        let t = tune_cuda(&spec(vnm, 96, Strategy::Guided { budget: 8 }), &dev).unwrap();
+        assert_eq!(t.points.len(), 8);
+        let ranks: Vec<usize> = t.points.iter().map(|m| m.predicted_rank).collect();
+        assert_eq!(ranks[..4], [0, 1, 2, 3]);
+        assert_eq!(t.points[0].params, first);
+        assert!(t.points[0].error.is_some() && t.points[1..].iter().all(|m| m.error.is_none()));
+        // The later points step from a measured point that did not fail.
+        let differ = |a: &ParamPoint, b: &ParamPoint| {
+            a.0.iter().filter(|(k, v)| b.0.get(*k) != Some(*v)).count()
+        };
+        for i in 4..8 {
+            assert!(t.points[1..i]
+                .iter()
+                .any(|m| differ(&m.params, &t.points[i].params) == 1));
+        }
+        assert_ne!(t.best, 0);
     }
 
     /// A stand-in whose launches fail at the model's first choice for `sig` at `n`, and that

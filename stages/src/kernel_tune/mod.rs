@@ -5,7 +5,9 @@
 //!
 //! Strategies: `exhaustive` measures every valid point; `random` measures `budget` points drawn
 //! with a seed; `model` ranks the whole space with the analytical cost model
-//! ([`kernels::predicted_cost`]) and measures the top `budget`. Predicted and measured costs are
+//! ([`kernels::predicted_cost`]) and measures the top `budget`; `guided` measures the model's
+//! top half of `budget`, then spends the rest on a local search around the fastest measured
+//! points ([`guided`]). Predicted and measured costs are
 //! both kept, so the model's rank correlation and regret can be queried. On the CPU the model
 //! is the analytical one corrected by the device's [`Calibration`] when the spec carries one
 //! ([`calibrate`] measures it), and the analytical prediction is kept beside. On the CPU, every
@@ -21,6 +23,7 @@ pub mod calibrate;
 pub mod cuda;
 #[cfg(test)]
 pub(crate) mod cuda_stand_in;
+pub mod guided;
 mod measure;
 
 pub use measure::{rounds, summarise, Timing};
@@ -42,6 +45,8 @@ keytag::tagged_enum! {
         Random = "random",
         /// [`Strategy::Model`].
         Model = "model",
+        /// [`Strategy::Guided`].
+        Guided = "guided",
     }
 }
 
@@ -62,6 +67,12 @@ pub enum Strategy {
         /// Points measured.
         budget: usize,
     },
+    /// The cost model's best-ranked `⌈budget/2⌉` points, then the neighbours of the fastest
+    /// measured ones until `budget` points are measured ([`guided::guided_search`]).
+    Guided {
+        /// Points measured.
+        budget: usize,
+    },
 }
 
 impl Strategy {
@@ -71,6 +82,7 @@ impl Strategy {
             Strategy::Exhaustive => StrategyKind::Exhaustive,
             Strategy::Random { .. } => StrategyKind::Random,
             Strategy::Model { .. } => StrategyKind::Model,
+            Strategy::Guided { .. } => StrategyKind::Guided,
         }
     }
 }
@@ -228,27 +240,34 @@ fn rank_by_cost(space: &KernelSpace, cost: impl Fn(&ParamPoint) -> f64) -> Vec<(
     ranked
 }
 
-/// The points a strategy measures from a ranked space (best first), with their predicted cost
-/// and rank.
-fn choose(ranked: Vec<(ParamPoint, f64)>, strategy: &Strategy) -> Vec<(ParamPoint, f64, usize)> {
-    let mut all: Vec<(ParamPoint, f64, usize)> = ranked
-        .into_iter()
-        .enumerate()
-        .map(|(i, (p, c))| (p, c, i))
-        .collect();
+/// Measures the points `strategy` chooses from `ranked` (the space, cheapest predicted first)
+/// through `measure`, which scores each batch of indices into `ranked` (lower is faster; see
+/// [`guided::Batch`]). Returns the measured indices with their scores, in measurement order.
+/// Every strategy but `guided` measures one batch.
+fn search<E>(
+    ranked: &[(ParamPoint, f64)],
+    strategy: &Strategy,
+    mut measure: impl FnMut(guided::Batch<'_>) -> Result<Vec<f64>, E>,
+) -> Result<Vec<(usize, f64)>, E> {
+    let mut all: Vec<usize> = (0..ranked.len()).collect();
     match *strategy {
-        Strategy::Exhaustive => all,
-        Strategy::Model { budget } => {
-            all.truncate(budget.max(1));
-            all
-        }
+        Strategy::Exhaustive => {}
+        Strategy::Model { budget } => all.truncate(budget.max(1)),
         Strategy::Random { budget, seed } => {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             all.shuffle(&mut rng);
             all.truncate(budget.max(1));
-            all
+        }
+        Strategy::Guided { budget } => {
+            let (points, predicted): (Vec<ParamPoint>, Vec<f64>) = ranked.iter().cloned().unzip();
+            return guided::guided_search(&points, &predicted, budget, budget.div_ceil(2), measure);
         }
     }
+    let scores = measure(guided::Batch {
+        points: &all,
+        anchor: None,
+    })?;
+    Ok(all.into_iter().zip(scores).collect())
 }
 
 /// Index of the fastest point that was measured, if any was.
@@ -292,18 +311,6 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
         None => kernels::predicted_cost(sig, n, p),
     };
     let ranked = rank_by_cost(&space, |p| cost(sig, p));
-    let mut points: Vec<Measured> = choose(ranked, &spec.strategy)
-        .into_iter()
-        .map(|(p, predicted_s, predicted_rank)| Measured {
-            kernel: space.kernel.to_owned(),
-            analytical_s: kernels::predicted_cost(sig, n, &p),
-            params: p,
-            predicted_s,
-            predicted_rank,
-            timing: summarise(vec![]),
-            error: None,
-        })
-        .collect();
     let dense = kernels::dense_space(sig.rows, sig.cols, n);
     let dense_a = match &a {
         SparseMatrix::Dense(_) => a.clone(),
@@ -314,57 +321,94 @@ fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
         )?,
     };
     let dsig = dense_a.signature();
-    let ranked = rank_by_cost(&dense, |p| kernels::predicted_cost(&dsig, n, p));
-    let mut dense_points: Vec<Measured> = choose(ranked, &Strategy::Exhaustive)
-        .into_iter()
-        .map(|(p, predicted_s, predicted_rank)| Measured {
-            kernel: "dense".into(),
-            analytical_s: predicted_s,
-            params: p,
-            predicted_s,
-            predicted_rank,
-            timing: summarise(vec![]),
-            error: None,
-        })
-        .collect();
-    // Every sparse and dense point in the same interleaved rounds (see [`rounds`]), so that
-    // neither the ranking nor the speedup depends on when each point happened to be measured.
-    let runs: Vec<(&SparseMatrix, &ParamPoint)> = points
-        .iter()
-        .map(|m| (&a, &m.params))
-        .chain(dense_points.iter().map(|m| (&dense_a, &m.params)))
-        .collect();
-    let mut measure = |which: &[usize], min_rounds: usize, budget: f64| {
+    let mut dense_points: Vec<Measured> =
+        rank_by_cost(&dense, |p| kernels::predicted_cost(&dsig, n, p))
+            .into_iter()
+            .enumerate()
+            .map(|(predicted_rank, (p, predicted_s))| Measured {
+                kernel: "dense".into(),
+                analytical_s: predicted_s,
+                params: p,
+                predicted_s,
+                predicted_rank,
+                timing: summarise(vec![]),
+                error: None,
+            })
+            .collect();
+    let mut measure = |runs: &[(&SparseMatrix, &ParamPoint)], min_rounds: usize, budget: f64| {
         rounds(
-            which.len(),
-            |k| {
-                let (m, p) = runs[which[k]];
-                kernels::spmm(m, &b, n, &mut c, p)
-            },
+            runs.len(),
+            |k| kernels::spmm(runs[k].0, &b, n, &mut c, runs[k].1),
             min_rounds,
             min_rounds.max(50),
             budget,
         )
     };
-    let all: Vec<usize> = (0..runs.len()).collect();
-    let mut samples = measure(&all, FIRST_ROUNDS, budget)?;
+    // The first batch of sparse points runs with every dense point in the same interleaved
+    // rounds (see [`rounds`]), so that neither the ranking nor the speedup depends on when
+    // each point happened to be measured; a later batch of the `guided` search runs with the
+    // best point so far, and its medians are scaled by that point's ratio to its score.
+    let mut sparse_samples: Vec<Vec<f64>> = vec![vec![]; ranked.len()];
+    let mut dense_samples: Vec<Vec<f64>> = vec![];
+    let measured = search(&ranked, &spec.strategy, |batch| {
+        let mut runs: Vec<(&SparseMatrix, &ParamPoint)> =
+            batch.points.iter().map(|&i| (&a, &ranked[i].0)).collect();
+        match batch.anchor {
+            Some((j, _)) => runs.push((&a, &ranked[j].0)),
+            None => runs.extend(dense_points.iter().map(|m| (&dense_a, &m.params))),
+        }
+        let mut samples = measure(&runs, FIRST_ROUNDS, budget)?;
+        let k = batch.points.len();
+        let medians: Vec<f64> = samples
+            .iter()
+            .map(|s| summarise(s.clone()).median_us)
+            .collect();
+        let scale = match batch.anchor {
+            Some((_, score)) if (score / medians[k]).is_finite() => score / medians[k],
+            _ => 1.0,
+        };
+        if batch.anchor.is_none() {
+            dense_samples = samples.split_off(k);
+        }
+        for (&i, s) in batch.points.iter().zip(samples) {
+            sparse_samples[i] = s;
+        }
+        Ok::<_, StageError>(medians[..k].iter().map(|m| m * scale).collect())
+    })?;
+    let mut points: Vec<Measured> = measured
+        .iter()
+        .map(|&(i, _)| {
+            let (p, predicted_s) = &ranked[i];
+            Measured {
+                kernel: space.kernel.to_owned(),
+                analytical_s: kernels::predicted_cost(sig, n, p),
+                params: p.clone(),
+                predicted_s: *predicted_s,
+                predicted_rank: i,
+                timing: summarise(vec![]),
+                error: None,
+            }
+        })
+        .collect();
+    let mut samples: Vec<Vec<f64>> = measured
+        .iter()
+        .map(|&(i, _)| std::mem::take(&mut sparse_samples[i]))
+        .chain(dense_samples)
+        .collect();
     let empty = || StageError::InvalidConfig(format!("empty kernel space for {sig:?} at n = {n}"));
-    // The fastest few sparse points and every dense point again, in more rounds: the best is
-    // chosen among these confirmed points, on all their samples.
-    let first: Vec<f64> = samples[..points.len()]
-        .iter()
-        .map(|s| summarise(s.clone()).median_us)
-        .collect();
+    // The fastest few sparse points (by their scores) and every dense point again, in more
+    // rounds: the best is chosen among these confirmed points, on all their samples.
     let mut order: Vec<usize> = (0..points.len()).collect();
-    order.sort_by(|&i, &j| first[i].total_cmp(&first[j]));
+    order.sort_by(|&i, &j| measured[i].1.total_cmp(&measured[j].1));
     order.truncate(CONFIRM_POINTS);
-    let confirm: Vec<usize> = order
+    let runs: Vec<(&SparseMatrix, &ParamPoint)> = order
         .iter()
-        .copied()
-        .chain(points.len()..runs.len())
+        .map(|&i| (&a, &points[i].params))
+        .chain(dense_points.iter().map(|m| (&dense_a, &m.params)))
         .collect();
-    let more = measure(&confirm, CONFIRM_ROUNDS, CONFIRM_BUDGETS * budget)?;
-    for (&i, s) in confirm.iter().zip(more) {
+    let more = measure(&runs, CONFIRM_ROUNDS, CONFIRM_BUDGETS * budget)?;
+    let positions = order.iter().copied().chain(points.len()..samples.len());
+    for (i, s) in positions.zip(more) {
         samples[i].extend(s);
     }
     let mut samples = samples.into_iter();
@@ -450,6 +494,47 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ex.points.len(), ex.space_size);
+    }
+
+    #[test]
+    fn guided_strategy_seeds_from_the_model_then_steps_to_neighbours() {
+        let sig = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 8 }, 32, 64).unwrap();
+        let t = tune(&TuneSpec {
+            sig,
+            n: 64,
+            strategy: Strategy::Guided { budget: 8 },
+            seconds_per_point: 0.0,
+            backend: Backend::Cpu,
+            calibration: None,
+        })
+        .unwrap();
+        assert!(t.space_size > 8);
+        assert_eq!(t.points.len(), 8, "the budget, no more");
+        let ranks: Vec<usize> = t.points.iter().map(|m| m.predicted_rank).collect();
+        assert_eq!(
+            ranks[..4],
+            [0, 1, 2, 3],
+            "half the budget on the model's top points"
+        );
+        let mut distinct = ranks.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 8, "no point measured twice");
+        // Each later point differs from an earlier one in one parameter.
+        let differ = |a: &ParamPoint, b: &ParamPoint| {
+            a.0.iter().filter(|(k, v)| b.0.get(*k) != Some(*v)).count()
+        };
+        for i in 4..8 {
+            assert!(
+                t.points[..i]
+                    .iter()
+                    .any(|m| differ(&m.params, &t.points[i].params) == 1),
+                "{:?} is no neighbour of an earlier point",
+                t.points[i].params
+            );
+        }
+        assert_eq!(t.best().timing.repeats, FIRST_ROUNDS + CONFIRM_ROUNDS);
+        assert!(t.dense_points.iter().all(|m| m.timing.repeats > 0));
     }
 
     #[test]
