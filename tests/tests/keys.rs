@@ -247,6 +247,17 @@ fn golden_keys_of_the_real_stages() {
         &tune.canon(),
         &[ck.any()],
     );
+    // The same budget spent by the guided search is other work: its own key.
+    let guided = TuneTrial {
+        strategy: Strategy::Guided { budget: 24 },
+        ..tune.clone()
+    };
+    let gk = stage_key::<KernelTune>(
+        table.version("kernel_tune").unwrap(),
+        &guided.canon(),
+        &[ck.any()],
+    );
+    assert_ne!(gk.hex(), tk.hex());
     let eval = EvalTrial {
         backend: Backend::Cpu,
         batch_sizes: vec![1, 256],
