@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The one prepared check of the CUDA backend on a GPU machine (kernels/cuda/NOTES.md): find the
-# CUDA libraries, run the CUDA correctness tests (every kernel against the CPU reference), then
-# benchmark V:N:M (mma.sp) against cuBLAS fp16 on the BERT shapes, writing CSV (and Parquet
-# where pandas+pyarrow exist) and printing a compact table, and score the cost model on it; last, run
-# experiments/cuda-smoke.toml through `cotune` on the cuda backend (train, prune, tune, evaluate
-# on the GPU). Budget: under 8 minutes in all (each step's timeout is cut to what is left).
+# CUDA libraries; on an sm_90 device first the Hopper kernel (sparse wgmma): its layout probe
+# and correctness tests, then its benchmark against cuBLAS fp16 and the mma.sp kernel on the
+# BERT shapes, and NVIDIA's 2:4 path through PyTorch (scripts/peer_2to4.py) beside it; then the
+# other CUDA correctness tests (every kernel against the CPU reference) and the mma.sp benchmark
+# (quick), writing CSV (and Parquet where pandas+pyarrow exist) and printing compact tables, and
+# score the cost model on it; last, run experiments/cuda-smoke.toml through `cotune` on the cuda
+# backend (train, prune, tune, evaluate on the GPU). Budget: under 8 minutes in all (each step's
+# timeout is cut to what is left).
 #
 #   scripts/device-check.sh prepare   # here, with Rust: build the release test binaries and a
-#                                     # `cotune` with --features cuda into .devbin/
+#                                     # `cotune` with --features cuda into .devbin/ (git-ignored:
+#                                     # the device tool takes it along with carry [".devbin"])
 #   scripts/device-check.sh smoke     # there: libraries, correctness tests, one benchmark point,
 #                                     # the cuda-smoke experiment
 #   scripts/device-check.sh full      # there: the same with the whole benchmark
@@ -47,7 +51,7 @@ prepare() {
   (cd "$ROOT" && cargo build -p pipeline --features cuda --release --bin cotune 2>&1 | tail -3) \
     || return 1
   mkdir -p "$BIN"
-  for t in cuda_device cuda_bench cuda_compile; do
+  for t in cuda_device cuda_device_wgmma cuda_bench cuda_compile; do
     f=$(ls -t "$TARGET"/release/deps/$t-* 2>/dev/null | grep -v '\.d$' | head -1)
     [ -n "$f" ] || { log "no binary for $t"; return 1; }
     cp "$f" "$BIN/$t" && strip "$BIN/$t" 2>/dev/null
@@ -59,7 +63,7 @@ prepare() {
 }
 
 if [ "$MODE" = prepare ]; then prepare; exit $?; fi
-for b in cuda_device cuda_bench cotune cuda-model-check; do
+for b in cuda_device cuda_device_wgmma cuda_bench cotune cuda-model-check; do
   [ -x "$BIN/$b" ] && continue
   command -v cargo >/dev/null && { prepare || exit 2; break; }
   log "no $b in $BIN and no cargo"; exit 2
@@ -85,22 +89,40 @@ export LD_LIBRARY_PATH="$LIBDIR:${NVRTC_DIR:-}:${CUBLAS_DIR:-}:${LD_LIBRARY_PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$OUT/gpu.txt"
 
 status=0
+if [ "$MODE" = smoke ] || [ "$MODE" = dry-run ]; then export COTUNE_BENCH_QUICK=1; fi
+# The Hopper kernel first: it is what a device run is scarce for. The probe prints which
+# reading of the wgmma layouts the device takes, whatever the tests then say.
+log "Hopper kernel: layout probe and correctness tests (cuda_device_wgmma)"
+timeout "$(limit 150 300)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
+  2>&1 | tee "$OUT/tests-wgmma.log" | grep -e 'probe' -e '^test ' -e 'disagree' -e 'panicked' | head -40
+[ "${PIPESTATUS[0]}" = 0 ] || { status=1; log "HOPPER CORRECTNESS TESTS FAILED"; }
+
+log "Hopper benchmark ($MODE)"
+COTUNE_BENCH_OUT="$OUT" timeout "$(limit 150 200)" "$BIN/cuda_bench" --ignored --nocapture \
+  --test-threads=1 bench_wgmma > "$OUT/bench-wgmma.log" 2>&1
+[ $? = 0 ] || { status=1; log "HOPPER BENCHMARK FAILED"; tail -20 "$OUT/bench-wgmma.log"; }
+grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench-wgmma.log" | tail -40
+
+log "2:4 peer: PyTorch semi-structured sparsity (cuSPARSELt / CUTLASS)"
+NS=$([ -n "${COTUNE_BENCH_QUICK:-}" ] && echo 4096 || echo 4096,16384)
+timeout "$(limit 60 160)" python3 "$ROOT/scripts/peer_2to4.py" "$OUT" "$NS" 2>&1 | tail -16
+
 log "correctness tests (cuda_device)"
-timeout "$(limit 240 210)" "$BIN/cuda_device" --ignored --test-threads=1 2>&1 | tee "$OUT/tests.log" | tail -25
+timeout "$(limit 120 140)" "$BIN/cuda_device" --ignored --test-threads=1 2>&1 | tee "$OUT/tests.log" | tail -25
 [ "${PIPESTATUS[0]}" = 0 ] || { status=1; log "CORRECTNESS TESTS FAILED"; }
 
-if [ "$MODE" = smoke ] || [ "$MODE" = dry-run ]; then export COTUNE_BENCH_QUICK=1; fi
-log "benchmark ($MODE)"
-COTUNE_BENCH_OUT="$OUT" timeout "$(limit 330 120)" "$BIN/cuda_bench" --ignored --nocapture --test-threads=1 \
-  bench_ > "$OUT/bench.log" 2>&1
+log "mma.sp benchmark (quick: the wgmma benchmark above has its rows beside the Hopper kernel's)"
+COTUNE_BENCH_QUICK=1 COTUNE_BENCH_OUT="$OUT" timeout "$(limit 60 120)" "$BIN/cuda_bench" --ignored \
+  --nocapture --test-threads=1 bench_vnm > "$OUT/bench.log" 2>&1
 [ $? = 0 ] || { status=1; log "BENCHMARK FAILED"; tail -20 "$OUT/bench.log"; }
 
 python3 - "$OUT" <<'PY' 2>/dev/null && log "parquet written"
-import sys, pandas as pd
-for name in ("bench", "summary"):
-    pd.read_csv(f"{sys.argv[1]}/{name}.csv").to_parquet(f"{sys.argv[1]}/{name}.parquet")
+import os, sys, pandas as pd
+for name in ("bench", "summary", "wgmma", "wgmma_summary", "peer_2to4"):
+    if os.path.exists(f"{sys.argv[1]}/{name}.csv"):
+        pd.read_csv(f"{sys.argv[1]}/{name}.csv").to_parquet(f"{sys.argv[1]}/{name}.parquet")
 PY
-grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench.log" | tail -60
+grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench.log" | tail -20
 
 # How well the cost model (fitted to the H200's run 3) ranks this device's measurements.
 [ -s "$OUT/bench.csv" ] && "$BIN/cuda-model-check" "$OUT/bench.csv" 2>&1 | tee "$OUT/model-check.txt"

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use kernels::cuda::{
-    all_configs, compile_ptx, nvrtc_available, nvrtc_version, CsrConfig, KernelSource, PtxCache,
-    CI_ARCHS,
+    all_configs, compile_ptx, nvrtc_available, nvrtc_version, ptxas_report, wgmma_configs,
+    CsrConfig, KernelSource, PtxCache, CI_ARCHS,
 };
 
 fn require_nvrtc(test: &str) {
@@ -80,6 +80,81 @@ fn every_configuration_compiles_for_sm80_and_sm90() {
         CI_ARCHS,
         nvrtc_version().unwrap(),
         start.elapsed().as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed, first: {}",
+        failures.len(),
+        failures[0]
+    );
+}
+
+/// The Hopper kernel compiles for sm_90a (the only target with `wgmma`) in every
+/// configuration. NVRTC passes inline PTX through unchecked, so where a ptxas is named
+/// (`$COTUNE_PTXAS`; .ci/run installs PyPI's) every PTX is also assembled, without spills.
+#[test]
+#[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
+fn every_hopper_configuration_compiles_for_sm90a() {
+    require_nvrtc("every_hopper_configuration_compiles_for_sm90a");
+    let assemble = std::env::var_os("COTUNE_PTXAS").is_some();
+    // Each program once: the split-K factor is a launch argument.
+    let configs: Vec<_> = wgmma_configs(128)
+        .into_iter()
+        .filter(|c| c.split_k == 1)
+        .collect();
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    let registers = Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(cfg) = configs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let ptx = match compile_ptx(
+                        KernelSource::SpmmVnmWgmmaF16,
+                        &cfg.defines(),
+                        "sm_90a",
+                    ) {
+                        Ok(ptx) => ptx,
+                        Err(e) => {
+                            failures.lock().unwrap().push(e.to_string());
+                            continue;
+                        }
+                    };
+                    let op = format!("wgmma.mma_async.sp.sync.aligned.m64n{}k32", cfg.bn);
+                    if !ptx.contains(".entry spmm_vnm_wgmma_f16") || !ptx.contains(&op) {
+                        failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{cfg}: PTX lacks the entry or {op}"));
+                    }
+                    if assemble {
+                        match ptxas_report(&ptx, "sm_90a") {
+                            Some(r) if r.spill_bytes == 0 => {
+                                registers.lock().unwrap().push(r.registers)
+                            }
+                            Some(r) => failures
+                                .lock()
+                                .unwrap()
+                                .push(format!("{cfg}: {} bytes spilled", r.spill_bytes)),
+                            None => failures
+                                .lock()
+                                .unwrap()
+                                .push(format!("{cfg}: ptxas rejected the PTX")),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    let registers = registers.into_inner().unwrap();
+    eprintln!(
+        "compiled {} Hopper configurations for sm_90a; assembled {} (registers {:?}..{:?})",
+        configs.len(),
+        registers.len(),
+        registers.iter().min(),
+        registers.iter().max()
     );
     assert!(
         failures.is_empty(),

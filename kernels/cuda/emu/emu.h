@@ -25,7 +25,10 @@
 #include <deque>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -57,23 +60,56 @@ struct Warp {
     uint32_t meta[32];
 };
 
-struct Block {
-    std::barrier<>* bar;
-    Warp* warps;
-    unsigned char* smem;
-    size_t smem_bytes;
-};
-
 struct Copy {
     void* dst;
     const void* src;
     int bytes;
 };
 
+// Operands a warpgroup (4 warps) exchanges for one wgmma (sm90.h).
+struct WarpGroup {
+    std::barrier<> bar{128};
+    uint32_t a[128][4];
+    uint32_t meta[128];
+    uint64_t desc[128];
+};
+
+// An mbarrier: arrivals still expected in the current phase, and the phases completed.
+struct MBarrier {
+    int expected;
+    int pending;
+    unsigned completed;
+};
+
+// cp.async copies a thread tied to an mbarrier (cp.async.mbarrier.arrive.noinc): they land,
+// and then arrive on it, when a thread waits on that barrier (lazy) or at issue (eager).
+struct AsyncArrival {
+    const void* bar;
+    int thread;
+    std::vector<Copy> copies;
+};
+
+// What the threads of a block share for the sm_90 instructions (sm90.h).
+struct Sm90State {
+    std::mutex mu;
+    std::map<const void*, MBarrier> bars;
+    std::vector<AsyncArrival> arrivals;
+};
+
+struct Block {
+    std::barrier<>* bar;
+    Warp* warps;
+    unsigned char* smem;
+    size_t smem_bytes;
+    WarpGroup* groups;
+    Sm90State* sm90;
+};
+
 enum class CopyMode { Lazy, Eager };
 
 inline CopyMode copy_mode = CopyMode::Lazy;
 inline thread_local Dim3 thread_idx, block_idx;
+inline Dim3 grid_dim;  // set by a harness whose kernel reads gridDim
 inline thread_local Block block;
 inline thread_local std::vector<Copy> open_group;
 inline thread_local std::deque<std::vector<Copy>> committed;
@@ -202,14 +238,19 @@ inline void run_grid(int grid_x, int grid_y, int grid_z, int threads, size_t sha
                 std::memset(smem, 0xff, shared_bytes);
                 std::barrier<> bar(threads);
                 std::unique_ptr<Warp[]> warps(new Warp[threads / 32]);
+                std::unique_ptr<WarpGroup[]> groups(new WarpGroup[(threads + 127) / 128]);
+                Sm90State sm90;
                 std::vector<std::thread> team;
                 for (int t = 0; t < threads; ++t) {
                     team.emplace_back([&, t] {
                         thread_idx = {t, 0, 0};
                         block_idx = {bx, by, bz};
-                        block = {&bar, warps.get(), smem, shared_bytes};
+                        block = {&bar, warps.get(), smem, shared_bytes, groups.get(), &sm90};
                         kernel();
                         if (!open_group.empty() || !committed.empty()) fail("cp.async copies never waited for");
+                        std::lock_guard<std::mutex> lock(sm90.mu);
+                        for (const AsyncArrival& a : sm90.arrivals)
+                            if (a.thread == t) fail("cp.async copies tied to an mbarrier never landed");
                     });
                 }
                 for (auto& t : team) t.join();
@@ -239,6 +280,7 @@ template <typename T> T* read_array(std::ifstream& in, size_t count) {
 
 #define threadIdx (emu::thread_idx)
 #define blockIdx (emu::block_idx)
+#define gridDim (emu::grid_dim)
 #define DYNAMIC_SHARED(name) unsigned char* name = emu::block.smem
 
 typedef unsigned short u16;

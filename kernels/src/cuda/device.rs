@@ -15,7 +15,10 @@ use super::config::{CsrConfig, VnmConfig};
 use super::nvrtc::{compile_ptx, PtxCache};
 use super::pack::pack_vnm;
 use super::source::KernelSource;
-use super::{csr_device_arrays, CsrLaunch, CudaError, DeviceInfo, Timing, VnmDims, VnmLaunch};
+use super::{
+    csr_device_arrays, CsrLaunch, CudaError, DeviceInfo, Timing, VnmDims, VnmLaunch, WgmmaConfig,
+    WgmmaLaunch, WGMMA_REDUCE_THREADS,
+};
 use crate::{CsrMatrix, VnmMatrix};
 
 pub(crate) fn driver_err(op: &'static str) -> impl Fn(DriverError) -> CudaError {
@@ -31,7 +34,8 @@ struct Loaded {
     function: CudaFunction,
 }
 
-type FunctionKey = (KernelSource, Vec<(&'static str, usize)>);
+/// A program (source and defines) and the entry point loaded from it.
+type FunctionKey = (KernelSource, Vec<(&'static str, usize)>, &'static str);
 
 /// One CUDA device with its stream, kernel cache and (lazily) cuBLAS handle.
 pub struct CudaDevice {
@@ -41,6 +45,8 @@ pub struct CudaDevice {
     cache: Option<PtxCache>,
     functions: Mutex<HashMap<FunctionKey, Loaded>>,
     pub(crate) blas: Mutex<Option<cudarc::cublas::CudaBlas>>,
+    /// The Hopper kernel's split-K workspace (f32 partials), grown as launches need.
+    workspace: Mutex<Option<CudaSlice<f32>>>,
 }
 
 /// The NVRTC target for a compute capability; `None` below sm_80 (no `mma.sp`).
@@ -103,6 +109,7 @@ impl CudaDevice {
             cache: None,
             functions: Mutex::new(HashMap::new()),
             blas: Mutex::new(None),
+            workspace: Mutex::new(None),
         })
     }
 
@@ -118,21 +125,35 @@ impl CudaDevice {
         kernel: KernelSource,
         defines: Vec<(&'static str, usize)>,
         shared_bytes: usize,
+        arch: &'static str,
     ) -> Result<CudaFunction, CudaError> {
-        let key = (kernel, defines);
+        self.entry(kernel, defines, shared_bytes, arch, kernel.name())
+    }
+
+    /// Entry point `entry` of a program (a source with its defines), compiled and loaded on
+    /// first use.
+    fn entry(
+        &self,
+        kernel: KernelSource,
+        defines: Vec<(&'static str, usize)>,
+        shared_bytes: usize,
+        arch: &'static str,
+        entry: &'static str,
+    ) -> Result<CudaFunction, CudaError> {
+        let key = (kernel, defines, entry);
         if let Some(l) = self.functions.lock().map_err(poisoned)?.get(&key) {
             return Ok(l.function.clone());
         }
         let ptx = match &self.cache {
-            Some(c) => c.get_or_compile(kernel, &key.1, self.info.arch)?,
-            None => compile_ptx(kernel, &key.1, self.info.arch)?,
+            Some(c) => c.get_or_compile(kernel, &key.1, arch)?,
+            None => compile_ptx(kernel, &key.1, arch)?,
         };
         let module = self
             .ctx
             .load_module(Ptx::from_src(ptx))
             .map_err(driver_err("cuModuleLoadData"))?;
         let function = module
-            .load_function(kernel.name())
+            .load_function(entry)
             .map_err(driver_err("cuModuleGetFunction"))?;
         if shared_bytes > 0 {
             // Opened up to the device's limit: the V:N:M kernel's need grows with K (its
@@ -156,8 +177,13 @@ impl CudaDevice {
     /// Compiles and loads a V:N:M configuration without running it (to time compilation apart).
     pub fn prepare_vnm(&self, cfg: &VnmConfig) -> Result<(), CudaError> {
         cfg.validate()?;
-        self.function(KernelSource::SpmmVnmF16, cfg.defines(), cfg.shared_bytes())
-            .map(|_| ())
+        self.function(
+            KernelSource::SpmmVnmF16,
+            cfg.defines(),
+            cfg.shared_bytes(),
+            self.info.arch,
+        )
+        .map(|_| ())
     }
 
     /// Copies host data to a new device buffer.
@@ -250,21 +276,192 @@ impl CudaDevice {
         cfg: &VnmConfig,
     ) -> Result<(), CudaError> {
         let launch = VnmLaunch::new(a.dims, b.cols, b.ld, c.ld, cfg)?;
+        let f = || {
+            self.function(
+                KernelSource::SpmmVnmF16,
+                cfg.defines(),
+                cfg.shared_bytes(),
+                self.info.arch,
+            )
+        };
+        let (grid, threads) = ((launch.grid.0, launch.grid.1, 1), launch.threads);
+        // SAFETY (of the launch inside): the arguments match `spmm_vnm_f16(a_vals, a_meta,
+        // col_loc, b, c, rows, n, ks, groups, m, k, ldb, ldc)`; `validate` bounds block size
+        // and shared memory; A was packed by `pack_vnm` (rows × ks values, rows/16 × ks words,
+        // V a multiple of 16, 2·ks a multiple of BK, checked by `VnmLaunch::new`); gathered
+        // rows are < K or skipped; B and C are b.rows × b.ld and a.rows × c.ld (checked by
+        // `launch_packed`), and the kernel guards columns ≥ n.
+        self.launch_packed(
+            f,
+            a,
+            b,
+            c,
+            grid,
+            threads,
+            launch.shared_bytes,
+            &launch.ints,
+            None,
+            cfg,
+        )
+    }
+
+    /// Compiles and loads a Hopper configuration without running it.
+    pub fn prepare_wgmma(&self, cfg: &WgmmaConfig) -> Result<(), CudaError> {
+        cfg.validate()?;
+        self.require_sm90(cfg)?;
+        self.function(
+            KernelSource::SpmmVnmWgmmaF16,
+            cfg.defines(),
+            cfg.shared_bytes(),
+            "sm_90a",
+        )
+        .map(|_| ())
+    }
+
+    /// The Hopper kernel's instructions (`wgmma.mma_async.sp`, `setmaxnreg`) exist on sm_90a
+    /// only: compute capability 9.0.
+    fn require_sm90(&self, cfg: &WgmmaConfig) -> Result<(), CudaError> {
+        if self.info.sm == (9, 0) {
+            return Ok(());
+        }
+        Err(CudaError::Config {
+            kernel: "spmm_vnm_wgmma_f16",
+            config: cfg.to_string(),
+            reason: format!(
+                "needs an sm_90 device (wgmma.sp is sm_90a only), this one is sm_{}{}",
+                self.info.sm.0, self.info.sm.1
+            ),
+        })
+    }
+
+    /// Launches C = A·B with the Hopper V:N:M kernel (sparse `wgmma`) in configuration `cfg`;
+    /// A packed for `cfg.bk` (see [`CudaDevice::upload_vnm`]).
+    pub fn launch_wgmma(
+        &self,
+        a: &DeviceVnm,
+        b: &DeviceMatrixF16,
+        c: &mut DeviceMatrixF16,
+        cfg: &WgmmaConfig,
+    ) -> Result<(), CudaError> {
+        self.launch_wgmma_with(a, b, c, cfg, &[])
+    }
+
+    /// [`CudaDevice::launch_wgmma`] with `extra` `#define`s: the layout probe's alternative
+    /// readings (`B_DESC_SWAP`, `META_SWAP`; see the kernel's source).
+    fn launch_wgmma_with(
+        &self,
+        a: &DeviceVnm,
+        b: &DeviceMatrixF16,
+        c: &mut DeviceMatrixF16,
+        cfg: &WgmmaConfig,
+        extra: &[(&'static str, usize)],
+    ) -> Result<(), CudaError> {
+        self.require_sm90(cfg)?;
+        let launch = WgmmaLaunch::new(a.dims, b.cols, b.ld, c.ld, cfg)?;
+        let entry = |name| {
+            let mut defines = cfg.defines();
+            defines.extend_from_slice(extra);
+            let shared = if name == "spmm_vnm_wgmma_f16" {
+                cfg.shared_bytes()
+            } else {
+                0
+            };
+            self.entry(
+                KernelSource::SpmmVnmWgmmaF16,
+                defines,
+                shared,
+                "sm_90a",
+                name,
+            )
+        };
+        // The split-K workspace (at least one element: the kernel takes its pointer always).
+        let mut workspace = self.workspace.lock().map_err(poisoned)?;
+        let need = launch.workspace.max(1);
+        if workspace.as_ref().is_none_or(|w| w.len() < need) {
+            let fresh = self
+                .stream
+                .alloc_zeros::<f32>(need)
+                .map_err(driver_err("cuMemAlloc"))?;
+            *workspace = Some(fresh);
+        }
+        let ws = workspace.as_ref().expect("allocated above");
+        // SAFETY (of the launch inside): the arguments match `spmm_vnm_wgmma_f16(a_vals,
+        // a_meta, col_loc, b, c, ws, rows, n, ks, groups, m, k, ldb, ldc, v, splits)`;
+        // `validate` bounds the block size and shared memory; A was packed by `pack_vnm` (2·ks
+        // a multiple of BK and BM dividing V, checked by `WgmmaLaunch::new`, so a block's rows
+        // share their column locations); gathered rows are < K or skipped; B and C are b.rows ×
+        // b.ld and a.rows × c.ld with ld multiples of 8 (checked), the kernel guards columns
+        // ≥ n, and with split-K `ws` holds splits × rows × ldc floats (checked above).
+        self.launch_packed(
+            || entry("spmm_vnm_wgmma_f16"),
+            a,
+            b,
+            c,
+            launch.grid,
+            launch.threads,
+            launch.shared_bytes,
+            &launch.ints,
+            Some(ws),
+            cfg,
+        )?;
+        if launch.reduce_blocks > 0 {
+            let f = entry("spmm_vnm_wgmma_reduce_f16")?;
+            let [rows, n, ldc, splits] = [0, 1, 7, 9].map(|i| launch.ints[i]);
+            let config = LaunchConfig {
+                grid_dim: (launch.reduce_blocks, 1, 1),
+                block_dim: (WGMMA_REDUCE_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut builder = self.stream.launch_builder(&f);
+            builder
+                .arg(ws)
+                .arg(&mut c.data)
+                .arg(&rows)
+                .arg(&n)
+                .arg(&ldc)
+                .arg(&splits);
+            // SAFETY: the arguments match `spmm_vnm_wgmma_reduce_f16(ws, c, rows, n, ldc,
+            // splits)`; `ws` holds splits × rows × ldc floats, all of columns < n written by the
+            // product above on this stream; C is a.rows × c.ld (checked by `launch_packed`);
+            // the kernel guards elements past rows × n.
+            unsafe { builder.launch(config) }.map_err(driver_err("cuLaunchKernel"))?;
+        }
+        Ok(())
+    }
+
+    /// Launches a V:N:M kernel (`spmm_vnm_f16` or `spmm_vnm_wgmma_f16`, from `function`) on
+    /// packed A (with the Hopper kernel's `workspace` after C), after checking the operands'
+    /// shapes and the block's shared memory.
+    #[allow(clippy::too_many_arguments)] // one launch's parts, each from its `*Launch`
+    fn launch_packed(
+        &self,
+        function: impl FnOnce() -> Result<CudaFunction, CudaError>,
+        a: &DeviceVnm,
+        b: &DeviceMatrixF16,
+        c: &mut DeviceMatrixF16,
+        grid: (u32, u32, u32),
+        threads: u32,
+        shared_bytes: usize,
+        ints: &[i32],
+        workspace: Option<&CudaSlice<f32>>,
+        cfg: &dyn std::fmt::Display,
+    ) -> Result<(), CudaError> {
         check_product(a.dims.rows, a.dims.cols, b, c)?;
         if a.dims.rows == 0 || b.cols == 0 {
             return Ok(());
         }
-        if launch.shared_bytes > self.info.max_shared_per_block as usize {
+        if shared_bytes > self.info.max_shared_per_block as usize {
             return Err(CudaError::Shape(format!(
-                "{cfg} with {} column groups needs {} bytes of shared memory, the device has {}",
-                a.dims.groups, launch.shared_bytes, self.info.max_shared_per_block
+                "{cfg} with {} column groups needs {shared_bytes} bytes of shared memory, the \
+                 device has {}",
+                a.dims.groups, self.info.max_shared_per_block
             )));
         }
-        let f = self.function(KernelSource::SpmmVnmF16, cfg.defines(), cfg.shared_bytes())?;
+        let f = function()?;
         let config = LaunchConfig {
-            grid_dim: (launch.grid.0, launch.grid.1, 1),
-            block_dim: (launch.threads, 1, 1),
-            shared_mem_bytes: launch.shared_bytes as u32,
+            grid_dim: grid,
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: shared_bytes as u32,
         };
         let mut builder = self.stream.launch_builder(&f);
         builder
@@ -273,14 +470,14 @@ impl CudaDevice {
             .arg(&a.col_loc)
             .arg(&b.data)
             .arg(&mut c.data);
-        for x in &launch.ints {
+        if let Some(ws) = workspace {
+            builder.arg(ws);
+        }
+        for x in ints {
             builder.arg(x);
         }
-        // SAFETY: the arguments match `spmm_vnm_f16(a_vals, a_meta, col_loc, b, c, rows, n,
-        // ks, groups, m, k, ldb, ldc)`; `validate` bounds block size and shared memory; A was
-        // packed by `pack_vnm` (rows × ks values, rows/16 × ks words, V a multiple of 16,
-        // 2·ks a multiple of BK, checked above); gathered rows are < K or skipped; B and C are
-        // b.rows × b.ld and a.rows × c.ld (checked), and the kernel guards columns ≥ n.
+        // SAFETY: the callers (`launch_vnm`, `launch_wgmma`) state why their kernel's
+        // arguments, packing and bounds hold; the operand shapes were checked above.
         unsafe { builder.launch(config) }.map_err(driver_err("cuLaunchKernel"))?;
         Ok(())
     }
@@ -320,7 +517,7 @@ impl CudaDevice {
         if a.rows == 0 || n == 0 {
             return Ok(());
         }
-        let f = self.function(KernelSource::SpmmCsrF32, cfg.defines(), 0)?;
+        let f = self.function(KernelSource::SpmmCsrF32, cfg.defines(), 0, self.info.arch)?;
         let config = LaunchConfig {
             grid_dim: (launch.grid.0, launch.grid.1, 1),
             block_dim: (launch.threads, 1, 1),
@@ -391,6 +588,25 @@ impl CudaDevice {
             .map_err(driver_err("cuStreamSynchronize"))
     }
 
+    /// Copies `src` into `dst` on the device (same padded size): the benchmark's measure of
+    /// the memory bandwidth a kernel can reach, taken in the same run as the kernels.
+    pub fn copy_f16(
+        &self,
+        src: &DeviceMatrixF16,
+        dst: &mut DeviceMatrixF16,
+    ) -> Result<(), CudaError> {
+        if src.data.len() != dst.data.len() {
+            return Err(CudaError::Shape(format!(
+                "copy of {} halves into {}",
+                src.data.len(),
+                dst.data.len()
+            )));
+        }
+        self.stream
+            .memcpy_dtod(&src.data, &mut dst.data)
+            .map_err(driver_err("cuMemcpyDtoD"))
+    }
+
     /// Host convenience: C = A·B (`b` is `a.cols() × n` row-major f32) with the V:N:M kernel.
     pub fn spmm_vnm(
         &self,
@@ -403,6 +619,37 @@ impl CudaDevice {
         let db = self.upload_f16(b, a.cols(), n)?;
         let mut dc = self.zeros_f16(a.rows(), n)?;
         self.launch_vnm(&da, &db, &mut dc, cfg)?;
+        self.synchronize()?;
+        self.download_f16(&dc)
+    }
+
+    /// Host convenience: C = A·B with the Hopper kernel (fp16 in, fp32 accumulate, fp16 out),
+    /// returned as f32.
+    pub fn spmm_wgmma(
+        &self,
+        a: &VnmMatrix,
+        b: &[f32],
+        n: usize,
+        cfg: &WgmmaConfig,
+    ) -> Result<Vec<f32>, CudaError> {
+        self.spmm_wgmma_variant(a, b, n, cfg, &[])
+    }
+
+    /// [`CudaDevice::spmm_wgmma`] built with `extra` `#define`s: what the layout probe
+    /// (`kernels/tests/cuda_device_wgmma.rs`) runs to see which reading of the ISA the device
+    /// takes.
+    pub fn spmm_wgmma_variant(
+        &self,
+        a: &VnmMatrix,
+        b: &[f32],
+        n: usize,
+        cfg: &WgmmaConfig,
+        extra: &[(&'static str, usize)],
+    ) -> Result<Vec<f32>, CudaError> {
+        let da = self.upload_vnm(a, cfg.bk)?;
+        let db = self.upload_f16(b, a.cols(), n)?;
+        let mut dc = self.zeros_f16(a.rows(), n)?;
+        self.launch_wgmma_with(&da, &db, &mut dc, cfg, extra)?;
         self.synchronize()?;
         self.download_f16(&dc)
     }

@@ -20,6 +20,7 @@ mod ptxas;
 mod random;
 mod source;
 mod space;
+mod wgmma;
 
 #[cfg(feature = "cuda")]
 mod blas;
@@ -51,6 +52,11 @@ pub use ptxas::{parse_ptxas, ptxas_report, PtxasReport};
 pub use random::{exact_values, random_csr, random_vnm, vnm_mask};
 pub use source::{describe_defines, program_of, KernelSource};
 pub use space::*;
+pub use wgmma::{
+    wgmma_configs, WgmmaConfig, WgmmaLaunch, SM90_MAX_SHARED_BYTES, WGMMA_BK, WGMMA_BLOCK_ROWS,
+    WGMMA_BM, WGMMA_BN, WGMMA_KEEP, WGMMA_REDUCE_PER_THREAD, WGMMA_REDUCE_THREADS, WGMMA_SPLIT_K,
+    WGMMA_STAGES,
+};
 
 #[cfg(feature = "cuda")]
 pub use device::{CudaDevice, DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm};

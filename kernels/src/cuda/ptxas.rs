@@ -4,6 +4,7 @@
 
 use std::fs;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Resources of one compiled kernel as `ptxas -v` reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +19,10 @@ pub struct PtxasReport {
 /// found (`$COTUNE_PTXAS`, then `ptxas` on PATH) or its output cannot be read.
 pub fn ptxas_report(ptx: &str, arch: &str) -> Option<PtxasReport> {
     let ptxas = std::env::var("COTUNE_PTXAS").unwrap_or_else(|_| "ptxas".into());
-    let dir = std::env::temp_dir().join(format!("cotune-ptxas-{}", std::process::id()));
+    // A folder per call: callers run several at once.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("cotune-ptxas-{}-{call}", std::process::id()));
     fs::create_dir_all(&dir).ok()?;
     let input = dir.join("k.ptx");
     fs::write(&input, ptx).ok()?;

@@ -7,6 +7,8 @@
 pub enum KernelSource {
     /// V:N:M (and 2:4) SpMM on sparse tensor cores, fp16 in, fp32 accumulate, fp16 out.
     SpmmVnmF16,
+    /// V:N:M (and 2:4) SpMM on Hopper's sparse warpgroup MMA (`wgmma.mma_async.sp`, sm_90a).
+    SpmmVnmWgmmaF16,
     /// CSR row-split SpMM in fp32.
     SpmmCsrF32,
 }
@@ -16,6 +18,7 @@ impl KernelSource {
     pub fn name(self) -> &'static str {
         match self {
             KernelSource::SpmmVnmF16 => "spmm_vnm_f16",
+            KernelSource::SpmmVnmWgmmaF16 => "spmm_vnm_wgmma_f16",
             KernelSource::SpmmCsrF32 => "spmm_csr_f32",
         }
     }
@@ -24,6 +27,7 @@ impl KernelSource {
     pub fn text(self) -> &'static str {
         match self {
             KernelSource::SpmmVnmF16 => include_str!("../../cuda/spmm_vnm_f16.cu"),
+            KernelSource::SpmmVnmWgmmaF16 => include_str!("../../cuda/spmm_vnm_wgmma_f16.cu"),
             KernelSource::SpmmCsrF32 => include_str!("../../cuda/spmm_csr_f32.cu"),
         }
     }

@@ -1,0 +1,227 @@
+// The sm_90 instructions of `spmm_vnm_wgmma_f16.cu` on the host emulator (emu.h): mbarriers,
+// cp.async tied to an mbarrier, and the sparse warpgroup MMA with B read from shared memory
+// through a matrix descriptor.
+//
+// - mbarrier: init / arrive / try_wait.parity on a block-wide table keyed by the barrier's
+//   shared address. `cp.async.mbarrier.arrive.noinc` ties the thread's pending copies to the
+//   barrier: in lazy mode they land, and then arrive, only when some thread waits on that
+//   barrier (or the issuing thread waits for all its copies); in eager mode they landed at
+//   issue and the arrival is immediate. A wait that never completes fails after 20 s.
+// - wgmma.mma_async.sp m64nNk32 f32.f16.f16, A from registers, sparsity selector 0, B N-major
+//   (imm-trans-b = 1) without swizzle: each warp gives the A fragment of its 16 rows in the
+//   mma.sp m16n8k32 order (register q: row g + 8 (q & 1), kept columns 8 (q >> 1) + 2t, +1) and
+//   the metadata of threads 0 and 1 of each quad (thread p: kept columns 8p .. 8p + 7, row g in
+//   bits 0..16, row g + 8 in bits 16..32); a kept value's logical column is 4 (kept / 2) plus
+//   its 2-bit position, and the two positions of a group must differ. B element (k, n) is at
+//   start + (n / 8) SBO + (k / 8) LBO + (k % 8) 16 + (n % 8) 2 bytes. Accumulator 4j + e of a
+//   thread is row g + 8 (e / 2) of its warp's 16, column 8j + 2t + e % 2. In lazy mode a
+//   wgmma reads B and writes its accumulators at the `wgmma.wait_group` that covers it (so a
+//   stage released too early, or accumulators read too early, show in C, and A fragment
+//   registers written before then fail); in eager mode, at issue. Every wgmma needs a
+//   `wgmma.fence` since the thread's last wait.
+//
+// These layouts are the PTX ISA's as read in kernels/cuda/NOTES.md ("wgmma layouts"), some of
+// them through CUTLASS's encodings where the ISA gives only a figure; the device check is the
+// judge.
+
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+
+#include "emu.h"
+
+namespace emu {
+
+typedef unsigned long long u64;
+
+struct WgmmaOp {
+    float* acc;
+    int n;
+    int quad;
+    float rows[2][32];  // this thread's two rows of A, dense over the 32 logical columns
+    uint64_t desc;
+    const uint32_t* a_regs;  // the thread's A fragment registers, which must not change
+    uint32_t a_seen[4];      // until the wgmma completes: their values at issue
+};
+
+inline thread_local bool wgmma_fenced = false;
+inline thread_local std::vector<WgmmaOp> wgmma_open;
+inline thread_local std::deque<std::vector<WgmmaOp>> wgmma_committed;
+
+inline MBarrier& barrier_at(const void* bar) {
+    auto it = block.sm90->bars.find(bar);
+    if (it == block.sm90->bars.end()) fail("mbarrier: used before mbarrier.init");
+    return it->second;
+}
+
+inline void arrive_locked(const void* bar) {
+    MBarrier& b = barrier_at(bar);
+    if (b.pending <= 0) fail("mbarrier: arrival on a completed phase");
+    if (--b.pending == 0) {
+        b.completed += 1;
+        b.pending = b.expected;
+    }
+}
+
+// Lands the copies tied to `bar` (all barriers if null) by `thread` (any if negative), each
+// entry followed by its arrival. The caller holds the lock.
+inline void land_locked(const void* bar, int thread) {
+    auto& list = block.sm90->arrivals;
+    for (size_t i = 0; i < list.size();) {
+        if ((bar == nullptr || list[i].bar == bar) && (thread < 0 || list[i].thread == thread)) {
+            AsyncArrival a = std::move(list[i]);
+            list.erase(list.begin() + static_cast<long>(i));
+            for (const Copy& c : a.copies) apply(c);
+            arrive_locked(a.bar);
+        } else {
+            ++i;
+        }
+    }
+}
+
+// The A value of row `row` (0..15) of warp `warp`'s rows, logical column `col` (0..31).
+inline void dense_rows(const WarpGroup& g, int warp, int row, float* out) {
+    for (int col = 0; col < 32; ++col) out[col] = 0.0f;
+    for (int kept = 0; kept < 16; kept += 2) {
+        int pos[2];
+        for (int h = 0; h < 2; ++h) {
+            const int kk = kept + h;
+            const uint32_t word = g.meta[warp * 32 + (row % 8) * 4 + kk / 8];
+            pos[h] = static_cast<int>((word >> (2 * (kk % 8) + 16 * (row / 8))) & 3);
+        }
+        if (pos[0] == pos[1]) fail("wgmma.sp: a group's two metadata positions are equal");
+        for (int h = 0; h < 2; ++h) {
+            const int kk = kept + h;
+            const uint32_t reg = g.a[warp * 32 + (row % 8) * 4 + (kk % 8) / 2][(row / 8) + 2 * (kk / 8)];
+            out[4 * (kept / 2) + pos[h]] = f16_to_f32(static_cast<uint16_t>(reg >> (16 * (kk % 2))));
+        }
+    }
+}
+
+inline float b_at(uint64_t desc, int k, int n) {
+    const uint64_t start = (desc & 0x3FFF) << 4;
+    const uint64_t lbo = ((desc >> 16) & 0x3FFF) << 4;
+    const uint64_t sbo = ((desc >> 32) & 0x3FFF) << 4;
+    const uint64_t offset = start + (n / 8) * sbo + (k / 8) * lbo + (k % 8) * 16 + (n % 8) * 2;
+    const unsigned char* p = block.smem + offset;
+    check_shared(p, 2, "wgmma: B element outside shared memory");
+    return f16_to_f32(half_at(p, 0));
+}
+
+inline void evaluate(const WgmmaOp& op) {
+    for (int q = 0; q < 4; ++q)
+        if (op.a_regs[q] != op.a_seen[q]) fail("wgmma: A fragment registers changed before the wgmma completed");
+    for (int j = 0; j < op.n / 8; ++j) {
+        for (int e = 0; e < 4; ++e) {
+            const int col = 8 * j + 2 * op.quad + e % 2;
+            float sum = op.acc[4 * j + e];
+            for (int k = 0; k < 32; ++k) sum += op.rows[e / 2][k] * b_at(op.desc, k, col);
+            op.acc[4 * j + e] = sum;
+        }
+    }
+}
+
+inline void wgmma_sp(float* acc, const uint32_t* a, uint64_t desc, uint32_t meta, int n) {
+    if (!wgmma_fenced) fail("wgmma: no wgmma.fence since the thread's last wgmma.wait_group");
+    if ((desc >> 62) != 0) fail("wgmma: only descriptors without swizzle are emulated");
+    const int me = thread_idx.x % 128;
+    WarpGroup& g = block.groups[thread_idx.x / 128];
+    for (int q = 0; q < 4; ++q) g.a[me][q] = a[q];
+    g.meta[me] = meta;
+    g.desc[me] = desc;
+    g.bar.arrive_and_wait();
+    for (int i = 0; i < 128; ++i)
+        if (g.desc[i] != desc) fail("wgmma: the warpgroup's B descriptors differ");
+    WgmmaOp op{acc, n, lane() % 4, {}, desc, a, {a[0], a[1], a[2], a[3]}};
+    const int warp = me / 32, row = lane() / 4;
+    dense_rows(g, warp, row, op.rows[0]);
+    dense_rows(g, warp, row + 8, op.rows[1]);
+    // No thread may publish its next operands before every thread has read these.
+    g.bar.arrive_and_wait();
+    if (copy_mode == CopyMode::Eager) {
+        evaluate(op);
+    } else {
+        wgmma_open.push_back(op);
+    }
+}
+
+}  // namespace emu
+
+typedef unsigned long long u64;
+using std::min;
+
+inline u32 smem_addr(const void* p) {
+    emu::check_shared(p, 1, "shared address outside shared memory");
+    return static_cast<u32>(static_cast<const unsigned char*>(p) - emu::block.smem);
+}
+
+inline void fence_proxy_async() {}
+inline void fence_accumulators(float*) {}
+template <int R> inline void setmaxnreg_inc() {}
+template <int R> inline void setmaxnreg_dec() {}
+inline void mbar_init_fence() {}
+
+inline void mbar_init(u64* bar, int count) {
+    if (reinterpret_cast<uintptr_t>(bar) % 8 != 0) emu::fail("mbarrier: not 8-byte aligned");
+    emu::check_shared(bar, 8, "mbarrier: outside shared memory");
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    emu::block.sm90->bars[bar] = {count, count, 0};
+}
+
+inline void mbar_arrive(u64* bar) {
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    emu::arrive_locked(bar);
+}
+
+inline void cp_async_mbar_arrive_noinc(u64* bar) {
+    if (!emu::committed.empty()) emu::fail("cp.async: commit groups mixed with mbarrier tracking");
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    if (emu::copy_mode == emu::CopyMode::Eager) {
+        emu::arrive_locked(bar);
+    } else {
+        emu::block.sm90->arrivals.push_back({bar, emu::thread_idx.x, std::move(emu::open_group)});
+        emu::open_group.clear();
+    }
+}
+
+inline void mbar_wait(u64* bar, int parity) {
+    const auto start = std::chrono::steady_clock::now();
+    while (true) {
+        {
+            std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+            emu::land_locked(bar, -1);
+            // The phase of parity `parity` is complete once the current phase's parity differs.
+            if (static_cast<int>(emu::barrier_at(bar).completed & 1) != parity) return;
+        }
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20))
+            emu::fail("mbarrier: a wait never completed (deadlock)");
+        std::this_thread::yield();
+    }
+}
+
+// cp.async.wait_all: every copy of the thread, those tied to an mbarrier included.
+inline void cp_async_wait_all() {
+    {
+        std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+        emu::land_locked(nullptr, emu::thread_idx.x);
+    }
+    cp_async_wait<0>();
+}
+
+inline void wgmma_fence() { emu::wgmma_fenced = true; }
+
+inline void wgmma_commit() {
+    emu::wgmma_committed.push_back(std::move(emu::wgmma_open));
+    emu::wgmma_open.clear();
+}
+
+template <int N> inline void wgmma_wait() {
+    while (emu::wgmma_committed.size() > static_cast<size_t>(N)) {
+        for (const emu::WgmmaOp& op : emu::wgmma_committed.front()) emu::evaluate(op);
+        emu::wgmma_committed.pop_front();
+    }
+    emu::wgmma_fenced = false;
+}
+
+inline void wgmma_sp(float* d, const u32* a, u64 desc_b, u32 meta) { emu::wgmma_sp(d, a, desc_b, meta, BN); }

@@ -1,0 +1,439 @@
+// V:N:M SpMM on Hopper's sparse warpgroup MMA (wgmma.mma_async.sp, sm_90a), fp16 storage, fp32
+// accumulation.
+//
+//   C[rows x n] (fp16) = A[rows x K] (V:2:M) * B[K x n] (fp16, row-major, row stride ldb)
+//
+// As in spmm_vnm_f16.cu (Spatha's structure), the reduction runs over the *gathered* dimension:
+// the 4 kept columns of every V x M block of A pull 4 rows of B, so that A is plain 2:4 over
+// kp = 2 * ks gathered columns. A block's BM rows must share their column locations (BM | V).
+//
+// A thread block is warp-specialised:
+//   warpgroup 0        the producer: cp.async copies of A's values and metadata and of the
+//                      gathered B rows into a STAGES-deep ring of shared-memory stages;
+//                      `cp.async.mbarrier.arrive.noinc` makes stage s's `full` barrier complete
+//                      when every producer thread's copies have landed;
+//   warpgroups 1..BM/64  the consumers, each owning 64 rows x BN columns of C: wait on `full`,
+//                      load their A fragments (ldmatrix) and metadata, issue BK/32
+//                      `wgmma.mma_async.sp.m64n{BN}k32` reading B from shared memory through a
+//                      matrix descriptor, wait for them, and arrive on the stage's `empty`
+//                      barrier, which the producer waits on before refilling the stage.
+//
+// B's stage is BK x BN halves in 8 x 8 core matrices (8 gathered rows x 8 columns = 128
+// contiguous bytes, one 16-byte row per gathered row): core matrix (kc, nc) at byte
+// (kc * BN / 8 + nc) * 128, so core matrices adjacent along n are 128 bytes apart and along k
+// 16 * BN bytes apart. wgmma reads it N-major (imm-trans-b = 1), without swizzle.
+//
+// A is read in the layout of the CPU type `kernels::VnmMatrix` (format/vnm.rs), with ks padded
+// to a multiple of BK / 2 (see spmm_vnm_f16.cu for the arrays).
+// Tunables, passed as #defines: BM BN BK STAGES KEEP (wgmma groups a consumer leaves in flight
+// while it loads the next tile: 0 or 1); and at launch, `splits` (split-K over gridDim.z, for
+// grids with fewer blocks than SMs: f32 partials in `ws`, then spmm_vnm_wgmma_reduce_f16).
+// No CUDA headers are needed: fp16 is carried as raw 16-bit words and converted with PTX.
+
+#ifndef BM
+#error "BM must be defined"
+#endif
+#ifndef KEEP
+#error "KEEP must be defined"
+#endif
+
+#define CONSUMERS (BM / 64)
+#define THREADS (128 * (CONSUMERS + 1))
+#define A_STRIDE (BK / 2 + 8)           // halves per smem row of A (padded against bank conflicts)
+#define STEPS (BK / 16)                 // 16-column metadata steps per k-tile
+#define KSTEPS (BK / 32)                // wgmma k32 steps per k-tile
+#define B_STAGE (BK * BN)               // halves
+#define A_STAGE (BM * A_STRIDE)         // halves
+#define M_STAGE (BM / 16 * STEPS * 8)   // u32 metadata words per stage
+#define A_CHUNKS (BM * BK / 16)         // 16-byte chunks of A per k-tile
+#define B_CHUNKS (BK * BN / 8)          // 16-byte chunks of B per k-tile
+#define M_CHUNKS (M_STAGE / 4)          // 16-byte chunks of metadata per k-tile
+#define NACC (BN / 2)                   // f32 accumulators per consumer thread
+// The B descriptor's byte offsets between core matrices, N-major without swizzle: the leading
+// byte offset between core matrices adjacent along k, the stride byte offset along n (the PTX
+// ISA's canonical layout ((8,1,m),(8,k)):((1,8,SBO),(8,LBO)) in halves; NOTES.md, "wgmma
+// layouts"). B_DESC_SWAP=1 swaps the two: the device check's probe of that reading.
+#ifndef B_DESC_SWAP
+#define B_DESC_SWAP 0
+#endif
+// META_SWAP=1 makes threads 0 and 1 of a quad trade their metadata halves: the probe of the
+// other reading of which thread holds which kept columns.
+#ifndef META_SWAP
+#define META_SWAP 0
+#endif
+#if B_DESC_SWAP
+#define B_LBO 128
+#define B_SBO (16 * BN)
+#else
+#define B_LBO (16 * BN)
+#define B_SBO 128
+#endif
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// The PTX this kernel uses, one helper per instruction. The host emulator (kernels/cuda/emu/)
+// defines COTUNE_EMULATE and its own versions, so that CI runs this very source on the CPU.
+#ifndef COTUNE_EMULATE
+#define DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
+
+static __device__ __forceinline__ u32 smem_addr(const void* p) {
+    u32 r;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+static __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+
+static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// The barrier's pending count is not raised: it was initialised to count these arrivals.
+static __device__ __forceinline__ void cp_async_mbar_arrive_noinc(u64* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+static __device__ __forceinline__ void mbar_init(u64* bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+static __device__ __forceinline__ void mbar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ void mbar_arrive(u64* bar) {
+    asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// Returns once the phase of parity `parity` has completed.
+static __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
+    asm volatile(
+        "{ .reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_addr(bar)),
+        "r"(parity)
+        : "memory");
+}
+
+// Orders this thread's view of shared memory written through the generic proxy (cp.async
+// landing, seen through the barrier) before wgmma's reads through the async proxy.
+static __device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Pins the accumulators in registers at this point of the program: wgmma writes them
+// asynchronously, which the compiler does not see, so without this it could move their
+// reads (the epilogue) above the wait or their writes (the zeroing) below the first wgmma.
+static __device__ __forceinline__ void fence_accumulators(float* acc) {
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+
+static __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+template <int R> static __device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> static __device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+static __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// ldmatrix: 4 8x8 b16 matrices, lanes 8j .. 8j + 7 addressing matrix j's rows.
+static __device__ __forceinline__ void ldmatrix_x4(u32* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+// d += A·B for this warpgroup's 64 rows: A (64 x 16 kept values) from registers, each warp its
+// 16 rows in the mma.sp m16n8k32 fragment order; metadata from threads 0 and 1 of each quad
+// (selector 0); B (32 gathered rows x BN) from shared memory, N-major (imm-trans-b = 1).
+// Generated by a few lines of Python (one variant per BN: the accumulators are operands).
+#if BN == 64
+static __device__ __forceinline__ void wgmma_sp(float* d, const u32* a, unsigned long long desc_b, u32 meta) {
+    asm volatile(
+        "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sp.sync.aligned.m64n64k32.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, {%32, %33, %34, %35}, %36, %37, 0, p, 1, 1, 1; }\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(meta));
+}
+#endif
+#if BN == 128
+static __device__ __forceinline__ void wgmma_sp(float* d, const u32* a, unsigned long long desc_b, u32 meta) {
+    asm volatile(
+        "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sp.sync.aligned.m64n128k32.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, {%64, %65, %66, %67}, %68, %69, 0, p, 1, 1, 1; }\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(meta));
+}
+#endif
+#if BN == 256
+static __device__ __forceinline__ void wgmma_sp(float* d, const u32* a, unsigned long long desc_b, u32 meta) {
+    asm volatile(
+        "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, {%128, %129, %130, %131}, %132, %133, 0, p, 1, 1, 1; }\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(meta));
+}
+#endif
+#endif
+
+// A shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4),
+// no swizzle (bits 62-63 = 0).
+static __device__ __forceinline__ u64 matrix_descriptor(const void* p, u32 lbo, u32 sbo) {
+    return (u64)((smem_addr(p) & 0x3FFFF) >> 4) | (u64)((lbo >> 4) & 0x3FFF) << 16 |
+           (u64)((sbo >> 4) & 0x3FFF) << 32;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
+    const u16* __restrict__ a_vals, const u32* __restrict__ a_meta,
+    const unsigned char* __restrict__ col_loc, const u16* __restrict__ b, u16* __restrict__ c,
+    float* __restrict__ ws, int rows, int n, int ks, int groups, int m, int k, int ldb, int ldc,
+    int v, int splits) {
+    DYNAMIC_SHARED(smem);
+    // B stages first: descriptors want 16-byte aligned core matrices, and B is the largest.
+    u16* sB = reinterpret_cast<u16*>(smem);
+    u16* sA = sB + STAGES * B_STAGE;
+    u32* sM = reinterpret_cast<u32*>(sA + STAGES * A_STAGE);
+    u64* full = reinterpret_cast<u64*>(sM + STAGES * M_STAGE);
+    u64* empty = full + STAGES;
+    unsigned char* sLoc = reinterpret_cast<unsigned char*>(empty + STAGES);
+
+    const int tid = threadIdx.x;
+    const int row0 = blockIdx.y * BM;
+    const int col0 = blockIdx.x * BN;
+    // Split-K: block z of `splits` reduces k-tiles kt0 .. kt0 + ktiles of the row's 2 ks / BK.
+    const int total = 2 * ks / BK;
+    const int per = (total + splits - 1) / splits;
+    const int kt0 = min(total, (int)blockIdx.z * per);
+    const int ktiles = min(total, kt0 + per) - kt0;
+    {
+        // This block's column locations, staged once: every k-tile's gather reads them.
+        const unsigned char* loc = col_loc + (size_t)(row0 / v) * groups * 4;
+        for (int i = tid; i < groups * 4; i += THREADS) sLoc[i] = __ldg(loc + i);
+        if (tid == 0) {
+            for (int s = 0; s < STAGES; ++s) {
+                mbar_init(&full[s], 128);             // one arrival per producer thread
+                mbar_init(&empty[s], 128 * CONSUMERS); // one per consumer thread
+            }
+            mbar_init_fence();
+        }
+        __syncthreads();
+    }
+
+    if (tid < 128) {
+        // Producer. Two consumer warpgroups need more registers than an even split gives.
+#if CONSUMERS == 2
+        setmaxnreg_dec<40>();
+#endif
+        for (int kt = 0; kt < ktiles; ++kt) {
+            const int s = kt % STAGES;
+            // Round r of a stage waits for the consumers' release of round r - 1.
+            if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
+            u16* dA = sA + s * A_STAGE;
+            u16* dB = sB + s * B_STAGE;
+            u32* dM = sM + s * M_STAGE;
+            for (int chunk = tid; chunk < A_CHUNKS; chunk += 128) {
+                const int r = chunk / (BK / 16);
+                const int cc = chunk % (BK / 16);
+                cp_async16(dA + r * A_STRIDE + cc * 8, a_vals + (size_t)(row0 + r) * ks + (kt0 + kt) * (BK / 2) + cc * 8, 16);
+            }
+            // Metadata: per 16-row tile, the STEPS steps of this k-tile are 8 * STEPS consecutive words.
+            for (int chunk = tid; chunk < M_CHUNKS; chunk += 128) {
+                const int t = chunk / (STEPS * 2);
+                const int cc = chunk % (STEPS * 2);
+                const u32* src = a_meta + ((size_t)(row0 / 16 + t) * (ks / 8) + (kt0 + kt) * STEPS) * 8 + cc * 4;
+                cp_async16(dM + t * STEPS * 8 + cc * 4, src, 16);
+            }
+            // Chunk i is row i % 8 of core matrix i / 8 = (kc, nc): 16-byte rows in chunk order,
+            // so that the 8 lanes of each quarter-warp write 8 different banks' groups, while
+            // global reads stay 64 bytes contiguous per gathered row.
+            for (int chunk = tid; chunk < B_CHUNKS; chunk += 128) {
+                const int nc = (chunk / 8) % (BN / 8);
+                const int kg = (kt0 + kt) * BK + (chunk / BN) * 8 + chunk % 8;
+                const int g = kg >> 2;
+                int src_row = -1;
+                if (g < groups) {
+                    const int col = g * m + (int)sLoc[g * 4 + (kg & 3)];
+                    if (col < k) src_row = col;
+                }
+                const int col = col0 + nc * 8;
+                const bool ok = src_row >= 0 && col < n;
+                const u16* src = ok ? b + (size_t)src_row * ldb + col : b;
+                cp_async16(dB + chunk * 8, src, ok ? 16 : 0);
+            }
+            cp_async_mbar_arrive_noinc(&full[s]);
+        }
+        // Copies in flight when a thread exits would land in a block that may be gone.
+        cp_async_wait_all();
+        return;
+    }
+
+    // Consumers.
+#if CONSUMERS == 2
+    setmaxnreg_inc<232>();
+#endif
+    const int wg = tid / 128 - 1;          // consumer warpgroup: rows 64 wg .. 64 wg + 63
+    const int warp = (tid % 128) / 32;     // rows 16 warp .. + 15 of them
+    const int lane = tid & 31;
+    const int group = lane >> 2;
+    const int quad = lane & 3;
+    const int r16 = wg * 64 + warp * 16;   // this warp's first row within the block
+
+    float acc[NACC];
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) acc[i] = 0.0f;
+
+    // Fragment registers in two sets, alternating by k-tile: with KEEP = 1 a tile's wgmmas may
+    // still read one set while the next tile loads the other.
+    u32 afrag[2][KSTEPS][4];
+    u32 meta[2][KSTEPS];
+    auto consume = [&](int kt, u32 (&af)[KSTEPS][4], u32 (&me)[KSTEPS]) {
+        const int s = kt % STAGES;
+        mbar_wait(&full[s], (kt / STAGES) & 1);
+        fence_proxy_async();
+        const u16* tA = sA + s * A_STAGE;
+        const u16* tB = sB + s * B_STAGE;
+        const u32* tM = sM + s * M_STAGE;
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS; ++kk) {
+            ldmatrix_x4(af[kk], tA + (r16 + (lane & 15)) * A_STRIDE + kk * 16 + (lane >> 4) * 8);
+            // Threads 0 and 1 of each quad carry the metadata (selector 0): thread p holds
+            // gathered columns [16p, 16p + 16) of rows `group` and `group + 8`: step 2 kk + p.
+            me[kk] = tM[((r16 / 16) * STEPS + kk * 2 + ((quad & 1) ^ META_SWAP)) * 8 + group];
+        }
+        // The fence orders the fragment registers written above before the wgmmas read them.
+        fence_accumulators(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS; ++kk) {
+            // Gathered rows 32 kk .. 32 kk + 31: core-matrix rows 4 kk .. 4 kk + 3.
+            wgmma_sp(acc, af[kk], matrix_descriptor(tB + kk * 4 * 8 * BN, B_LBO, B_SBO), me[kk]);
+        }
+        wgmma_commit();
+#if KEEP
+        // Once at most this tile's group is pending, the previous tile's is done: its stage and
+        // its fragment registers (the other set) are free.
+        wgmma_wait<1>();
+        if (kt > 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+#else
+        // The stage (and the fragment registers) may be reused once the wgmmas are done.
+        wgmma_wait<0>();
+        fence_accumulators(acc);
+        mbar_arrive(&empty[s]);
+#endif
+    };
+    int kt = 0;
+    for (; kt + 1 < ktiles; kt += 2) {
+        consume(kt, afrag[0], meta[0]);
+        consume(kt + 1, afrag[1], meta[1]);
+    }
+    if (kt < ktiles) consume(kt, afrag[0], meta[0]);
+#if KEEP
+    wgmma_wait<0>();
+    fence_accumulators(acc);
+    if (ktiles > 0) mbar_arrive(&empty[(ktiles - 1) % STAGES]);
+#endif
+
+    // Epilogue: accumulator 4j + e of a thread is row `group` + 8 (e / 2) of its warp's 16,
+    // column 8 j + 2 quad + e % 2. Split-K blocks write f32 partials to their slice of `ws`
+    // (rows x ldc floats each), which spmm_vnm_wgmma_reduce_f16 sums in order.
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const int r = row0 + r16 + group;
+        const int col = col0 + j * 8 + quad * 2;
+        if (col < n) {
+            if (splits == 1) {
+                if (r < rows) *reinterpret_cast<u32*>(c + (size_t)r * ldc + col) = pack_f16x2(acc[4 * j], acc[4 * j + 1]);
+                if (r + 8 < rows) *reinterpret_cast<u32*>(c + (size_t)(r + 8) * ldc + col) = pack_f16x2(acc[4 * j + 2], acc[4 * j + 3]);
+            } else {
+                float* part = ws + (size_t)blockIdx.z * rows * ldc;
+                if (r < rows) {
+                    part[(size_t)r * ldc + col] = acc[4 * j];
+                    part[(size_t)r * ldc + col + 1] = acc[4 * j + 1];
+                }
+                if (r + 8 < rows) {
+                    part[(size_t)(r + 8) * ldc + col] = acc[4 * j + 2];
+                    part[(size_t)(r + 8) * ldc + col + 1] = acc[4 * j + 3];
+                }
+            }
+        }
+    }
+}
+
+// C = the sum of the `splits` partial products in `ws`, in split order (deterministic), as fp16:
+// REDUCE_THREADS per block, each thread REDUCE_PER_THREAD elements of the rows x n product
+// strided by the grid's threads (coalesced).
+#define REDUCE_THREADS 256
+#define REDUCE_PER_THREAD 8
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) spmm_vnm_wgmma_reduce_f16(
+    const float* __restrict__ ws, u16* __restrict__ c, int rows, int n, int ldc, int splits) {
+    const long long total = (long long)rows * n;
+    const long long stride = (long long)gridDim.x * REDUCE_THREADS;
+    for (long long i = (long long)blockIdx.x * REDUCE_THREADS + threadIdx.x; i < total; i += stride) {
+        const int r = (int)(i / n);
+        const int col = (int)(i % n);
+        float sum = 0.0f;
+        for (int z = 0; z < splits; ++z) sum += ws[((size_t)z * rows + r) * ldc + col];
+        c[(size_t)r * ldc + col] = (u16)(pack_f16x2(sum, 0.0f) & 0xFFFF);
+    }
+}

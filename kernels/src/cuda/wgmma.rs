@@ -1,0 +1,368 @@
+//! The Hopper V:N:M kernel (`spmm_vnm_wgmma_f16`, sparse `wgmma`, sm_90a): its configurations,
+//! their constraints and costs in threads and shared memory, and its launch. Pure data: no
+//! CUDA needed.
+//!
+//! A thread block is one producer warpgroup (cp.async gathers of A, metadata and B rows into a
+//! `STAGES`-deep ring, signalled through mbarriers) and `BM / 64` consumer warpgroups, each
+//! owning 64 rows × BN columns of C and issuing `wgmma.mma_async.sp.m64n{BN}k32` per 32
+//! gathered columns, leaving up to `KEEP` groups in flight while it loads the next tile. The
+//! block's rows must share their column locations: BM divides V.
+
+use std::fmt;
+
+use super::{CudaError, VnmDims};
+
+/// Rows per thread block (64 per consumer warpgroup).
+pub const WGMMA_BM: [usize; 2] = [64, 128];
+/// Columns of C per thread block: the `wgmma` N.
+pub const WGMMA_BN: [usize; 3] = [64, 128, 256];
+/// Gathered reduction columns per pipeline stage (`BK / 32` `wgmma`s per stage).
+pub const WGMMA_BK: [usize; 3] = [32, 64, 128];
+/// Pipeline depths.
+pub const WGMMA_STAGES: [usize; 4] = [2, 3, 4, 6];
+/// wgmma groups a consumer leaves in flight while it loads the next tile (1 needs 3+ stages:
+/// the stage still read by the group in flight is released one tile late).
+pub const WGMMA_KEEP: [usize; 2] = [0, 1];
+/// Split-K factors: blocks along K (grid z), for products whose grid has fewer blocks than the
+/// device has SMs. A launch-time choice: every factor runs the same compiled program.
+pub const WGMMA_SPLIT_K: [usize; 3] = [1, 2, 4];
+/// Shared memory a block may opt in to on sm_90 (227 KiB).
+pub const SM90_MAX_SHARED_BYTES: usize = 227 * 1024;
+/// The row-block heights V the kernel serves (BM divides V).
+pub const WGMMA_BLOCK_ROWS: [usize; 2] = [64, 128];
+
+/// One configuration of the Hopper V:N:M kernel; each field becomes a `#define` of the same
+/// upper-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WgmmaConfig {
+    /// Rows per thread block: 64 per consumer warpgroup; divides the format's V.
+    pub bm: usize,
+    /// Columns of C per thread block (the `wgmma` N).
+    pub bn: usize,
+    /// Gathered reduction columns per pipeline stage.
+    pub bk: usize,
+    /// Pipeline stages.
+    pub stages: usize,
+    /// wgmma groups left in flight across tiles: 0 or 1.
+    pub keep: usize,
+    /// Blocks along K, each writing f32 partials that a second kernel sums: 1, 2 or 4.
+    pub split_k: usize,
+}
+
+impl fmt::Display for WgmmaConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "wgmma BM={} BN={} BK={} STAGES={} KEEP={} SPLIT_K={}",
+            self.bm, self.bn, self.bk, self.stages, self.keep, self.split_k
+        )
+    }
+}
+
+impl WgmmaConfig {
+    /// Checks every parameter against its list and the shared-memory budget of sm_90.
+    pub fn validate(&self) -> Result<(), CudaError> {
+        let fail = |reason: String| {
+            Err(CudaError::Config {
+                kernel: "spmm_vnm_wgmma_f16",
+                config: self.to_string(),
+                reason,
+            })
+        };
+        if !WGMMA_BM.contains(&self.bm) {
+            return fail(format!("BM must be one of {WGMMA_BM:?}"));
+        }
+        if !WGMMA_BN.contains(&self.bn) {
+            return fail(format!("BN must be one of {WGMMA_BN:?}"));
+        }
+        if !WGMMA_BK.contains(&self.bk) {
+            return fail(format!("BK must be one of {WGMMA_BK:?}"));
+        }
+        if !(2..=8).contains(&self.stages) {
+            return fail("STAGES must be 2..=8".into());
+        }
+        if !WGMMA_KEEP.contains(&self.keep) || (self.keep == 1 && self.stages < 3) {
+            return fail("KEEP must be 0, or 1 with STAGES of 3 or more".into());
+        }
+        if !WGMMA_SPLIT_K.contains(&self.split_k) {
+            return fail(format!("SPLIT_K must be one of {WGMMA_SPLIT_K:?}"));
+        }
+        if self.shared_bytes() > SM90_MAX_SHARED_BYTES {
+            return fail(format!(
+                "{} bytes of shared memory, at most {SM90_MAX_SHARED_BYTES}",
+                self.shared_bytes()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Threads per block: the producer warpgroup and one consumer warpgroup per 64 rows.
+    pub fn threads(&self) -> usize {
+        128 * (self.bm / 64 + 1)
+    }
+
+    /// Bytes of one stage of B: BK × BN halves in 8 × 8 core matrices.
+    pub fn b_stage_bytes(&self) -> usize {
+        self.bk * self.bn * 2
+    }
+
+    /// Bytes of one stage of A: BM rows of BK / 2 kept values, padded by 8 halves per row.
+    pub fn a_stage_bytes(&self) -> usize {
+        self.bm * (self.bk / 2 + 8) * 2
+    }
+
+    /// Bytes of one stage of metadata: 8 words per 16 rows and 16 kept values.
+    pub fn meta_stage_bytes(&self) -> usize {
+        self.bm / 16 * (self.bk / 16) * 8 * 4
+    }
+
+    /// Dynamic shared memory for the pipeline and its barriers, in bytes (as laid out by the
+    /// kernel: B stages, A stages, metadata stages, then two 8-byte mbarriers per stage); a
+    /// launch adds the row block's column locations.
+    pub fn shared_bytes(&self) -> usize {
+        self.stages * (self.b_stage_bytes() + self.a_stage_bytes() + self.meta_stage_bytes() + 16)
+    }
+
+    /// The `#define`s of this configuration, in a fixed order (the split-K factor is a launch
+    /// argument, not one of them).
+    pub fn defines(&self) -> Vec<(&'static str, usize)> {
+        vec![
+            ("BM", self.bm),
+            ("BN", self.bn),
+            ("BK", self.bk),
+            ("STAGES", self.stages),
+            ("KEEP", self.keep),
+        ]
+    }
+}
+
+/// Every valid configuration for row blocks of `v` rows (BM dividing V), in a fixed order;
+/// empty for V the kernel does not serve.
+pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
+    let mut out = Vec::new();
+    for &bm in WGMMA_BM.iter().filter(|&&bm| v.is_multiple_of(bm)) {
+        for &bn in &WGMMA_BN {
+            for &bk in &WGMMA_BK {
+                for &stages in &WGMMA_STAGES {
+                    for &keep in &WGMMA_KEEP {
+                        for &split_k in &WGMMA_SPLIT_K {
+                            let c = WgmmaConfig {
+                                bm,
+                                bn,
+                                bk,
+                                stages,
+                                keep,
+                                split_k,
+                            };
+                            if c.validate().is_ok() {
+                                out.push(c);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Threads per block of the split-K reduction `spmm_vnm_wgmma_reduce_f16`.
+pub const WGMMA_REDUCE_THREADS: u32 = 256;
+/// Elements of the product each thread of the reduction sums.
+pub const WGMMA_REDUCE_PER_THREAD: u32 = 8;
+
+/// One launch of `spmm_vnm_wgmma_f16` (and, with split-K, of its reduction).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WgmmaLaunch {
+    /// Thread blocks along the columns of C (BN each), the rows (BM each) and K (split-K).
+    pub grid: (u32, u32, u32),
+    /// Threads per block.
+    pub threads: u32,
+    /// Dynamic shared memory per block, in bytes: [`WgmmaConfig::shared_bytes`], then the
+    /// row block's column locations (4 per group, rounded up to 16 bytes).
+    pub shared_bytes: usize,
+    /// The kernel's integer arguments in order: rows, n, ks, groups, m, k, ldb, ldc, v, splits.
+    pub ints: [i32; 10],
+    /// f32 elements of the split-K workspace (`splits × rows × ldc`; 0 without split-K).
+    pub workspace: usize,
+    /// Blocks of the reduction (0 without split-K), each of [`WGMMA_REDUCE_THREADS`] threads
+    /// summing [`WGMMA_REDUCE_PER_THREAD`] elements; its integer arguments are rows, n, ldc,
+    /// splits.
+    pub reduce_blocks: u32,
+}
+
+impl WgmmaLaunch {
+    /// The launch of `cfg` for A = `a` (packed for `cfg.bk`) times a B of `n` columns with row
+    /// strides `ldb` (B) and `ldc` (C), in elements; both strides must be multiples of 8
+    /// (16-byte rows for cp.async). Errors if `cfg` is invalid, BM does not divide V, the
+    /// packing does not fit BK, or a size exceeds the kernel's `int`s.
+    pub fn new(
+        a: VnmDims,
+        n: usize,
+        ldb: usize,
+        ldc: usize,
+        cfg: &WgmmaConfig,
+    ) -> Result<Self, CudaError> {
+        cfg.validate()?;
+        if a.v == 0 || !a.v.is_multiple_of(cfg.bm) || !(2 * a.ks).is_multiple_of(cfg.bk) {
+            return Err(CudaError::Shape(format!(
+                "{cfg} does not fit a matrix packed with V={} and {} slots per row",
+                a.v, a.ks
+            )));
+        }
+        if !ldb.is_multiple_of(8) || !ldc.is_multiple_of(8) {
+            return Err(CudaError::Shape(format!(
+                "row strides {ldb} (B) and {ldc} (C) must be multiples of 8 halves"
+            )));
+        }
+        let int = |x: usize| {
+            i32::try_from(x).map_err(|_| CudaError::Shape(format!("{x} exceeds the kernel's int")))
+        };
+        let mut ints = [0; 10];
+        for (slot, x) in ints.iter_mut().zip([
+            a.rows,
+            n,
+            a.ks,
+            a.groups,
+            a.m,
+            a.cols,
+            ldb,
+            ldc,
+            a.v,
+            cfg.split_k,
+        ]) {
+            *slot = int(x)?;
+        }
+        let split = cfg.split_k > 1;
+        Ok(WgmmaLaunch {
+            grid: (
+                int(n.div_ceil(cfg.bn))? as u32,
+                int(a.rows / cfg.bm)? as u32,
+                cfg.split_k as u32,
+            ),
+            threads: cfg.threads() as u32,
+            shared_bytes: cfg.shared_bytes() + (4 * a.groups).div_ceil(16) * 16,
+            ints,
+            workspace: if split { cfg.split_k * a.rows * ldc } else { 0 },
+            reduce_blocks: if split {
+                let per_block = (WGMMA_REDUCE_THREADS * WGMMA_REDUCE_PER_THREAD) as usize;
+                int((a.rows * n).div_ceil(per_block))? as u32
+            } else {
+                0
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::{pack_vnm, padded_ld, random_vnm};
+
+    #[test]
+    fn every_listed_config_is_valid_and_fits_sm90() {
+        assert!(wgmma_configs(16).is_empty());
+        assert!(wgmma_configs(32).is_empty());
+        let v64 = wgmma_configs(64);
+        let v128 = wgmma_configs(128);
+        assert!(v64.iter().all(|c| c.bm == 64));
+        assert!(v128.iter().any(|c| c.bm == 64) && v128.iter().any(|c| c.bm == 128));
+        for c in v64.iter().chain(&v128) {
+            c.validate().unwrap();
+            assert!(c.shared_bytes() <= SM90_MAX_SHARED_BYTES, "{c}");
+            assert!(c.threads() == 256 || c.threads() == 384);
+        }
+        // The largest stage (BM 128, BN 256, BK 128: 84 KiB with 64 KiB of B) fits 2 stages.
+        let big = |stages| WgmmaConfig {
+            bm: 128,
+            bn: 256,
+            bk: 128,
+            stages,
+            keep: 0,
+            split_k: 1,
+        };
+        assert!(big(2).validate().is_ok());
+        assert!(big(3).validate().is_err());
+        // A group left in flight holds its stage one tile longer: two stages cannot.
+        let shallow = WgmmaConfig {
+            bm: 64,
+            bn: 64,
+            bk: 32,
+            stages: 2,
+            keep: 1,
+            split_k: 1,
+        };
+        assert!(shallow.validate().is_err());
+        assert!(WgmmaConfig {
+            stages: 3,
+            ..shallow
+        }
+        .validate()
+        .is_ok());
+    }
+
+    #[test]
+    fn shared_memory_matches_the_kernel_layout() {
+        let c = WgmmaConfig {
+            bm: 64,
+            bn: 64,
+            bk: 32,
+            stages: 2,
+            keep: 0,
+            split_k: 1,
+        };
+        // B 32 x 64 halves, A 64 x (16 + 8) halves, metadata 4 tiles x 2 steps x 8 words,
+        // two mbarriers; two stages.
+        assert_eq!(
+            c.shared_bytes(),
+            2 * (32 * 64 * 2 + 64 * 24 * 2 + 4 * 2 * 8 * 4 + 16)
+        );
+    }
+
+    #[test]
+    fn the_launch_covers_every_row_block_and_column_tile() {
+        let a = random_vnm(256, 100, 128, 8, 1).unwrap();
+        let cfg = WgmmaConfig {
+            bm: 64,
+            bn: 128,
+            bk: 64,
+            stages: 3,
+            keep: 1,
+            split_k: 1,
+        };
+        let p = pack_vnm(&a, cfg.bk).unwrap();
+        let ld = padded_ld(70);
+        let l = WgmmaLaunch::new(p.dims, 70, ld, ld, &cfg).unwrap();
+        // BM = 64 inside V = 128: four row blocks, two per V-block.
+        assert_eq!(l.grid, (1, 4, 1));
+        assert_eq!(l.threads, 256);
+        assert_eq!(l.shared_bytes, cfg.shared_bytes() + 64);
+        assert_eq!(
+            l.ints,
+            [
+                256,
+                70,
+                p.dims.ks as i32,
+                13,
+                8,
+                100,
+                ld as i32,
+                ld as i32,
+                128,
+                1
+            ]
+        );
+        assert_eq!((l.workspace, l.reduce_blocks), (0, 0));
+        // Split-K: blocks along K, a workspace of f32 partials, a reduction over the product.
+        let split = WgmmaConfig { split_k: 4, ..cfg };
+        let l = WgmmaLaunch::new(p.dims, 70, ld, ld, &split).unwrap();
+        assert_eq!((l.grid.2, l.ints[9]), (4, 4));
+        assert_eq!(l.workspace, 4 * 256 * ld);
+        assert_eq!(l.reduce_blocks, (256 * 70u32).div_ceil(256 * 8));
+        let v64 = random_vnm(128, 100, 64, 8, 2).unwrap();
+        let p64 = pack_vnm(&v64, 64).unwrap();
+        let tall = WgmmaConfig { bm: 128, ..cfg };
+        assert!(WgmmaLaunch::new(p64.dims, 70, ld, ld, &tall).is_err());
+        assert!(WgmmaLaunch::new(p.dims, 70, 70, ld, &cfg).is_err());
+    }
+}

@@ -1,0 +1,213 @@
+//! The Hopper V:N:M kernel (sparse `wgmma`, sm_90a) on the device against the CPU reference.
+//! It needs an sm_90 GPU, so these tests are `#[ignore]`d: `scripts/device-check.sh` runs them.
+//! Inputs are multiples of 1/8 (exact in fp16, their products and sums exact in f32), so
+//! results must equal the reference up to the final fp16 rounding.
+//!
+//! The emulator runs the same source in CI with the PTX ISA's layouts as read in
+//! `kernels/cuda/NOTES.md`; `wgmma_layout_probe` says, when the device disagrees, which of the
+//! readings the ISA leaves open the hardware takes.
+#![cfg(feature = "cuda")]
+
+use kernels::cuda::{
+    exact_values, random_vnm, vnm_from_nm, wgmma_configs, CudaDevice, WgmmaConfig,
+};
+use kernels::{build_mask, spmm_reference, NmMatrix, Pattern, SparseMatrix, VnmMatrix};
+
+fn device(test: &str) -> CudaDevice {
+    CudaDevice::new(0).unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"))
+}
+
+fn reference(a: &SparseMatrix, b: &[f32], n: usize) -> Vec<f32> {
+    let mut c = vec![0.0; a.rows() * n];
+    spmm_reference(a, b, n, &mut c).unwrap();
+    c
+}
+
+/// The first element outside the fp16 rounding of the exact result (half an ulp), described.
+fn fp16_mismatch(got: &[f32], want: &[f32]) -> Option<String> {
+    if got.len() != want.len() {
+        return Some(format!("{} elements, want {}", got.len(), want.len()));
+    }
+    let bad = got
+        .iter()
+        .zip(want)
+        .position(|(g, w)| (g - w).abs() > w.abs() / 2048.0 + 1e-6)?;
+    let wrong = got
+        .iter()
+        .zip(want)
+        .filter(|(g, w)| (*g - *w).abs() > w.abs() / 2048.0 + 1e-6)
+        .count();
+    Some(format!(
+        "element {bad}: got {}, want {} ({wrong} of {} wrong)",
+        got[bad],
+        want[bad],
+        got.len()
+    ))
+}
+
+/// Compiles `configs` on all cores at once (NVRTC is the slow part), each program once (the
+/// split-K factor is a launch argument).
+fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
+    let configs: Vec<WgmmaConfig> = configs.iter().filter(|c| c.split_k == 1).copied().collect();
+    let configs = &configs[..];
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |n| n.get())
+        .min(16);
+    let chunk = configs.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for part in configs.chunks(chunk) {
+            s.spawn(move || {
+                for c in part {
+                    dev.prepare_wgmma(c).unwrap_or_else(|e| panic!("{c}: {e}"));
+                }
+            });
+        }
+    });
+}
+
+/// Runs every configuration on `a` and reports all that disagree, not only the first.
+fn check(
+    dev: &CudaDevice,
+    a: &VnmMatrix,
+    want_of: &SparseMatrix,
+    n: usize,
+    configs: &[WgmmaConfig],
+    seed: u64,
+) {
+    let b = exact_values(a.cols() * n, seed);
+    let want = reference(want_of, &b, n);
+    let mut failures = vec![];
+    for cfg in configs {
+        let got = dev.spmm_wgmma(a, &b, n, cfg).unwrap();
+        if let Some(d) = fp16_mismatch(&got, &want) {
+            failures.push(format!(
+                "{}x{} V={} M={} n={n} [{cfg}]: {d}",
+                a.rows(),
+                a.cols(),
+                a.v(),
+                a.m()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} configurations disagree:\n{}",
+        failures.len(),
+        configs.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+#[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
+fn wgmma_every_configuration_matches_reference() {
+    let dev = device("wgmma_every_configuration_matches_reference");
+    for (i, v) in [64, 128].into_iter().enumerate() {
+        let configs = wgmma_configs(v);
+        prepare_all(&dev, &configs);
+        // K not a multiple of M and several k-tiles deep; n not a multiple of 8 nor of any BN.
+        let a = random_vnm(2 * v, 1000, v, 10, i as u64).unwrap();
+        check(
+            &dev,
+            &a,
+            &SparseMatrix::Vnm(a.clone()),
+            70,
+            &configs,
+            10 + i as u64,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
+fn wgmma_matches_reference_on_awkward_shapes() {
+    let dev = device("wgmma_matches_reference_on_awkward_shapes");
+    let shapes = [
+        // rows, cols, v, m, n
+        (64, 1, 64, 4, 1),
+        (64, 7, 64, 5, 3),
+        (128, 257, 64, 16, 33),
+        (128, 770, 128, 40, 64),
+        (256, 333, 128, 100, 17),
+        (256, 768, 64, 8, 200),
+        (128, 3000, 128, 8, 300),
+    ];
+    for (i, &(rows, cols, v, m, n)) in shapes.iter().enumerate() {
+        let a = random_vnm(rows, cols, v, m, 100 + i as u64).unwrap();
+        // Every tile width and depth, the shallowest and deepest pipelines.
+        let configs: Vec<WgmmaConfig> = wgmma_configs(v)
+            .into_iter()
+            .filter(|c| c.stages == 2 || c.stages == 4)
+            .collect();
+        check(
+            &dev,
+            &a,
+            &SparseMatrix::Vnm(a.clone()),
+            n,
+            &configs,
+            200 + i as u64,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
+fn two_four_runs_on_wgmma_with_m4() {
+    let dev = device("two_four_runs_on_wgmma_with_m4");
+    let (rows, cols, n) = (256, 300, 90);
+    let vals = exact_values(rows * cols, 7);
+    let scores: Vec<f32> = vals.iter().map(|v| v.abs()).collect();
+    let mask = build_mask(&Pattern::Nm { n: 2, m: 4 }, &scores, rows, cols).unwrap();
+    let nm = NmMatrix::from_masked(&vals, &mask, 2, 4).unwrap();
+    for v in [64, 128] {
+        let a = vnm_from_nm(&nm, v).unwrap();
+        let configs: Vec<WgmmaConfig> = wgmma_configs(v)
+            .into_iter()
+            .filter(|c| c.stages == 3)
+            .collect();
+        check(&dev, &a, &SparseMatrix::Nm(nm.clone()), n, &configs, 8);
+    }
+}
+
+/// Which reading of the layouts the ISA leaves open the device takes: the kernel as written
+/// (the emulator's reading), and with each alternative (`B_DESC_SWAP`: the descriptor's two
+/// byte offsets swapped; `META_SWAP`: threads 0 and 1 of a quad trade metadata halves). Prints
+/// one line per variant; fails only if none agrees with the reference.
+#[test]
+#[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
+fn wgmma_layout_probe() {
+    let dev = device("wgmma_layout_probe");
+    let cfg = WgmmaConfig {
+        bm: 64,
+        bn: 64,
+        bk: 64,
+        stages: 2,
+        keep: 0,
+        split_k: 1,
+    };
+    let a = random_vnm(128, 300, 64, 8, 3).unwrap();
+    let n = 64;
+    let b = exact_values(a.cols() * n, 4);
+    let want = reference(&SparseMatrix::Vnm(a.clone()), &b, n);
+    let mut agree = vec![];
+    for variant in [
+        &[][..],
+        &[("B_DESC_SWAP", 1)],
+        &[("META_SWAP", 1)],
+        &[("B_DESC_SWAP", 1), ("META_SWAP", 1)],
+    ] {
+        let got = dev.spmm_wgmma_variant(&a, &b, n, &cfg, variant);
+        let verdict = match &got {
+            Err(e) => format!("error: {e}"),
+            Ok(got) => fp16_mismatch(got, &want).unwrap_or_else(|| "agrees".into()),
+        };
+        println!("wgmma layout probe {variant:?}: {verdict}");
+        if verdict == "agrees" {
+            agree.push(variant);
+        }
+    }
+    assert!(
+        !agree.is_empty(),
+        "no reading of the layouts agrees with the reference"
+    );
+}

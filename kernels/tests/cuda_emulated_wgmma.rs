@@ -1,0 +1,196 @@
+//! The Hopper V:N:M kernel (`kernels/cuda/spmm_vnm_wgmma_f16.cu`: sparse `wgmma`, mbarrier
+//! pipeline, warp-specialised producer) run by the host emulator (`emu/emu.h` + `emu/sm90.h`)
+//! as `CudaDevice` would launch it ([`WgmmaLaunch`], the arrays of [`pack_vnm`]), compared bit
+//! for bit with the CPU reference rounded to fp16 (inputs are multiples of 1/16, so every sum
+//! is exact). Copies and wgmmas complete as late as the pipeline's waits allow and again at
+//! issue. By default a covering set of configurations runs (every value of every parameter);
+//! `COTUNE_EMULATE_ALL=1` runs all of them.
+//!
+//! The layouts the emulator gives `wgmma.sp` are the PTX ISA's as read in `cuda/NOTES.md`; only
+//! the device check (`scripts/device-check.sh`) can confirm them.
+
+mod emu_support;
+
+use std::path::Path;
+
+use emu_support::{
+    build, build_dir, check_configurations, compiler, expected, run_packed, Copies, CUDA_DIR,
+};
+use kernels::cuda::{
+    exact_values, pack_vnm, random_vnm, vnm_from_nm, wgmma_configs, WgmmaConfig, WgmmaLaunch,
+    WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_SPLIT_K, WGMMA_STAGES,
+};
+use kernels::{build_mask, NmMatrix, Pattern, VnmMatrix};
+
+/// C = A·B through the emulated kernel, or what the emulator reported.
+fn try_run(
+    exe: &Path,
+    a: &VnmMatrix,
+    b: &[f32],
+    n: usize,
+    cfg: &WgmmaConfig,
+    copies: Copies,
+) -> Result<Vec<f32>, String> {
+    let packed = pack_vnm(a, cfg.bk).unwrap();
+    let dims = packed.dims;
+    let launch = |ld| {
+        let l = WgmmaLaunch::new(dims, n, ld, ld, cfg).unwrap();
+        let shape = [l.grid.0, l.grid.1, l.grid.2, l.threads].map(i64::from);
+        let sizes = [l.shared_bytes, l.workspace].map(|x| x as i64);
+        (
+            l.ints.map(i64::from).to_vec(),
+            shape.into_iter().chain(sizes).collect(),
+        )
+    };
+    run_packed(exe, packed, b, n, launch, copies)
+}
+
+/// Every value of every parameter at least once (each list walked with its own stride), or
+/// every configuration with `COTUNE_EMULATE_ALL=1`.
+fn configurations() -> Vec<WgmmaConfig> {
+    let all = wgmma_configs(128);
+    if std::env::var("COTUNE_EMULATE_ALL").is_ok_and(|v| v == "1") {
+        return all;
+    }
+    let mut out: Vec<WgmmaConfig> = (0..4)
+        .map(|i| WgmmaConfig {
+            bm: WGMMA_BM[i % 2],
+            bn: WGMMA_BN[i % 3],
+            bk: WGMMA_BK[(i + 1) % 3],
+            stages: WGMMA_STAGES[i],
+            keep: i % 2,
+            split_k: WGMMA_SPLIT_K[i % 3],
+        })
+        .collect();
+    // The largest tile, where shared memory allows only few stages.
+    out.push(WgmmaConfig {
+        bm: 128,
+        bn: 256,
+        bk: 128,
+        stages: 2,
+        keep: 0,
+        split_k: 2,
+    });
+    for c in &out {
+        assert!(all.contains(c), "{c} is not a listed configuration");
+    }
+    out
+}
+
+/// The matrices a configuration runs on: V:N:M with V = BM and (for BM = 64) V = 128, so that
+/// two thread blocks share a V-block's column locations; K not a multiple of M and long
+/// enough for more k-tiles than stages; and 2:4 as V:N:M with M = 4.
+fn matrices(cfg: &WgmmaConfig, i: usize) -> Vec<VnmMatrix> {
+    let m = [8, 10, 20][i % 3];
+    let k = ((cfg.stages + 2) * cfg.bk / 4 + 1) * m - 3;
+    let mut out = vec![random_vnm(2 * cfg.bm, k, cfg.bm, m, i as u64).unwrap()];
+    if cfg.bm == 64 {
+        out.push(random_vnm(128, k, 128, m, i as u64 + 3).unwrap());
+    }
+    let cols = (cfg.stages + 1) * cfg.bk / 4 * 4 + 2;
+    let vals = exact_values(cfg.bm * cols, i as u64 + 7);
+    let scores: Vec<f32> = vals.iter().map(|x| x.abs()).collect();
+    let mask = build_mask(&Pattern::Nm { n: 2, m: 4 }, &scores, cfg.bm, cols).unwrap();
+    let nm = NmMatrix::from_masked(&vals, &mask, 2, 4).unwrap();
+    out.push(vnm_from_nm(&nm, cfg.bm).unwrap());
+    out
+}
+
+#[test]
+fn the_hopper_kernel_source_computes_the_reference_on_the_emulator() {
+    let cxx = compiler("the_hopper_kernel_source_computes_the_reference_on_the_emulator");
+    let dir = build_dir();
+    let configs = configurations();
+    check_configurations(
+        &configs,
+        |c| c.bn,
+        |c| build(&cxx, &dir, Path::new(CUDA_DIR), "run_wgmma", &c.defines()),
+        matrices,
+        try_run,
+    );
+    eprintln!(
+        "{} Hopper configurations agree on the emulator",
+        configs.len()
+    );
+}
+
+/// What makes the test above able to fail: kernels one edit away from the real one must fail
+/// on the emulator (on a configuration that leaves a wgmma group in flight and splits K). The descriptor with its two byte offsets swapped is the reading of the
+/// ISA the device check probes (`B_DESC_SWAP=1`).
+#[test]
+fn the_emulator_rejects_a_broken_hopper_kernel() {
+    let cxx = compiler("the_emulator_rejects_a_broken_hopper_kernel");
+    let dir = build_dir();
+    let mutants = [
+        // Consumers read a stage without waiting for its copies: only late copies show it.
+        (
+            "no-full-wait",
+            "mbar_wait(&full[s], (kt / STAGES) & 1);",
+            "",
+            &[Copies::Lazy][..],
+        ),
+        // Every thread of a quad passes the metadata of the first 16 kept columns.
+        (
+            "one-metadata-lane",
+            "kk * 2 + ((quad & 1) ^ META_SWAP)",
+            "kk * 2",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+        // The descriptor's leading and stride byte offsets swapped.
+        (
+            "swapped-descriptor",
+            "#define B_DESC_SWAP 0",
+            "#define B_DESC_SWAP 1",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+        // Every split-K block reduces the first slice of K.
+        (
+            "one-k-slice",
+            "const int kt0 = min(total, (int)blockIdx.z * per);",
+            "const int kt0 = 0;",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+        // One set of fragment registers: the next tile overwrites the set the group left in
+        // flight still reads.
+        (
+            "one-fragment-set",
+            "consume(kt + 1, afrag[1], meta[1]);",
+            "consume(kt + 1, afrag[0], meta[0]);",
+            &[Copies::Lazy][..],
+        ),
+    ];
+    let cfg = WgmmaConfig {
+        bm: 128,
+        bn: 64,
+        bk: 64,
+        stages: 3,
+        keep: 1,
+        split_k: 2,
+    };
+    let a = random_vnm(128, 300, 128, 8, 9).unwrap();
+    let n = cfg.bn + 12;
+    let b = exact_values(a.cols() * n, 10);
+    let want = expected(&a, &b, n);
+    let kernel = std::fs::read_to_string(format!("{CUDA_DIR}/spmm_vnm_wgmma_f16.cu")).unwrap();
+    for (name, from, to, timings) in mutants {
+        assert_eq!(
+            kernel.matches(from).count(),
+            1,
+            "{name}: `{from}` is not in the kernel once"
+        );
+        let root = dir.join(format!("mutant-wgmma-{name}"));
+        std::fs::create_dir_all(root.join("emu")).unwrap();
+        for f in ["emu/emu.h", "emu/sm90.h", "emu/run_wgmma.cpp"] {
+            std::fs::copy(format!("{CUDA_DIR}/{f}"), root.join(f)).unwrap();
+        }
+        std::fs::write(root.join("spmm_vnm_wgmma_f16.cu"), kernel.replace(from, to)).unwrap();
+        let exe = build(&cxx, &root, &root, "run_wgmma", &cfg.defines());
+        for &copies in timings {
+            let noticed = try_run(&exe, &a, &b, n, &cfg, copies).map_or(true, |got| got != want);
+            assert!(
+                noticed,
+                "{name} ({copies:?} copies): the emulator did not notice"
+            );
+        }
+    }
+}
