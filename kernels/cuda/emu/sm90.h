@@ -80,7 +80,8 @@ inline void land_locked(const void* bar, int thread) {
     }
 }
 
-// The A value of row `row` (0..15) of warp `warp`'s rows, logical column `col` (0..31).
+// Row `row` (0..15) of warp `warp`'s rows of A, dense over its 32 logical columns, from the
+// warpgroup's fragment registers and metadata.
 inline void dense_rows(const WarpGroup& g, int warp, int row, float* out) {
     for (int col = 0; col < 32; ++col) out[col] = 0.0f;
     for (int kept = 0; kept < 16; kept += 2) {
