@@ -51,7 +51,7 @@ prepare() {
   (cd "$ROOT" && cargo build -p pipeline --features cuda --release --bin cotune 2>&1 | tail -3) \
     || return 1
   mkdir -p "$BIN"
-  for t in cuda_device cuda_device_wgmma cuda_bench cuda_compile; do
+  for t in cuda_device cuda_device_wgmma cuda_bench cuda_bench_wgmma cuda_compile; do
     f=$(ls -t "$TARGET"/release/deps/$t-* 2>/dev/null | grep -v '\.d$' | head -1)
     [ -n "$f" ] || { log "no binary for $t"; return 1; }
     cp "$f" "$BIN/$t" && strip "$BIN/$t" 2>/dev/null
@@ -63,7 +63,7 @@ prepare() {
 }
 
 if [ "$MODE" = prepare ]; then prepare; exit $?; fi
-for b in cuda_device cuda_device_wgmma cuda_bench cotune cuda-model-check; do
+for b in cuda_device cuda_device_wgmma cuda_bench cuda_bench_wgmma cotune cuda-model-check; do
   [ -x "$BIN/$b" ] && continue
   command -v cargo >/dev/null && { prepare || exit 2; break; }
   log "no $b in $BIN and no cargo"; exit 2
@@ -98,8 +98,8 @@ timeout "$(limit 150 300)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 -
 [ "${PIPESTATUS[0]}" = 0 ] || { status=1; log "HOPPER CORRECTNESS TESTS FAILED"; }
 
 log "Hopper benchmark ($MODE)"
-COTUNE_BENCH_OUT="$OUT" timeout "$(limit 150 200)" "$BIN/cuda_bench" --ignored --nocapture \
-  --test-threads=1 bench_wgmma > "$OUT/bench-wgmma.log" 2>&1
+COTUNE_BENCH_OUT="$OUT" timeout "$(limit 150 200)" "$BIN/cuda_bench_wgmma" --ignored --nocapture \
+  --test-threads=1 > "$OUT/bench-wgmma.log" 2>&1
 [ $? = 0 ] || { status=1; log "HOPPER BENCHMARK FAILED"; tail -20 "$OUT/bench-wgmma.log"; }
 grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench-wgmma.log" | tail -40
 

@@ -15,10 +15,7 @@ use super::config::{CsrConfig, VnmConfig};
 use super::nvrtc::{compile_ptx, PtxCache};
 use super::pack::pack_vnm;
 use super::source::KernelSource;
-use super::{
-    csr_device_arrays, CsrLaunch, CudaError, DeviceInfo, Timing, VnmDims, VnmLaunch, WgmmaConfig,
-    WgmmaLaunch, WGMMA_REDUCE_THREADS,
-};
+use super::{csr_device_arrays, CsrLaunch, CudaError, DeviceInfo, Timing, VnmDims, VnmLaunch};
 use crate::{CsrMatrix, VnmMatrix};
 
 pub(crate) fn driver_err(op: &'static str) -> impl Fn(DriverError) -> CudaError {
@@ -46,7 +43,7 @@ pub struct CudaDevice {
     functions: Mutex<HashMap<FunctionKey, Loaded>>,
     pub(crate) blas: Mutex<Option<cudarc::cublas::CudaBlas>>,
     /// The Hopper kernel's split-K workspace (f32 partials), grown as launches need.
-    workspace: Mutex<Option<CudaSlice<f32>>>,
+    pub(super) workspace: Mutex<Option<CudaSlice<f32>>>,
 }
 
 /// The NVRTC target for a compute capability; `None` below sm_80 (no `mma.sp`).
@@ -120,7 +117,7 @@ impl CudaDevice {
     }
 
     /// The kernel for this configuration, compiled and loaded on first use.
-    fn function(
+    pub(super) fn function(
         &self,
         kernel: KernelSource,
         defines: Vec<(&'static str, usize)>,
@@ -132,7 +129,7 @@ impl CudaDevice {
 
     /// Entry point `entry` of a program (a source with its defines), compiled and loaded on
     /// first use.
-    fn entry(
+    pub(super) fn entry(
         &self,
         kernel: KernelSource,
         defines: Vec<(&'static str, usize)>,
@@ -305,135 +302,11 @@ impl CudaDevice {
         )
     }
 
-    /// Compiles and loads a Hopper configuration without running it.
-    pub fn prepare_wgmma(&self, cfg: &WgmmaConfig) -> Result<(), CudaError> {
-        cfg.validate()?;
-        self.require_sm90(cfg)?;
-        self.function(
-            KernelSource::SpmmVnmWgmmaF16,
-            cfg.defines(),
-            cfg.shared_bytes(),
-            "sm_90a",
-        )
-        .map(|_| ())
-    }
-
-    /// The Hopper kernel's instructions (`wgmma.mma_async.sp`, `setmaxnreg`) exist on sm_90a
-    /// only: compute capability 9.0.
-    fn require_sm90(&self, cfg: &WgmmaConfig) -> Result<(), CudaError> {
-        if self.info.sm == (9, 0) {
-            return Ok(());
-        }
-        Err(CudaError::Config {
-            kernel: "spmm_vnm_wgmma_f16",
-            config: cfg.to_string(),
-            reason: format!(
-                "needs an sm_90 device (wgmma.sp is sm_90a only), this one is sm_{}{}",
-                self.info.sm.0, self.info.sm.1
-            ),
-        })
-    }
-
-    /// Launches C = A·B with the Hopper V:N:M kernel (sparse `wgmma`) in configuration `cfg`;
-    /// A packed for `cfg.bk` (see [`CudaDevice::upload_vnm`]).
-    pub fn launch_wgmma(
-        &self,
-        a: &DeviceVnm,
-        b: &DeviceMatrixF16,
-        c: &mut DeviceMatrixF16,
-        cfg: &WgmmaConfig,
-    ) -> Result<(), CudaError> {
-        self.launch_wgmma_with(a, b, c, cfg, &[])
-    }
-
-    /// [`CudaDevice::launch_wgmma`] with `extra` `#define`s: the layout probe's alternative
-    /// readings (`B_DESC_SWAP`, `META_SWAP`; see the kernel's source).
-    fn launch_wgmma_with(
-        &self,
-        a: &DeviceVnm,
-        b: &DeviceMatrixF16,
-        c: &mut DeviceMatrixF16,
-        cfg: &WgmmaConfig,
-        extra: &[(&'static str, usize)],
-    ) -> Result<(), CudaError> {
-        self.require_sm90(cfg)?;
-        let launch = WgmmaLaunch::new(a.dims, b.cols, b.ld, c.ld, cfg)?;
-        let entry = |name| {
-            let mut defines = cfg.defines();
-            defines.extend_from_slice(extra);
-            let shared = if name == "spmm_vnm_wgmma_f16" {
-                cfg.shared_bytes()
-            } else {
-                0
-            };
-            self.entry(
-                KernelSource::SpmmVnmWgmmaF16,
-                defines,
-                shared,
-                "sm_90a",
-                name,
-            )
-        };
-        // The split-K workspace (at least one element: the kernel takes its pointer always).
-        let mut workspace = self.workspace.lock().map_err(poisoned)?;
-        let need = launch.workspace.max(1);
-        if workspace.as_ref().is_none_or(|w| w.len() < need) {
-            let fresh = self
-                .stream
-                .alloc_zeros::<f32>(need)
-                .map_err(driver_err("cuMemAlloc"))?;
-            *workspace = Some(fresh);
-        }
-        let ws = workspace.as_ref().expect("allocated above");
-        // SAFETY (of the launch inside): the arguments match `spmm_vnm_wgmma_f16(a_vals,
-        // a_meta, col_loc, b, c, ws, rows, n, ks, groups, m, k, ldb, ldc, v, splits)`;
-        // `validate` bounds the block size and shared memory; A was packed by `pack_vnm` (2·ks
-        // a multiple of BK and BM dividing V, checked by `WgmmaLaunch::new`, so a block's rows
-        // share their column locations); gathered rows are < K or skipped; B and C are b.rows ×
-        // b.ld and a.rows × c.ld with ld multiples of 8 (checked), the kernel guards columns
-        // ≥ n, and with split-K `ws` holds splits × rows × ldc floats (checked above).
-        self.launch_packed(
-            || entry("spmm_vnm_wgmma_f16"),
-            a,
-            b,
-            c,
-            launch.grid,
-            launch.threads,
-            launch.shared_bytes,
-            &launch.ints,
-            Some(ws),
-            cfg,
-        )?;
-        if launch.reduce_blocks > 0 {
-            let f = entry("spmm_vnm_wgmma_reduce_f16")?;
-            let [rows, n, ldc, splits] = [0, 1, 7, 9].map(|i| launch.ints[i]);
-            let config = LaunchConfig {
-                grid_dim: (launch.reduce_blocks, 1, 1),
-                block_dim: (WGMMA_REDUCE_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut builder = self.stream.launch_builder(&f);
-            builder
-                .arg(ws)
-                .arg(&mut c.data)
-                .arg(&rows)
-                .arg(&n)
-                .arg(&ldc)
-                .arg(&splits);
-            // SAFETY: the arguments match `spmm_vnm_wgmma_reduce_f16(ws, c, rows, n, ldc,
-            // splits)`; `ws` holds splits × rows × ldc floats, all of columns < n written by the
-            // product above on this stream; C is a.rows × c.ld (checked by `launch_packed`);
-            // the kernel guards elements past rows × n.
-            unsafe { builder.launch(config) }.map_err(driver_err("cuLaunchKernel"))?;
-        }
-        Ok(())
-    }
-
     /// Launches a V:N:M kernel (`spmm_vnm_f16` or `spmm_vnm_wgmma_f16`, from `function`) on
     /// packed A (with the Hopper kernel's `workspace` after C), after checking the operands'
     /// shapes and the block's shared memory.
     #[allow(clippy::too_many_arguments)] // one launch's parts, each from its `*Launch`
-    fn launch_packed(
+    pub(super) fn launch_packed(
         &self,
         function: impl FnOnce() -> Result<CudaFunction, CudaError>,
         a: &DeviceVnm,
@@ -623,37 +496,6 @@ impl CudaDevice {
         self.download_f16(&dc)
     }
 
-    /// Host convenience: C = A·B with the Hopper kernel (fp16 in, fp32 accumulate, fp16 out),
-    /// returned as f32.
-    pub fn spmm_wgmma(
-        &self,
-        a: &VnmMatrix,
-        b: &[f32],
-        n: usize,
-        cfg: &WgmmaConfig,
-    ) -> Result<Vec<f32>, CudaError> {
-        self.spmm_wgmma_variant(a, b, n, cfg, &[])
-    }
-
-    /// [`CudaDevice::spmm_wgmma`] built with `extra` `#define`s: what the layout probe
-    /// (`kernels/tests/cuda_device_wgmma.rs`) runs to see which reading of the ISA the device
-    /// takes.
-    pub fn spmm_wgmma_variant(
-        &self,
-        a: &VnmMatrix,
-        b: &[f32],
-        n: usize,
-        cfg: &WgmmaConfig,
-        extra: &[(&'static str, usize)],
-    ) -> Result<Vec<f32>, CudaError> {
-        let da = self.upload_vnm(a, cfg.bk)?;
-        let db = self.upload_f16(b, a.cols(), n)?;
-        let mut dc = self.zeros_f16(a.rows(), n)?;
-        self.launch_wgmma_with(&da, &db, &mut dc, cfg, extra)?;
-        self.synchronize()?;
-        self.download_f16(&dc)
-    }
-
     /// Host convenience: C = A·B with the CSR kernel, all fp32.
     pub fn spmm_csr(
         &self,
@@ -703,7 +545,7 @@ impl CudaDevice {
     }
 }
 
-fn poisoned<T>(_: std::sync::PoisonError<T>) -> CudaError {
+pub(super) fn poisoned<T>(_: std::sync::PoisonError<T>) -> CudaError {
     CudaError::Driver {
         op: "kernel cache",
         reason: "a thread panicked while holding the kernel cache".into(),

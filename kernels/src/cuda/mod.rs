@@ -27,6 +27,8 @@ mod blas;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
+mod device_wgmma;
+#[cfg(feature = "cuda")]
 mod nvrtc;
 #[cfg(not(feature = "cuda"))]
 mod stub;

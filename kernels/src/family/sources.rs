@@ -145,6 +145,7 @@ pub const NOT_MEASURED: &[&str] = &[
     // The Hopper kernel: measured by its device benchmark, not yet by any tuning (issue 19);
     // it joins the cuda-vnm family when the engine's space offers it.
     "cuda/spmm_vnm_wgmma_f16.cu",
+    "src/cuda/device_wgmma.rs",
     "src/cuda/wgmma.rs",
 ];
 

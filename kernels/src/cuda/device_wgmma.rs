@@ -1,0 +1,167 @@
+//! The Hopper V:N:M kernel on a device (`spmm_vnm_wgmma_f16`, sparse `wgmma`, sm_90a only):
+//! compile, launch (with the split-K workspace and reduction), and the host conveniences the
+//! device tests use, the layout probe's variants among them.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::device::{driver_err, poisoned, CudaDevice, DeviceMatrixF16, DeviceVnm};
+use super::source::KernelSource;
+use super::{CudaError, WgmmaConfig, WgmmaLaunch, WGMMA_REDUCE_THREADS};
+use crate::VnmMatrix;
+
+impl CudaDevice {
+    /// Compiles and loads a Hopper configuration without running it.
+    pub fn prepare_wgmma(&self, cfg: &WgmmaConfig) -> Result<(), CudaError> {
+        cfg.validate()?;
+        self.require_sm90(cfg)?;
+        self.function(
+            KernelSource::SpmmVnmWgmmaF16,
+            cfg.defines(),
+            cfg.shared_bytes(),
+            "sm_90a",
+        )
+        .map(|_| ())
+    }
+
+    /// The Hopper kernel's instructions (`wgmma.mma_async.sp`, `setmaxnreg`) exist on sm_90a
+    /// only: compute capability 9.0.
+    fn require_sm90(&self, cfg: &WgmmaConfig) -> Result<(), CudaError> {
+        if self.info.sm == (9, 0) {
+            return Ok(());
+        }
+        Err(CudaError::Config {
+            kernel: "spmm_vnm_wgmma_f16",
+            config: cfg.to_string(),
+            reason: format!(
+                "needs an sm_90 device (wgmma.sp is sm_90a only), this one is sm_{}{}",
+                self.info.sm.0, self.info.sm.1
+            ),
+        })
+    }
+
+    /// Launches C = A·B with the Hopper V:N:M kernel (sparse `wgmma`) in configuration `cfg`;
+    /// A packed for `cfg.bk` (see [`CudaDevice::upload_vnm`]).
+    pub fn launch_wgmma(
+        &self,
+        a: &DeviceVnm,
+        b: &DeviceMatrixF16,
+        c: &mut DeviceMatrixF16,
+        cfg: &WgmmaConfig,
+    ) -> Result<(), CudaError> {
+        self.launch_wgmma_with(a, b, c, cfg, &[])
+    }
+
+    /// [`CudaDevice::launch_wgmma`] with `extra` `#define`s: the layout probe's alternative
+    /// readings (`B_DESC_SWAP`, `META_SWAP`; see the kernel's source).
+    fn launch_wgmma_with(
+        &self,
+        a: &DeviceVnm,
+        b: &DeviceMatrixF16,
+        c: &mut DeviceMatrixF16,
+        cfg: &WgmmaConfig,
+        extra: &[(&'static str, usize)],
+    ) -> Result<(), CudaError> {
+        self.require_sm90(cfg)?;
+        let launch = WgmmaLaunch::new(a.dims, b.cols, b.ld, c.ld, cfg)?;
+        let entry = |name| {
+            let mut defines = cfg.defines();
+            defines.extend_from_slice(extra);
+            let shared = if name == "spmm_vnm_wgmma_f16" {
+                cfg.shared_bytes()
+            } else {
+                0
+            };
+            self.entry(
+                KernelSource::SpmmVnmWgmmaF16,
+                defines,
+                shared,
+                "sm_90a",
+                name,
+            )
+        };
+        // The split-K workspace (at least one element: the kernel takes its pointer always).
+        let mut workspace = self.workspace.lock().map_err(poisoned)?;
+        let need = launch.workspace.max(1);
+        if workspace.as_ref().is_none_or(|w| w.len() < need) {
+            let fresh = self
+                .stream
+                .alloc_zeros::<f32>(need)
+                .map_err(driver_err("cuMemAlloc"))?;
+            *workspace = Some(fresh);
+        }
+        let ws = workspace.as_ref().expect("allocated above");
+        // SAFETY (of the launch inside): the arguments match `spmm_vnm_wgmma_f16(a_vals,
+        // a_meta, col_loc, b, c, ws, rows, n, ks, groups, m, k, ldb, ldc, v, splits)`;
+        // `validate` bounds the block size and shared memory; A was packed by `pack_vnm` (2·ks
+        // a multiple of BK and BM dividing V, checked by `WgmmaLaunch::new`, so a block's rows
+        // share their column locations); gathered rows are < K or skipped; B and C are b.rows ×
+        // b.ld and a.rows × c.ld with ld multiples of 8 (checked), the kernel guards columns
+        // ≥ n, and with split-K `ws` holds splits × rows × ldc floats (checked above).
+        self.launch_packed(
+            || entry("spmm_vnm_wgmma_f16"),
+            a,
+            b,
+            c,
+            launch.grid,
+            launch.threads,
+            launch.shared_bytes,
+            &launch.ints,
+            Some(ws),
+            cfg,
+        )?;
+        if launch.reduce_blocks > 0 {
+            let f = entry("spmm_vnm_wgmma_reduce_f16")?;
+            let [rows, n, ldc, splits] = [0, 1, 7, 9].map(|i| launch.ints[i]);
+            let config = LaunchConfig {
+                grid_dim: (launch.reduce_blocks, 1, 1),
+                block_dim: (WGMMA_REDUCE_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut builder = self.stream.launch_builder(&f);
+            builder
+                .arg(ws)
+                .arg(&mut c.data)
+                .arg(&rows)
+                .arg(&n)
+                .arg(&ldc)
+                .arg(&splits);
+            // SAFETY: the arguments match `spmm_vnm_wgmma_reduce_f16(ws, c, rows, n, ldc,
+            // splits)`; `ws` holds splits × rows × ldc floats, all of columns < n written by the
+            // product above on this stream; C is a.rows × c.ld (checked by `launch_packed`);
+            // the kernel guards elements past rows × n.
+            unsafe { builder.launch(config) }.map_err(driver_err("cuLaunchKernel"))?;
+        }
+        Ok(())
+    }
+
+    /// Host convenience: C = A·B with the Hopper kernel (fp16 in, fp32 accumulate, fp16 out),
+    /// returned as f32.
+    pub fn spmm_wgmma(
+        &self,
+        a: &VnmMatrix,
+        b: &[f32],
+        n: usize,
+        cfg: &WgmmaConfig,
+    ) -> Result<Vec<f32>, CudaError> {
+        self.spmm_wgmma_variant(a, b, n, cfg, &[])
+    }
+
+    /// [`CudaDevice::spmm_wgmma`] built with `extra` `#define`s: what the layout probe
+    /// (`kernels/tests/cuda_device_wgmma.rs`) runs to see which reading of the ISA the device
+    /// takes.
+    pub fn spmm_wgmma_variant(
+        &self,
+        a: &VnmMatrix,
+        b: &[f32],
+        n: usize,
+        cfg: &WgmmaConfig,
+        extra: &[(&'static str, usize)],
+    ) -> Result<Vec<f32>, CudaError> {
+        let da = self.upload_vnm(a, cfg.bk)?;
+        let db = self.upload_f16(b, a.cols(), n)?;
+        let mut dc = self.zeros_f16(a.rows(), n)?;
+        self.launch_wgmma_with(&da, &db, &mut dc, cfg, extra)?;
+        self.synchronize()?;
+        self.download_f16(&dc)
+    }
+}

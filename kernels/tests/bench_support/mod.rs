@@ -1,0 +1,126 @@
+//! What the device benchmarks (`cuda_bench.rs`, `cuda_bench_wgmma.rs`) share: timing
+//! constants, the CSV of every measurement, the error against cuBLAS, the environment's point
+//! lists, and the run's setup.
+#![allow(dead_code)] // each benchmark uses its part
+
+use std::fmt::Write as _;
+
+use kernels::cuda::{CudaDevice, CudaError, Gpu, Timing, VnmConfig};
+
+pub const WARMUP: usize = 5;
+/// Samples per measurement; each sample times BATCH back-to-back launches.
+pub const REPS: usize = 7;
+pub const BATCH: usize = 10;
+/// Operand sets rotated between repetitions, so that B and C do not stay in the 60 MB L2.
+pub const SETS: usize = 2;
+
+pub struct Row {
+    pub kind: &'static str,
+    pub rows: usize,
+    pub cols: usize,
+    pub n: usize,
+    pub v: usize,
+    pub m: usize,
+    pub config: String,
+    pub t: Timing,
+    pub rel_err: Option<f64>,
+}
+
+pub fn csv(rows: &[Row], cublas_us: impl Fn(usize, usize, usize) -> f64) -> String {
+    let mut s = String::from(
+        "kind,rows,cols,n,v,m,config,median_us,min_us,max_us,dense_tflops,speedup_vs_cublas,rel_err\n",
+    );
+    for r in rows {
+        let flops = 2.0 * (r.rows * r.cols * r.n) as f64;
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},\"{}\",{:.3},{:.3},{:.3},{:.2},{:.3},{}",
+            r.kind,
+            r.rows,
+            r.cols,
+            r.n,
+            r.v,
+            r.m,
+            r.config,
+            r.t.median_us,
+            r.t.min_us,
+            r.t.max_us,
+            flops / r.t.median_us * 1e-6,
+            cublas_us(r.rows, r.cols, r.n) / r.t.median_us,
+            r.rel_err.map_or(String::new(), |e| format!("{e:.2e}"))
+        );
+    }
+    s
+}
+
+pub fn rel_err(got: &[f32], want: &[f32]) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (g, w) in got.iter().zip(want) {
+        num += (f64::from(*g) - f64::from(*w)).powi(2);
+        den += f64::from(*w).powi(2);
+    }
+    if got.iter().any(|x| x.is_nan()) {
+        return f64::INFINITY;
+    }
+    (num / den.max(1e-30)).sqrt()
+}
+
+pub fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
+    std::env::var(name)
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
+
+pub fn prepare_all(dev: &CudaDevice, configs: &[VnmConfig]) -> Result<(), CudaError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |n| n.get())
+        .min(16);
+    let chunk = configs.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = configs
+            .chunks(chunk)
+            .map(|part| s.spawn(move || part.iter().try_for_each(|c| dev.prepare_vnm(c))))
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("compile thread panicked"))
+    })
+}
+
+/// What both benchmarks start from: the device, whether this is the quick (smoke) run, the
+/// output folder, the batch-token counts and the BERT shapes (`quick_shape` alone when quick).
+pub struct Setup {
+    pub dev: CudaDevice,
+    pub quick: bool,
+    pub out: std::path::PathBuf,
+    pub ns: Vec<usize>,
+    pub shapes: Vec<(usize, usize)>,
+}
+
+pub fn setup(test: &str, quick_shape: (usize, usize)) -> Setup {
+    let dev = CudaDevice::new(0).unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"));
+    let quick = std::env::var("COTUNE_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let out = std::path::PathBuf::from(
+        std::env::var("COTUNE_BENCH_OUT").unwrap_or_else(|_| "target/cuda-bench".into()),
+    );
+    std::fs::create_dir_all(&out).unwrap();
+    let ns = if quick {
+        vec![4096]
+    } else {
+        env_list("COTUNE_BENCH_N", &[4096, 16384])
+    };
+    let shapes = if quick {
+        vec![quick_shape]
+    } else {
+        vec![(768, 768), (3072, 768), (768, 3072)]
+    };
+    eprintln!("device: {}", dev.info().fingerprint());
+    Setup {
+        dev,
+        quick,
+        out,
+        ns,
+        shapes,
+    }
+}

@@ -1,0 +1,284 @@
+//! The device benchmark of the Hopper kernel that `scripts/device-check.sh` runs first (see
+//! the test's notes). Ignored by default; run with `--ignored`. Environment as in
+//! `cuda_bench.rs`, plus `COTUNE_BENCH_WGMMA_M`.
+#![cfg(feature = "cuda")]
+
+mod bench_support;
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use bench_support::{
+    csv, env_list, prepare_all, rel_err, setup, Row, Setup, BATCH, REPS, SETS, WARMUP,
+};
+use kernels::cuda::{
+    exact_values, random_vnm, vnm_configs, wgmma_configs, DeviceMatrixF16, Gpu, VnmConfig,
+    WgmmaConfig,
+};
+
+/// The Hopper kernel (sparse `wgmma`) against cuBLAS fp16 and the `mma.sp` kernel, in the same
+/// run, on the BERT shapes: every Hopper configuration per point (V = 128, so BM 64 and 128),
+/// the `mma.sp` kernel over its 3-stage configurations, each winner checked against cuBLAS on
+/// the same matrix. Also reports each speedup's fraction of min(M/2, memory cap), the cap being
+/// cuBLAS's time over the time to move the sparse product's bytes (A's kept values and
+/// metadata, B, C) at the device-to-device copy bandwidth measured in this run. Writes
+/// `wgmma.csv` (every measurement) and `wgmma_summary.csv`; `COTUNE_BENCH_WGMMA_M` (default
+/// 4,8,16) and `COTUNE_BENCH_N` choose the points, `COTUNE_BENCH_QUICK=1` one point.
+#[test]
+#[ignore = "device benchmark: run by scripts/device-check.sh"]
+fn bench_wgmma_vs_cublas_bert() {
+    let Setup {
+        dev,
+        quick,
+        out,
+        ns,
+        shapes,
+    } = setup("bench_wgmma_vs_cublas_bert", (3072, 768));
+    let ms = if quick {
+        vec![8]
+    } else {
+        env_list("COTUNE_BENCH_WGMMA_M", &[4, 8, 16])
+    };
+    let v = 128;
+    let mut hopper = wgmma_configs(v);
+    let mut ampere: Vec<VnmConfig> = vnm_configs(v)
+        .into_iter()
+        .filter(|c| c.stages == 3)
+        .collect();
+    if quick {
+        hopper.retain(|c| c.stages == 4);
+        ampere.retain(|c| c.bn == 128);
+    }
+    let t0 = Instant::now();
+    prepare_all(&dev, &ampere).unwrap();
+    std::thread::scope(|s| {
+        let threads = std::thread::available_parallelism()
+            .map_or(4, |n| n.get())
+            .min(16);
+        for part in hopper.chunks(hopper.len().div_ceil(threads).max(1)) {
+            let dev = &dev;
+            s.spawn(move || {
+                part.iter()
+                    .filter(|c| c.split_k == 1)
+                    .for_each(|c| dev.prepare_wgmma(c).unwrap())
+            });
+        }
+    });
+    eprintln!(
+        "compiled {} + {} configurations in {:.1} s",
+        hopper.len(),
+        ampere.len(),
+        t0.elapsed().as_secs_f64()
+    );
+
+    // Copy bandwidth: 256 MB device to device, read once and written once.
+    let big = 64 << 20;
+    let src = dev.zeros_f16(1, 2 * big).unwrap();
+    let mut dst = dev.zeros_f16(1, 2 * big).unwrap();
+    let copy = dev
+        .time(2, REPS, 2, |_| dev.copy_f16(&src, &mut dst))
+        .unwrap();
+    let bandwidth = 2.0 * (4 * big) as f64 / (copy.median_us * 1e-6);
+    eprintln!("device-to-device copy: {:.2} TB/s", bandwidth * 1e-12);
+    drop((src, dst));
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut cublas = std::collections::BTreeMap::new();
+    let mut summary = String::from(
+        "rows,cols,n,m,cublas_us,wgmma_us,wgmma_speedup,mma_sp_us,mma_sp_speedup,ideal,memory_cap,wgmma_fraction,wgmma_config,mma_sp_config\n",
+    );
+    let mut table = Vec::new();
+    for &(r, k) in &shapes {
+        for &n in &ns {
+            let a_dense = dev.upload_f16(&exact_values(r * k, 1), r, k).unwrap();
+            let bs: Vec<DeviceMatrixF16> = (0..SETS)
+                .map(|s| {
+                    dev.upload_f16(&exact_values(k * n, 10 + s as u64), k, n)
+                        .unwrap()
+                })
+                .collect();
+            let mut cs: Vec<DeviceMatrixF16> =
+                (0..SETS).map(|_| dev.zeros_f16(r, n).unwrap()).collect();
+            let t = dev
+                .time(WARMUP, REPS, BATCH, |i| {
+                    let s = i % SETS;
+                    dev.launch_gemm_f16(&a_dense, &bs[s], &mut cs[s])
+                })
+                .unwrap();
+            let base = t.median_us;
+            cublas.insert((r, k, n), base);
+            rows.push(Row {
+                kind: "cublas",
+                rows: r,
+                cols: k,
+                n,
+                v: 0,
+                m: 0,
+                config: "default".into(),
+                t,
+                rel_err: None,
+            });
+            for &m in &ms {
+                let a = random_vnm(r, k, v, m, (r * 7 + k * 3 + m) as u64).unwrap();
+                let a_as_dense = dev.upload_f16(&a.to_dense(), r, k).unwrap();
+                let mut c_ref = dev.zeros_f16(r, n).unwrap();
+                dev.launch_gemm_f16(&a_as_dense, &bs[0], &mut c_ref)
+                    .unwrap();
+                let want = dev.download_f16(&c_ref).unwrap();
+                // Each kernel's fastest configuration that computes the right product.
+                let best_of = |kind: &'static str,
+                               timed: Vec<(f64, String, usize)>,
+                               run: &dyn Fn(usize, &mut DeviceMatrixF16),
+                               c: &mut DeviceMatrixF16|
+                 -> Option<(f64, String)> {
+                    let mut sorted = timed;
+                    sorted.sort_by(|x, y| x.0.total_cmp(&y.0));
+                    for (us, name, i) in sorted {
+                        run(i, c);
+                        let err = rel_err(&dev.download_f16(c).unwrap(), &want);
+                        if err < 2e-3 {
+                            return Some((us, name));
+                        }
+                        eprintln!(
+                            "WRONG RESULT {kind} {r}x{k} n={n} M={m} [{name}]: rel err {err:.2e}"
+                        );
+                    }
+                    None
+                };
+                let mut timed_h = vec![];
+                let packed: Vec<(usize, kernels::cuda::DeviceVnm)> = [32, 64, 128]
+                    .into_iter()
+                    .map(|bk| (bk, dev.upload_vnm(&a, bk).unwrap()))
+                    .collect();
+                let packed_for = |bk: usize| &packed.iter().find(|p| p.0 == bk).unwrap().1;
+                for (i, cfg) in hopper.iter().enumerate() {
+                    let da = packed_for(cfg.bk);
+                    let t = dev
+                        .time(WARMUP, REPS, BATCH, |j| {
+                            let s = j % SETS;
+                            dev.launch_wgmma(da, &bs[s], &mut cs[s], cfg)
+                        })
+                        .unwrap();
+                    timed_h.push((t.median_us, cfg.to_string(), i));
+                    rows.push(Row {
+                        kind: "wgmma",
+                        rows: r,
+                        cols: k,
+                        n,
+                        v,
+                        m,
+                        config: cfg.to_string(),
+                        t,
+                        rel_err: None,
+                    });
+                }
+                let run_h = |i: usize, c: &mut DeviceMatrixF16| {
+                    let cfg: &WgmmaConfig = &hopper[i];
+                    dev.launch_wgmma(packed_for(cfg.bk), &bs[0], c, cfg)
+                        .unwrap();
+                };
+                let best_h = best_of("wgmma", timed_h, &run_h, &mut cs[0]);
+                let mut timed_a = vec![];
+                for (i, cfg) in ampere.iter().enumerate() {
+                    let da = packed_for(cfg.bk);
+                    let t = dev
+                        .time(WARMUP, REPS, BATCH, |j| {
+                            let s = j % SETS;
+                            dev.launch_vnm(da, &bs[s], &mut cs[s], cfg)
+                        })
+                        .unwrap();
+                    timed_a.push((t.median_us, cfg.to_string(), i));
+                    rows.push(Row {
+                        kind: "mma_sp",
+                        rows: r,
+                        cols: k,
+                        n,
+                        v,
+                        m,
+                        config: cfg.to_string(),
+                        t,
+                        rel_err: None,
+                    });
+                }
+                let run_a = |i: usize, c: &mut DeviceMatrixF16| {
+                    let cfg = &ampere[i];
+                    dev.launch_vnm(packed_for(cfg.bk), &bs[0], c, cfg).unwrap();
+                };
+                let best_a = best_of("mma_sp", timed_a, &run_a, &mut cs[0]);
+                // The bytes a perfect sparse kernel moves: kept values and metadata, B, C.
+                let bytes = (r * k / m * 2 * 2 + r * k / m * 2 / 4 + k * n * 2 + r * n * 2) as f64;
+                let cap = base / (bytes / bandwidth * 1e6);
+                let ideal = m as f64 / 2.0;
+                let (hu, hc) = best_h.clone().unwrap_or((f64::NAN, "none correct".into()));
+                let (au, ac) = best_a.unwrap_or((f64::NAN, "none correct".into()));
+                let fraction = base / hu / ideal.min(cap);
+                let _ = writeln!(
+                    summary,
+                    "{r},{k},{n},{m},{base:.3},{hu:.3},{:.3},{au:.3},{:.3},{ideal},{cap:.2},{fraction:.3},\"{hc}\",\"{ac}\"",
+                    base / hu,
+                    base / au
+                );
+                table.push((r, k, n, m, base, hu, au, ideal, cap, hc));
+            }
+            eprintln!("done {r}x{k} n={n} at {:.1} s", t0.elapsed().as_secs_f64());
+            std::fs::write(
+                out.join("wgmma.csv"),
+                csv(&rows, |r, k, n| cublas[&(r, k, n)]),
+            )
+            .unwrap();
+            std::fs::write(out.join("wgmma_summary.csv"), &summary).unwrap();
+        }
+    }
+    println!(
+        "\nV:N:M V=128 on wgmma.sp (Hopper) and mma.sp (sm_80 kernel) vs cuBLAS fp16 on {}:",
+        dev.info().fingerprint()
+    );
+    println!(
+        "{:>11} {:>6} {:>3} {:>9} {:>9} {:>7} {:>9} {:>7} {:>5} {:>5} {:>5}  wgmma config",
+        "shape",
+        "N",
+        "M",
+        "cublas_us",
+        "wgmma_us",
+        "speedup",
+        "mma_sp_us",
+        "speedup",
+        "ideal",
+        "cap",
+        "frac"
+    );
+    for (r, k, n, m, base, hu, au, ideal, cap, hc) in &table {
+        println!(
+            "{:>11} {n:>6} {m:>3} {base:>9.1} {hu:>9.1} {:>7.2} {au:>9.1} {:>7.2} {ideal:>5.1} {cap:>5.1} {:>5.2}  {hc}",
+            format!("{r}x{k}"),
+            base / hu,
+            base / au,
+            base / hu / ideal.min(*cap)
+        );
+    }
+    for &n in &ns {
+        for &m in &ms {
+            // Per point: the speedups of both kernels and the Hopper kernel's fraction.
+            let pts: Vec<[f64; 3]> = table
+                .iter()
+                .filter(|t| t.2 == n && t.3 == m)
+                .map(|t| [t.4 / t.5, t.4 / t.6, t.4 / t.5 / t.7.min(t.8)])
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            let mean = |i: usize| pts.iter().map(|p| p[i]).sum::<f64>() / pts.len() as f64;
+            println!(
+                "mean N={n:>5} 2:{m:<3} wgmma {:.2}x  mma.sp {:.2}x  ideal {:.1}x  wgmma fraction of min(ideal, cap) {:.2}",
+                mean(0),
+                mean(1),
+                m as f64 / 2.0,
+                mean(2)
+            );
+        }
+    }
+    assert!(
+        table.iter().any(|t| t.5.is_finite()),
+        "no Hopper configuration gave a correct result"
+    );
+}
