@@ -149,6 +149,15 @@ sparse = kt[kt.status == "ok"]
 if "baseline" in sparse:
     sparse = sparse[~sparse.baseline.fillna(False).astype(bool)]
     sparse = sparse.dropna(subset=["latency_us_median"])
+if "point_error" in sparse:
+    # The Hopper kernel's points on this device: how many ran, how many the tuner's check of
+    # the winner's product rejected ("wrong result: ..."), and the first such error.
+    hopper = sparse[sparse.kernel == "cuda-vnm-wgmma"]
+    wrong = hopper[hopper.point_error.fillna("").str.startswith("wrong result")]
+    print(f"cuda-vnm-wgmma points: {len(hopper)} measured, {len(wrong)} rejected as wrong")
+    if len(wrong):
+        print("  first:", wrong.point_error.iloc[0])
+    sparse = sparse[sparse.point_error.fillna("") == ""]
 if len(sparse) and "kernel" in sparse:
     best = sparse.loc[sparse.groupby("key").latency_us_median.idxmin()]
     print(best[["format.pattern", "format.rows", "format.cols", "kernel", "params",

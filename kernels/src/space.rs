@@ -135,6 +135,12 @@ pub enum Constraint {
         /// Most pieces allowed.
         max_parts: i64,
     },
+    /// The point is a configuration the named kernel accepts: its own checks, where they do
+    /// not reduce to the forms above (e.g. the shared memory a Hopper pipeline needs).
+    KernelAccepts {
+        /// The kernel, e.g. `cuda-vnm-wgmma`.
+        kernel: &'static str,
+    },
 }
 
 /// A kernel's parameter space: parameters with allowed values, and the constraints a point must
@@ -213,6 +219,7 @@ impl KernelSpace {
                         });
                     }
                 }
+                Constraint::KernelAccepts { kernel } => crate::cuda::kernel_accepts(kernel, p)?,
             }
         }
         Ok(())

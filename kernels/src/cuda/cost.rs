@@ -27,6 +27,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::config::{CsrConfig, VnmConfig};
+use super::wgmma::WgmmaConfig;
+use super::wgmma_cost::wgmma_cycles;
 use crate::{FormatSignature, ParamPoint, PatternKind};
 
 /// Nominal SM clock (Hz) used to turn cycles into seconds.
@@ -37,17 +39,17 @@ const MMA_ISSUE: f64 = 2.24;
 /// Fitted cycles per `ldmatrix` issued by a warp.
 const LDMATRIX_ISSUE: f64 = 3.516;
 /// Fitted cycles per 16-byte `cp.async` (with its address arithmetic) issued by a warp.
-const COPY_ISSUE: f64 = 8.135;
+pub(super) const COPY_ISSUE: f64 = 8.135;
 /// Fitted tensor-core cycles per m16n8k16 `mma.sp` on one sub-partition.
 const TENSOR: f64 = 6.414;
 /// Fitted L2 → shared-memory bytes per cycle per SM.
-const L2_BYTES_PER_CYCLE: f64 = 40.226;
+pub(super) const L2_BYTES_PER_CYCLE: f64 = 40.226;
 /// Fitted cycles of a k-tile's barrier and loop.
-const SYNC: f64 = 198.439;
+pub(super) const SYNC: f64 = 198.439;
 /// Fitted latency cycles per `MMA_K` step of a k-tile (fragment loads before the `mma`s).
 const FRAGMENT_LATENCY: f64 = 142.144;
 /// Fitted latency cycles of a k-tile's copies, spread over the `STAGES − 1` tiles in flight.
-const COPY_LATENCY: f64 = 349.494;
+pub(super) const COPY_LATENCY: f64 = 349.494;
 /// Shared memory the driver reserves per block, in bytes.
 const RESERVED_SHARED: usize = 1024;
 
@@ -163,7 +165,12 @@ pub fn vnm_registers(cfg: &VnmConfig, arch: &str) -> (usize, RegisterSource) {
 }
 
 /// Blocks of `warps` warps using `registers` per thread and `shared` bytes that fit one SM.
-fn blocks_per_sm(gpu: &GpuModel, warps: usize, registers: usize, shared: usize) -> usize {
+pub(super) fn blocks_per_sm(
+    gpu: &GpuModel,
+    warps: usize,
+    registers: usize,
+    shared: usize,
+) -> usize {
     // Registers are allocated per warp in units of 256.
     let per_warp = (registers * 32).div_ceil(256) * 256;
     let by_registers = gpu.registers_per_sm / (warps * per_warp).max(1);
@@ -236,8 +243,9 @@ pub fn csr_cycles(cfg: &CsrConfig, rows: usize, nnz: usize, n: usize, gpu: &GpuM
         / gpu.multiprocessors as f64
 }
 
-/// Predicted seconds of the CUDA kernel at point `p` of [`super::cuda_space`]`(sig, n)` on
-/// `gpu`, with where the registers came from (`None` for kernels that need none);
+/// Predicted seconds of the CUDA kernel at point `p` of one of [`super::cuda_spaces`]`(sig, n,
+/// ..)` on `gpu` (the Hopper kernel's by [`wgmma_cycles`], a prior not yet fitted), with where
+/// the registers came from (`None` for kernels whose model needs no register table);
 /// `f64::INFINITY` for a point that is not a valid configuration.
 pub fn cuda_predicted_cost(
     sig: &FormatSignature,
@@ -247,6 +255,15 @@ pub fn cuda_predicted_cost(
 ) -> (f64, Option<RegisterSource>) {
     let seconds = |cycles: f64| cycles / CLOCK_HZ;
     match sig.kind {
+        PatternKind::Vnm | PatternKind::Nm if super::is_wgmma_point(p) => {
+            match WgmmaConfig::from_point(p) {
+                Ok(cfg) => {
+                    let cycles = wgmma_cycles(&cfg, (sig.rows, sig.cols, sig.m), n, gpu);
+                    (seconds(cycles), None)
+                }
+                Err(_) => (f64::INFINITY, None),
+            }
+        }
         PatternKind::Vnm | PatternKind::Nm => match VnmConfig::from_point(p) {
             Ok(cfg) => {
                 let (registers, source) = vnm_registers(&cfg, &gpu.arch);

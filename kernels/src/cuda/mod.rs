@@ -3,9 +3,10 @@
 //! cudarc, with cuBLAS as the dense baseline.
 //!
 //! Kernels: V:N:M on sparse tensor cores (`mma.sp`, Spatha structure; 2:4 is its M = 4 case),
-//! CSR row split (fp32), and cuBLAS fp16 GEMM. Configurations and their spaces
-//! ([`VnmConfig`], [`CsrConfig`], [`cuda_space`]) and the host-side packing are plain Rust and
-//! always built. Callers reach a device through one trait, [`Gpu`]. Without feature `cuda`,
+//! on Hopper also V:N:M on sparse `wgmma` (V = 64 / 128 and 2:4, sm_90a), CSR row split
+//! (fp32), and cuBLAS fp16 GEMM. Configurations and their spaces ([`VnmConfig`],
+//! [`WgmmaConfig`], [`CsrConfig`], [`cuda_spaces`]) and the host-side packing are plain Rust
+//! and always built. Callers reach a device through one trait, [`Gpu`]. Without feature `cuda`,
 //! [`CudaDevice::new`] returns [`CudaError::NotCompiled`] (a stub of a few lines); with it and
 //! no driver, [`CudaError::NoDriver`] (the driver library is probed before any call).
 
@@ -21,6 +22,8 @@ mod random;
 mod source;
 mod space;
 mod wgmma;
+mod wgmma_cost;
+mod wgmma_space;
 
 #[cfg(feature = "cuda")]
 mod blas;
@@ -58,6 +61,11 @@ pub use wgmma::{
     wgmma_configs, WgmmaConfig, WgmmaLaunch, SM90_MAX_SHARED_BYTES, WGMMA_BK, WGMMA_BLOCK_ROWS,
     WGMMA_BM, WGMMA_BN, WGMMA_KEEP, WGMMA_REDUCE_PER_THREAD, WGMMA_REDUCE_THREADS, WGMMA_SPLIT_K,
     WGMMA_STAGES,
+};
+pub use wgmma_cost::wgmma_cycles;
+pub(crate) use wgmma_space::kernel_accepts;
+pub use wgmma_space::{
+    cuda_spaces, is_wgmma_point, wgmma_block_rows, wgmma_space, WGMMA_ARCH, WGMMA_KERNEL,
 };
 
 #[cfg(feature = "cuda")]

@@ -1,12 +1,15 @@
 //! What kernel-tune and evaluate call: run or time any [`SparseMatrix`] with the CUDA kernel
 //! and configuration a [`ParamPoint`] of its [`super::cuda_space`] names. V:N:M runs on the
-//! `mma.sp` kernel, N:M 2:4 (and 1:4) on the same kernel as V:N:M with M = 4, CSR on the
-//! row-split kernel, dense on cuBLAS; vector-wise has no CUDA kernel.
+//! `mma.sp` kernel, or on sm_90 the Hopper `wgmma` kernel when the point is one of its space's
+//! ([`super::is_wgmma_point`]), N:M 2:4 (and 1:4) on the same kernels as V:N:M with M = 4, CSR
+//! on the row-split kernel, dense on cuBLAS; vector-wise has no CUDA kernel.
 
 use super::device::CudaDevice;
 use super::pack::vnm_from_nm;
 use super::random::exact_values;
-use super::{CsrConfig, CudaError, DeviceInfo, Gpu, Timing, VnmConfig};
+use super::{
+    is_wgmma_point, CsrConfig, CudaError, DeviceInfo, Gpu, Timing, VnmConfig, WgmmaConfig,
+};
 use crate::{KernelError, ParamPoint, SparseMatrix, VnmMatrix};
 
 /// Warm-up launches before a measurement.
@@ -21,13 +24,14 @@ fn unsupported(a: &SparseMatrix) -> KernelError {
     ))
 }
 
-/// The V:N:M form the `mma.sp` kernel runs for `a` under `cfg` (2:4 converted).
-fn as_vnm(a: &SparseMatrix, cfg: &VnmConfig) -> Result<Option<VnmMatrix>, KernelError> {
-    Ok(match a {
-        SparseMatrix::Vnm(v) => Some(v.clone()),
-        SparseMatrix::Nm(nm) => Some(vnm_from_nm(nm, cfg.bm)?),
-        _ => None,
-    })
+/// The V:N:M form a tensor-core kernel with blocks of `bm` rows runs for `a` (2:4 converted
+/// at V = `bm`).
+fn as_vnm(a: &SparseMatrix, bm: usize) -> Result<VnmMatrix, KernelError> {
+    match a {
+        SparseMatrix::Vnm(v) => Ok(v.clone()),
+        SparseMatrix::Nm(nm) => Ok(vnm_from_nm(nm, bm)?),
+        _ => Err(unsupported(a)),
+    }
 }
 
 impl Gpu for CudaDevice {
@@ -43,10 +47,13 @@ impl Gpu for CudaDevice {
         point: &ParamPoint,
     ) -> Result<Vec<f32>, KernelError> {
         match a {
+            SparseMatrix::Vnm(_) | SparseMatrix::Nm(_) if is_wgmma_point(point) => {
+                let cfg = WgmmaConfig::from_point(point)?;
+                Ok(self.spmm_wgmma(&as_vnm(a, cfg.bm)?, b, n, &cfg)?)
+            }
             SparseMatrix::Vnm(_) | SparseMatrix::Nm(_) => {
                 let cfg = VnmConfig::from_point(point)?;
-                let v = as_vnm(a, &cfg)?.ok_or_else(|| unsupported(a))?;
-                Ok(self.spmm_vnm(&v, b, n, &cfg)?)
+                Ok(self.spmm_vnm(&as_vnm(a, cfg.bm)?, b, n, &cfg)?)
             }
             SparseMatrix::Csr(c) => Ok(self.spmm_csr(c, b, n, &CsrConfig::from_point(point)?)?),
             SparseMatrix::Dense(d) => Ok(self.gemm_f16(d.values(), d.rows(), d.cols(), b, n)?),
@@ -64,10 +71,18 @@ impl Gpu for CudaDevice {
     ) -> Result<Timing, KernelError> {
         let (rows, cols) = (a.rows(), a.cols());
         match a {
+            SparseMatrix::Vnm(_) | SparseMatrix::Nm(_) if is_wgmma_point(point) => {
+                let cfg = WgmmaConfig::from_point(point)?;
+                let da = self.upload_vnm(&as_vnm(a, cfg.bm)?, cfg.bk)?;
+                let db = self.upload_f16(&exact_values(cols * n, 1), cols, n)?;
+                let mut dc = self.zeros_f16(rows, n)?;
+                Ok(self.time(WARMUP, reps, BATCH, |_| {
+                    self.launch_wgmma(&da, &db, &mut dc, &cfg)
+                })?)
+            }
             SparseMatrix::Vnm(_) | SparseMatrix::Nm(_) => {
                 let cfg = VnmConfig::from_point(point)?;
-                let v = as_vnm(a, &cfg)?.ok_or_else(|| unsupported(a))?;
-                let da = self.upload_vnm(&v, cfg.bk)?;
+                let da = self.upload_vnm(&as_vnm(a, cfg.bm)?, cfg.bk)?;
                 let db = self.upload_f16(&exact_values(cols * n, 1), cols, n)?;
                 let mut dc = self.zeros_f16(rows, n)?;
                 Ok(self.time(WARMUP, reps, BATCH, |_| {

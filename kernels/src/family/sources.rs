@@ -40,6 +40,8 @@ const CUDA: &[&str] = &[
     "src/cuda/source.rs",
     "src/cuda/space.rs",
     "src/cuda/tune.rs",
+    "src/cuda/wgmma_cost.rs",
+    "src/cuda/wgmma_space.rs",
 ];
 
 /// Each family's tag and its files (groups concatenated in order).
@@ -107,8 +109,11 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
             CUDA,
             &[
                 "cuda/spmm_vnm_f16.cu",
+                "cuda/spmm_vnm_wgmma_f16.cu",
                 "cuda/ptxas_resources.csv",
+                "src/cuda/device_wgmma.rs",
                 "src/cuda/pack.rs",
+                "src/cuda/wgmma.rs",
                 "src/format/nm.rs",
                 "src/format/vnm.rs",
             ],
@@ -142,11 +147,6 @@ pub const NOT_MEASURED: &[&str] = &[
     "src/cuda/ptxas.rs",
     "src/cuda/random.rs",
     "src/cuda/stub.rs",
-    // The Hopper kernel: measured by its device benchmark, not yet by any tuning (issue 19);
-    // it joins the cuda-vnm family when the engine's space offers it.
-    "cuda/spmm_vnm_wgmma_f16.cu",
-    "src/cuda/device_wgmma.rs",
-    "src/cuda/wgmma.rs",
 ];
 
 /// Folders whose files are never measured code (binaries, the emulator, recorded results).

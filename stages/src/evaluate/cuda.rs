@@ -21,7 +21,7 @@ use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, REPS};
 use crate::kernel_tune::summarise;
 use crate::StageError;
 use datasets::Dataset;
-use kernels::cuda::{cuda_space, Gpu, GpuModel};
+use kernels::cuda::{cuda_space, cuda_spaces, Gpu, GpuModel};
 use kernels::{ParamPoint, SparseMatrix};
 
 /// Largest |output − reference| allowed, relative to the reference's largest |logit|.
@@ -32,8 +32,9 @@ pub const LATENCY_SCOPE: &str = "sum of the layers' device-timed products; host 
 bias and ReLU excluded";
 
 /// The point a layer runs at batch size `n`: the tuning nearest in batch tokens when it is
-/// within 4× of `n` and a point of the layer's CUDA space, else the cost model's best point on
-/// `gpu`, flagged `true`.
+/// within 4× of `n` and a point of one of the layer's CUDA spaces on `gpu`, else the cost
+/// model's best point of the first space (the `mma.sp` kernel for the tensor-core formats, whose
+/// model is fitted), flagged `true`.
 fn params_for(
     layer: &LayerRun,
     runnable: &SparseMatrix,
@@ -41,12 +42,15 @@ fn params_for(
     gpu: &GpuModel,
 ) -> (ParamPoint, bool) {
     let sig = runnable.signature();
-    let space = cuda_space(&sig, n);
     if let Some(t) = guiding_tuning(&layer.tunings, n) {
-        if space.contains(&t.params).is_ok() {
+        if cuda_spaces(&sig, n, &gpu.arch)
+            .iter()
+            .any(|s| s.contains(&t.params).is_ok())
+        {
             return (t.params.clone(), false);
         }
     }
+    let space = cuda_space(&sig, n);
     let (ranked, _) = ranked_space(&space, &sig, n, gpu);
     (
         ranked
@@ -248,6 +252,43 @@ mod tests {
         let e = evaluate_cuda(&data, &layers, &[64, 1000], &StandIn::h200()).unwrap();
         let fallbacks: Vec<usize> = e.latencies.iter().map(|l| l.fallbacks).collect();
         assert_eq!(fallbacks, vec![1, 2]);
+    }
+
+    #[test]
+    fn a_tuned_hopper_point_runs_on_sm90_only() {
+        let (data, mut layers) = model();
+        let two_four = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 4 }, 64, 24).unwrap();
+        layers[0] = LayerRun {
+            name: "fc1".into(),
+            matrix: synthetic(&two_four, 1).unwrap(),
+            bias: vec![0.0; 64],
+            tunings: vec![],
+        };
+        let dense = FormatSignature::for_pattern(&Pattern::Dense, 10, 64).unwrap();
+        layers[1].matrix = synthetic(&dense, 2).unwrap();
+        let hopper = kernels::cuda::wgmma_space(&[64]).points().pop().unwrap();
+        layers[0].tunings.push(LayerTuning {
+            batch_tokens: 40,
+            params: hopper.clone(),
+            dense_params: ParamPoint::default(),
+        });
+        let h200 = GpuModel::h200();
+        assert_eq!(
+            params_for(&layers[0], &layers[0].matrix, 40, &h200),
+            (hopper, false)
+        );
+        let e = evaluate_cuda(&data, &layers, &[40], &StandIn::h200()).unwrap();
+        assert_eq!(e.latencies[0].fallbacks, 1, "only the untuned dense layer");
+        // An A100 has no Hopper kernel: the layer runs the mma.sp model's point.
+        let (p, fell_back) = params_for(
+            &layers[0],
+            &layers[0].matrix,
+            40,
+            &GpuModel::for_arch("sm_80"),
+        );
+        assert!(fell_back && !kernels::cuda::is_wgmma_point(&p));
+        let e = evaluate_cuda(&data, &layers, &[40], &StandIn::a100()).unwrap();
+        assert_eq!(e.latencies[0].fallbacks, 2);
     }
 
     #[test]

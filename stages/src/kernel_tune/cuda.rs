@@ -1,12 +1,20 @@
-//! Kernel tuning on the CUDA backend ([`kernels::cuda`]): the same strategies over each CUDA
-//! kernel's [`kernels::cuda::cuda_space`], measured with device events on synthetic weights of
-//! the exact structure, against cuBLAS fp16 as the dense baseline.
+//! Kernel tuning on the CUDA backend ([`kernels::cuda`]): the same strategies over the CUDA
+//! kernels' spaces ([`kernels::cuda::cuda_spaces`]: one per kernel that runs the format on
+//! this device), measured with device events on synthetic weights of the exact structure,
+//! against cuBLAS fp16 as the dense baseline.
 //!
 //! What differs from the CPU tuning:
 //! - The cost model is [`kernels::cuda::cuda_predicted_cost`] (occupancy from the shipped
 //!   `ptxas` register table, throughput and latency per k-tile; fitted to the H200's
 //!   measurements), on this device's SM count and shared memory and registers per SM. The
 //!   `ranking` column says where the registers came from.
+//! - On sm_90, V:N:M with V = 64 / 128 and 2:4 have two kernels: the `mma.sp` kernel and the
+//!   Hopper `wgmma` kernel (`cuda-vnm-wgmma`, ranked by an unfitted prior). Each space is ranked
+//!   by its own model and the tuner takes the rankings in turn ([`ranked_spaces`]), so a budget
+//!   measures the top of both and the fastest measured point of either wins.
+//! - The fastest point's product is checked against the CPU reference before it wins
+//!   (`check_fastest`); one that disagrees becomes a failed point saying so, and the next
+//!   fastest is checked.
 //! - A point that fails to compile or launch is kept as a failed point with its error, and the
 //!   tuning goes on; the tuning fails only when no point could be measured or the dense
 //!   baseline failed (both usually mean the machine, not the point, is at fault, so nothing is
@@ -20,9 +28,11 @@
 //! its kernel cache is per device.
 
 use super::{argmin, search, summarise, Measured, TuneSpec, Tuned};
+use crate::evaluate::cuda::CUDA_TOLERANCE;
 use crate::StageError;
 use kernels::cuda::{
-    cuda_predicted_cost, cuda_space, CudaDevice, CudaError, Gpu, GpuModel, PtxCache, RegisterSource,
+    cuda_predicted_cost, cuda_space, cuda_spaces, CudaDevice, CudaError, Gpu, GpuModel, PtxCache,
+    RegisterSource, WGMMA_KERNEL,
 };
 use kernels::{
     FormatSignature, KernelFamily, KernelSpace, Mask, ParamPoint, Pattern, PatternKind,
@@ -161,6 +171,114 @@ pub fn ranked_space(
     (ranked, how)
 }
 
+/// One point of a device's CUDA spaces in the order the tuner takes them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ranked {
+    /// The space (kernel) the point belongs to.
+    pub kernel: &'static str,
+    /// The point.
+    pub point: ParamPoint,
+    /// Its cost model's prediction, seconds.
+    pub predicted_s: f64,
+}
+
+/// Every point of `spaces` (a device's spaces for one signature, [`cuda_spaces`]), each space
+/// ranked by its own cost model and the rankings taken in turn: the first point of each space,
+/// then the second of each, and so on. The kernels' models are not on one scale (the Hopper
+/// kernel's is an unfitted prior), so a budget measures the top of every kernel's ranking and
+/// the measurements pick the kernel. Also what the `ranking` column says.
+pub fn ranked_spaces(
+    spaces: &[KernelSpace],
+    sig: &FormatSignature,
+    n: usize,
+    gpu: &GpuModel,
+) -> (Vec<Ranked>, String) {
+    let mut how = String::new();
+    let mut queues: Vec<std::vec::IntoIter<Ranked>> = vec![];
+    for space in spaces {
+        let (ranked, h) = ranked_space(space, sig, n, gpu);
+        if how.is_empty() {
+            how = h;
+        }
+        if space.kernel == WGMMA_KERNEL {
+            how.push_str(&format!(
+                "; {WGMMA_KERNEL} by its unfitted prior, taken in turn with the other kernel's"
+            ));
+        }
+        let kernel = space.kernel;
+        queues.push(
+            ranked
+                .into_iter()
+                .map(|(point, predicted_s)| Ranked {
+                    kernel,
+                    point,
+                    predicted_s,
+                })
+                .collect::<Vec<_>>()
+                .into_iter(),
+        );
+    }
+    let mut out = vec![];
+    loop {
+        let before = out.len();
+        out.extend(queues.iter_mut().filter_map(Iterator::next));
+        if out.len() == before {
+            return (out, how);
+        }
+    }
+}
+
+/// Columns of B a tuning's winner is checked on against the CPU reference.
+pub const CHECK_COLUMNS: usize = 256;
+
+/// Checks the fastest measured point's product against the CPU reference (on at most
+/// [`CHECK_COLUMNS`] columns); a point whose result is off by more than
+/// [`CUDA_TOLERANCE`] of the reference's largest value, or whose check fails, gets that as
+/// its error (with the time it ran in; its timings become NaN, as every failed point's) and
+/// the next fastest is checked. Returns the first point that agrees, if any.
+/// This is what keeps a kernel the device runs wrongly (a layout the ISA text left open, a
+/// driver's miscompile) from winning a tuning: the tuning falls back to the kernels that agree.
+fn check_fastest(
+    a: &SparseMatrix,
+    n: usize,
+    dev: &impl Gpu,
+    points: &mut [Measured],
+) -> Result<Option<usize>, StageError> {
+    let columns = n.clamp(1, CHECK_COLUMNS);
+    let b = kernels::random_values(a.cols() * columns, 0xc4ec);
+    let mut reference = vec![0f32; a.rows() * columns];
+    kernels::spmm_reference(a, &b, columns, &mut reference)?;
+    let scale = reference
+        .iter()
+        .fold(0f32, |m, x| m.max(x.abs()))
+        .max(f32::MIN_POSITIVE) as f64;
+    while let Some(best) = argmin(points) {
+        let verdict = match dev.spmm(a, &b, columns, &points[best].params) {
+            Ok(c) => {
+                let off = c
+                    .iter()
+                    .zip(&reference)
+                    .fold(0f64, |m, (x, r)| m.max((x - r).abs() as f64))
+                    / scale;
+                if off <= CUDA_TOLERANCE && c.len() == reference.len() {
+                    return Ok(Some(best));
+                }
+                format!(
+                    "wrong result: off the CPU reference by {off:.2e} of its largest value \
+                     (at most {CUDA_TOLERANCE:e}) on {columns} columns; not used (it ran in \
+                     {:.2} us)",
+                    points[best].timing.median_us
+                )
+            }
+            Err(e) => format!("the check of its result failed: {}", message(&e)),
+        };
+        // A failed point's timings are NaN (rows.rs): nothing downstream takes it as fastest.
+        points[best].error = Some(verdict);
+        points[best].timing = summarise(vec![]);
+    }
+    Ok(None)
+}
+
 /// A kernels error as a message: `CudaDevice`'s errors arrive as `KernelError::Backend`, whose
 /// message is shown without the generic "kernel backend error" prefix.
 pub fn message(e: &kernels::KernelError) -> String {
@@ -176,34 +294,41 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &impl Gpu) -> Result<Tuned, StageError> {
     let (sig, n) = (&spec.sig, spec.n);
     let (a, fallback) = cuda_runnable(&kernels::synthetic(sig, 0x5eed)?)?;
     let runnable_sig = a.signature();
-    let space = cuda_space(&runnable_sig, n);
     let gpu = GpuModel::for_device(dev.info());
-    let (ranked, ranking) = ranked_space(&space, &runnable_sig, n, &gpu);
+    let spaces = cuda_spaces(&runnable_sig, n, &gpu.arch);
+    let (ranked, ranking) = ranked_spaces(&spaces, &runnable_sig, n, &gpu);
     let space_size = ranked.len();
     if space_size == 0 {
         return Err(StageError::InvalidConfig(format!(
             "empty CUDA kernel space for {sig:?} at n = {n}"
         )));
     }
+    // The search sees the points in the order taken (their position as the "prediction"), so
+    // every strategy follows the merged ranking.
+    let order: Vec<(ParamPoint, f64)> = ranked
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.point.clone(), i as f64))
+        .collect();
     // Device-timed samples do not drift with the host's phases: each point is measured on its
     // own, and a failed point scores infinity (the `guided` search does not expand it).
     let mut points = vec![];
-    search(&ranked, &spec.strategy, |batch| {
+    search(&order, &spec.strategy, |batch| {
         Ok::<_, StageError>(
             batch
                 .points
                 .iter()
                 .map(|&i| {
-                    let (p, predicted_s) = &ranked[i];
-                    let (timing, error) = match dev.measure(&a, n, p, REPS) {
+                    let r = &ranked[i];
+                    let (timing, error) = match dev.measure(&a, n, &r.point, REPS) {
                         Ok(t) => (summarise(t.samples_us), None),
                         Err(e) => (summarise(vec![]), Some(message(&e))),
                     };
                     let score = timing.median_us;
                     points.push(Measured {
-                        kernel: space.kernel.to_owned(),
-                        params: p.clone(),
-                        predicted_s: *predicted_s,
+                        kernel: r.kernel.to_owned(),
+                        params: r.point.clone(),
+                        predicted_s: r.predicted_s,
                         analytical_s: f64::NAN,
                         predicted_rank: i,
                         timing,
@@ -214,6 +339,7 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &impl Gpu) -> Result<Tuned, StageError> {
                 .collect(),
         )
     })?;
+    let checked = check_fastest(&a, n, dev, &mut points)?;
     let measured: Vec<&Measured> = points.iter().filter(|m| m.error.is_none()).collect();
     let spearman = kernels::spearman(
         &measured.iter().map(|m| m.predicted_s).collect::<Vec<_>>(),
@@ -222,14 +348,15 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &impl Gpu) -> Result<Tuned, StageError> {
             .map(|m| m.timing.median_us)
             .collect::<Vec<_>>(),
     );
-    let Some(best) = argmin(&points) else {
+    let Some(best) = checked else {
         let first = points
             .iter()
             .find_map(|m| m.error.clone())
             .unwrap_or_else(|| "no point was measured".into());
+        let kernels: Vec<&str> = spaces.iter().map(|s| s.kernel).collect();
         return Err(StageError::Cuda(format!(
             "every measured {} point failed; the first: {first}",
-            space.kernel
+            kernels.join(" / ")
         )));
     };
     let dense = dev
@@ -362,7 +489,7 @@ mod tests {
 
     #[test]
     fn the_model_strategy_measures_the_best_ranked_points() {
-        let dev = StandIn::h200();
+        let dev = StandIn::a100();
         let vnm = sig(Pattern::Vnm { v: 64, m: 8 }, 128, 200);
         let t = tune_cuda(&spec(vnm, 96, Strategy::Model { budget: 6 }), &dev).unwrap();
         assert_eq!(t.space_size, cuda_space(&vnm, 96).points().len());
@@ -382,11 +509,90 @@ mod tests {
         assert!(t.spearman.is_finite());
         assert_eq!(
             t.ranking.as_deref(),
-            Some("CUDA cost model on sm_90 (132 SMs), ptxas register table")
+            Some("CUDA cost model on sm_80 (108 SMs), ptxas register table")
         );
         assert_eq!(t.dense_points.len(), 1);
         assert_eq!(t.dense_best().kernel, DENSE_KERNEL);
         assert!(t.fallback.is_none());
+    }
+
+    #[test]
+    fn on_sm90_the_tuner_takes_both_kernels_rankings_in_turn() {
+        let dev = StandIn::h200();
+        let vnm = sig(Pattern::Vnm { v: 128, m: 8 }, 256, 200);
+        let spaces = cuda_spaces(&vnm, 96, "sm_90");
+        let t = tune_cuda(&spec(vnm, 96, Strategy::Model { budget: 6 }), &dev).unwrap();
+        assert_eq!(
+            t.space_size,
+            spaces.iter().map(|s| s.points().len()).sum::<usize>()
+        );
+        let kernels: Vec<&str> = t.points.iter().map(|m| m.kernel.as_str()).collect();
+        assert_eq!(kernels, ["cuda-vnm", WGMMA_KERNEL].repeat(3));
+        // Each kernel's points in its own model's order, and each a point of its space.
+        for (space, first) in spaces.iter().zip([0, 1]) {
+            let (own, _) = ranked_space(space, &vnm, 96, &GpuModel::h200());
+            let measured: Vec<&ParamPoint> = t
+                .points
+                .iter()
+                .skip(first)
+                .step_by(2)
+                .map(|m| &m.params)
+                .collect();
+            let want: Vec<&ParamPoint> = own.iter().take(3).map(|(p, _)| p).collect();
+            assert_eq!(measured, want, "{}", space.kernel);
+        }
+        let how = t.ranking.as_deref().unwrap();
+        assert!(
+            how.contains("ptxas register table") && how.contains("unfitted prior"),
+            "{how}"
+        );
+        assert!(t.points.iter().all(|m| m.error.is_none()));
+        // The stand-in times the Hopper kernel by its model, which predicts it faster.
+        assert_eq!(t.best().kernel, WGMMA_KERNEL);
+        // 2:4 too, with its block heights dividing the rows.
+        let nm = sig(Pattern::Nm { n: 2, m: 4 }, 192, 64);
+        let t = tune_cuda(&spec(nm, 32, Strategy::Exhaustive), &dev).unwrap();
+        let hopper: Vec<&Measured> = t
+            .points
+            .iter()
+            .filter(|m| m.kernel == WGMMA_KERNEL)
+            .collect();
+        assert!(!hopper.is_empty());
+        assert!(hopper
+            .iter()
+            .all(|m| m.params.get("bm") == Ok(64) && m.error.is_none()));
+    }
+
+    #[test]
+    fn a_kernel_whose_products_are_wrong_does_not_win() {
+        let mut dev = StandIn::h200();
+        dev.error = 1.0;
+        dev.wrong_kernel = Some(WGMMA_KERNEL);
+        let vnm = sig(Pattern::Vnm { v: 64, m: 8 }, 128, 200);
+        let t = tune_cuda(&spec(vnm, 96, Strategy::Model { budget: 6 }), &dev).unwrap();
+        assert_eq!(t.best().kernel, "cuda-vnm");
+        // Every Hopper point was faster, so each was checked, found wrong, and set aside.
+        for m in t.points.iter().filter(|m| m.kernel == WGMMA_KERNEL) {
+            let err = m.error.as_deref().unwrap();
+            assert!(
+                err.starts_with("wrong result: off the CPU reference"),
+                "{err}"
+            );
+            assert!(err.contains(" us)") && m.timing.median_us.is_nan(), "{err}");
+        }
+        assert!(t
+            .points
+            .iter()
+            .filter(|m| m.kernel == "cuda-vnm")
+            .all(|m| m.error.is_none()));
+        // When every kernel is wrong, the tuning fails and says why.
+        dev.wrong_kernel = None;
+        let err = tune_cuda(&spec(vnm, 96, Strategy::Model { budget: 2 }), &dev).unwrap_err();
+        let err = err.to_string();
+        assert!(
+            err.contains("cuda-vnm / cuda-vnm-wgmma") && err.contains("wrong result"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -458,7 +664,7 @@ mod tests {
 
     #[test]
     fn two_four_tunes_its_block_height_and_odd_rows_fall_back_to_csr() {
-        let dev = StandIn::h200();
+        let dev = StandIn::a100();
         let nm = sig(Pattern::Nm { n: 2, m: 4 }, 128, 64);
         let t = tune_cuda(
             &spec(

@@ -3,18 +3,19 @@
 //!
 //! - Products are computed the way the kernels compute them: V:N:M and 2:4 through the same
 //!   packing as the device (`pack_vnm`, 2:4 converted at the point's BM) with operands rounded
-//!   to fp16 and C rounded to fp16; CSR in f32; dense with fp16 operands and result.
+//!   to fp16 and C rounded to fp16 (the `mma.sp` and the Hopper `wgmma` kernel alike); CSR in
+//!   f32; dense with fp16 operands and result.
 //! - Points are checked the way the device checks them (a point of another kernel, or a BM
-//!   that is not the matrix's V, is an error), and a test may make one point, or the dense
-//!   baseline, fail.
+//!   that is not the matrix's V or does not divide it, is an error), and a test may make one
+//!   point, or the dense baseline, fail, or one kernel's products wrong.
 //! - Times are not measurements: each point's samples are the cost model's prediction on an
 //!   H200 times a fixed factor in [1, 1.5) drawn from the point, so rankings are known.
 
 use std::hash::{Hash, Hasher};
 
 use kernels::cuda::{
-    cuda_predicted_cost, emulate_vnm, from_f16_bits, pack_vnm, to_f16_bits, vnm_from_nm, CsrConfig,
-    CudaError, DeviceInfo, Gpu, GpuModel, Timing, VnmConfig,
+    cuda_predicted_cost, emulate_vnm, from_f16_bits, is_wgmma_point, pack_vnm, to_f16_bits,
+    vnm_from_nm, CsrConfig, CudaError, DeviceInfo, Gpu, GpuModel, Timing, VnmConfig, WgmmaConfig,
 };
 use kernels::{spmm_reference, KernelError, ParamPoint, Pattern, SparseMatrix};
 
@@ -25,8 +26,12 @@ pub struct StandIn {
     pub failing: Option<ParamPoint>,
     /// Whether the dense baseline fails.
     pub dense_fails: bool,
-    /// Added to every product's output (a wrong kernel).
+    /// Added to every product's output (a wrong kernel), or only to those of the kernel
+    /// [`StandIn::wrong_kernel`] names.
     pub error: f32,
+    /// The kernel (its space's name, or `cublas-f16`) whose products
+    /// [`StandIn::error`] makes wrong; `None`: every product.
+    pub wrong_kernel: Option<&'static str>,
 }
 
 impl StandIn {
@@ -46,6 +51,29 @@ impl StandIn {
             failing: None,
             dense_fails: false,
             error: 0.0,
+            wrong_kernel: None,
+        }
+    }
+
+    /// A stand-in with an A100's limits (sm_80: no Hopper kernel).
+    pub fn a100() -> Self {
+        let mut dev = Self::h200();
+        dev.info.sm = (8, 0);
+        dev.info.arch = "sm_80";
+        dev.info.multiprocessors = 108;
+        dev.info.shared_per_sm = 164 * 1024;
+        dev.info.max_shared_per_block = 163 * 1024;
+        dev
+    }
+
+    /// The block height and k-tile of the tensor-core point `point`, either kernel's.
+    fn tensor_core_tile(point: &ParamPoint) -> Result<(usize, usize), KernelError> {
+        if is_wgmma_point(point) {
+            let cfg = WgmmaConfig::from_point(point)?;
+            Ok((cfg.bm, cfg.bk))
+        } else {
+            let cfg = VnmConfig::from_point(point)?;
+            Ok((cfg.bm, cfg.bk))
         }
     }
 
@@ -57,13 +85,19 @@ impl StandIn {
         }
         match a {
             SparseMatrix::Vnm(v) => {
-                let cfg = VnmConfig::from_point(point)?;
-                if cfg.bm != v.v() {
-                    return Err(CudaError::Shape(format!("{cfg} on V = {}", v.v())).into());
+                let (bm, _) = Self::tensor_core_tile(point)?;
+                // mma.sp blocks are V rows; wgmma blocks divide V.
+                let fits = if is_wgmma_point(point) {
+                    v.v().is_multiple_of(bm)
+                } else {
+                    bm == v.v()
+                };
+                if !fits {
+                    return Err(CudaError::Shape(format!("BM = {bm} on V = {}", v.v())).into());
                 }
             }
             SparseMatrix::Nm(_) => {
-                VnmConfig::from_point(point)?;
+                Self::tensor_core_tile(point)?;
             }
             SparseMatrix::Csr(_) => {
                 CsrConfig::from_point(point)?;
@@ -107,13 +141,13 @@ impl Gpu for StandIn {
         self.check(a, point)?;
         let mut c = match a {
             SparseMatrix::Vnm(_) | SparseMatrix::Nm(_) => {
-                let cfg = VnmConfig::from_point(point)?;
+                let (bm, bk) = Self::tensor_core_tile(point)?;
                 let v = match a {
-                    SparseMatrix::Nm(nm) => vnm_from_nm(nm, cfg.bm)?,
+                    SparseMatrix::Nm(nm) => vnm_from_nm(nm, bm)?,
                     SparseMatrix::Vnm(v) => v.clone(),
                     _ => unreachable!("matched above"),
                 };
-                fp16(&emulate_vnm(&pack_vnm(&v, cfg.bk)?, b, n))
+                fp16(&emulate_vnm(&pack_vnm(&v, bk)?, b, n))
             }
             SparseMatrix::Dense(d) => {
                 let a16 = kernels::DenseMatrix::new(d.rows(), d.cols(), fp16(d.values()))?;
@@ -127,7 +161,16 @@ impl Gpu for StandIn {
                 c
             }
         };
-        c.iter_mut().for_each(|x| *x += self.error);
+        let kernel = match a {
+            SparseMatrix::Vnm(_) | SparseMatrix::Nm(_) if is_wgmma_point(point) => "cuda-vnm-wgmma",
+            SparseMatrix::Vnm(_) => "cuda-vnm",
+            SparseMatrix::Nm(_) => "cuda-nm24",
+            SparseMatrix::Csr(_) => "cuda-csr",
+            _ => "cublas-f16",
+        };
+        if self.wrong_kernel.is_none_or(|k| k == kernel) {
+            c.iter_mut().for_each(|x| *x += self.error);
+        }
         Ok(c)
     }
 

@@ -24,7 +24,11 @@ type Lines<'a> = BTreeMap<Vec<(&'a String, i64)>, Vec<(i64, usize)>>;
 /// of that parameter), in index order.
 pub fn neighbours(points: &[ParamPoint]) -> Vec<Vec<usize>> {
     let mut out = vec![vec![]; points.len()];
-    let names: Vec<&String> = points.first().map_or(vec![], |p| p.0.keys().collect());
+    // Every parameter of every point: the points may come from several kernels' spaces, whose
+    // parameters differ (a point never neighbours one of another space: their other
+    // parameters differ).
+    let names: std::collections::BTreeSet<&String> =
+        points.iter().flat_map(|p| p.0.keys()).collect();
     for name in names {
         let mut lines = Lines::new();
         for (i, p) in points.iter().enumerate() {

@@ -164,7 +164,8 @@ pub struct Measured {
     pub predicted_rank: usize,
     /// The timing (NaN statistics when the point failed).
     pub timing: Timing,
-    /// Why the point could not be measured (it failed to compile or launch), if it failed.
+    /// Why the point failed, if it did: it could not be measured (it failed to compile or
+    /// launch), or (CUDA) its product disagreed with the CPU reference.
     pub error: Option<String>,
 }
 

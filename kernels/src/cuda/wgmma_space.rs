@@ -1,0 +1,215 @@
+//! The Hopper kernel's parameter space (`cuda-vnm-wgmma`) and which spaces a device offers a
+//! signature ([`cuda_spaces`]): on sm_90 the formats the Hopper kernel serves get its space
+//! beside the `mma.sp` kernel's, and the tuner measures both.
+
+use super::space::cuda_space;
+use super::wgmma::{
+    WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_KEEP, WGMMA_SPLIT_K,
+    WGMMA_STAGES,
+};
+use crate::{
+    Constraint, FormatSignature, KernelError, KernelSpace, ParamDef, ParamPoint, PatternKind,
+};
+
+/// The Hopper kernel's space name (and the `kernel` column of its rows).
+pub const WGMMA_KERNEL: &str = "cuda-vnm-wgmma";
+
+/// The arch whose devices run the Hopper kernel (`wgmma.sp` is sm_90a only).
+pub const WGMMA_ARCH: &str = "sm_90";
+
+/// The thread-block heights (BM) of the Hopper kernel for `sig`, empty where it does not
+/// apply: V:N:M with V ∈ {64, 128} (BM dividing V), or N:M 2:4 / 1:4 with rows a multiple of
+/// BM (2:4 is V:N:M with M = 4 and V = BM).
+pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
+    let whole = match sig.kind {
+        PatternKind::Vnm if WGMMA_BLOCK_ROWS.contains(&sig.v) => sig.v,
+        PatternKind::Nm if sig.m == 4 && sig.n <= 2 => sig.rows,
+        _ => return vec![],
+    };
+    WGMMA_BM
+        .into_iter()
+        .filter(|bm| whole.is_multiple_of(*bm))
+        .collect()
+}
+
+/// The Hopper kernel's space with thread blocks of any of the heights `bms`: `bm`, `bn`, `bk`,
+/// `stages`, `keep`, `split_k`, constrained to what the kernel accepts (`keep` = 1 needs 3+
+/// stages; the pipeline must fit sm_90's shared memory; see [`WgmmaConfig::validate`]).
+pub fn wgmma_space(bms: &[usize]) -> KernelSpace {
+    let def = |name, values: &[usize]| ParamDef {
+        name,
+        values: values.iter().map(|&v| v as i64).collect(),
+    };
+    KernelSpace::new(
+        WGMMA_KERNEL,
+        vec![
+            def("bk", &WGMMA_BK),
+            def("bm", bms),
+            def("bn", &WGMMA_BN),
+            def("keep", &WGMMA_KEEP),
+            def("split_k", &WGMMA_SPLIT_K),
+            def("stages", &WGMMA_STAGES),
+        ],
+        vec![Constraint::KernelAccepts {
+            kernel: WGMMA_KERNEL,
+        }],
+    )
+}
+
+/// Every CUDA space a device of `arch` offers for a matrix of signature `sig` times a B of `n`
+/// columns: the `mma.sp` kernel's (or CSR's, cuBLAS's: [`cuda_space`]) first, then on sm_90
+/// the Hopper kernel's where it serves the format. Points of different spaces have different
+/// parameters, so a point names its kernel ([`is_wgmma_point`]).
+pub fn cuda_spaces(sig: &FormatSignature, n: usize, arch: &str) -> Vec<KernelSpace> {
+    let mut spaces = vec![cuda_space(sig, n)];
+    let bms = wgmma_block_rows(sig);
+    if arch == WGMMA_ARCH && !bms.is_empty() {
+        spaces.push(wgmma_space(&bms));
+    }
+    spaces
+}
+
+/// Whether `p` is a point of the Hopper kernel's space (only it has `split_k`).
+pub fn is_wgmma_point(p: &ParamPoint) -> bool {
+    p.0.contains_key("split_k")
+}
+
+/// Checks a [`Constraint::KernelAccepts`]: `p` is a configuration `kernel` accepts.
+pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelError> {
+    match kernel {
+        WGMMA_KERNEL => WgmmaConfig::from_point(p).map(|_| ()),
+        other => Err(KernelError::Backend(format!(
+            "no configuration check for kernel `{other}`"
+        ))),
+    }
+}
+
+impl WgmmaConfig {
+    /// The names of its parameters in [`wgmma_space`].
+    pub const PARAMS: [&'static str; 6] = ["bm", "bn", "bk", "stages", "keep", "split_k"];
+
+    /// The configuration at `p` (a point of [`wgmma_space`]); checked like
+    /// [`WgmmaConfig::validate`].
+    pub fn from_point(p: &ParamPoint) -> Result<Self, KernelError> {
+        let get = |name: &str| -> Result<usize, KernelError> {
+            let v = p.get(name)?;
+            usize::try_from(v).map_err(|_| KernelError::ParamConstraint {
+                name: name.to_string(),
+                value: v,
+                reason: "must not be negative".into(),
+            })
+        };
+        let c = WgmmaConfig {
+            bm: get("bm")?,
+            bn: get("bn")?,
+            bk: get("bk")?,
+            stages: get("stages")?,
+            keep: get("keep")?,
+            split_k: get("split_k")?,
+        };
+        c.validate().map_err(|e| KernelError::ParamConstraint {
+            name: "stages".into(),
+            value: c.stages as i64,
+            reason: e.to_string(),
+        })?;
+        Ok(c)
+    }
+
+    /// The point of this configuration.
+    pub fn to_point(&self) -> ParamPoint {
+        ParamPoint::from_pairs(
+            Self::PARAMS.into_iter().zip(
+                [
+                    self.bm,
+                    self.bn,
+                    self.bk,
+                    self.stages,
+                    self.keep,
+                    self.split_k,
+                ]
+                .map(|v| v as i64),
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::wgmma_configs;
+    use crate::Pattern;
+
+    fn sig(p: Pattern, rows: usize, cols: usize) -> FormatSignature {
+        FormatSignature::for_pattern(&p, rows, cols).unwrap()
+    }
+
+    #[test]
+    fn the_space_is_every_valid_configuration_and_points_round_trip() {
+        for v in WGMMA_BLOCK_ROWS {
+            let s = sig(Pattern::Vnm { v, m: 8 }, 2 * v, 256);
+            let spaces = cuda_spaces(&s, 512, "sm_90");
+            assert_eq!(spaces.len(), 2);
+            assert_eq!(spaces[0].kernel, "cuda-vnm");
+            let points = spaces[1].points();
+            let mut configs: Vec<WgmmaConfig> = points
+                .iter()
+                .map(|p| WgmmaConfig::from_point(p).unwrap())
+                .collect();
+            configs.sort();
+            let mut want = wgmma_configs(v);
+            want.sort();
+            assert_eq!(configs, want, "V = {v}");
+            assert!(
+                points
+                    .iter()
+                    .all(|p| is_wgmma_point(p)
+                        && WgmmaConfig::from_point(p).unwrap().to_point() == *p)
+            );
+            assert!(spaces[0].points().iter().all(|p| !is_wgmma_point(p)));
+        }
+    }
+
+    #[test]
+    fn the_space_rejects_what_the_kernel_rejects() {
+        let space = wgmma_space(&[64, 128]);
+        let ok = WgmmaConfig {
+            bm: 128,
+            bn: 128,
+            bk: 64,
+            stages: 4,
+            keep: 1,
+            split_k: 2,
+        };
+        assert!(space.contains(&ok.to_point()).is_ok());
+        let two_stages = WgmmaConfig { stages: 2, ..ok };
+        let err = space.contains(&two_stages.to_point()).unwrap_err();
+        assert!(err.to_string().contains("KEEP"), "{err}");
+        let too_big = WgmmaConfig {
+            bn: 256,
+            bk: 128,
+            stages: 6,
+            ..ok
+        };
+        let err = space.contains(&too_big.to_point()).unwrap_err();
+        assert!(err.to_string().contains("shared memory"), "{err}");
+    }
+
+    #[test]
+    fn only_sm90_offers_the_hopper_kernel_and_only_where_it_serves_the_format() {
+        let vnm128 = sig(Pattern::Vnm { v: 128, m: 8 }, 256, 64);
+        assert_eq!(cuda_spaces(&vnm128, 64, "sm_80").len(), 1);
+        assert_eq!(cuda_spaces(&vnm128, 64, "sm_100").len(), 1);
+        assert_eq!(wgmma_block_rows(&vnm128), vec![64, 128]);
+        let vnm32 = sig(Pattern::Vnm { v: 32, m: 8 }, 64, 64);
+        assert_eq!(cuda_spaces(&vnm32, 64, "sm_90").len(), 1);
+        // 2:4: BM divides the rows.
+        let nm = |rows| sig(Pattern::Nm { n: 2, m: 4 }, rows, 64);
+        assert_eq!(wgmma_block_rows(&nm(192)), vec![64]);
+        assert_eq!(wgmma_block_rows(&nm(256)), vec![64, 128]);
+        assert!(wgmma_block_rows(&nm(48)).is_empty());
+        assert!(wgmma_block_rows(&sig(Pattern::Nm { n: 2, m: 8 }, 256, 64)).is_empty());
+        assert!(wgmma_block_rows(&sig(Pattern::Dense, 256, 64)).is_empty());
+        let csr = sig(Pattern::Unstructured { sparsity: 0.5 }, 256, 64);
+        assert_eq!(cuda_spaces(&csr, 64, "sm_90").len(), 1);
+    }
+}
