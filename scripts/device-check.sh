@@ -126,6 +126,9 @@ grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench.log" | tail -20
 
 # How well the cost model (fitted to the H200's run 3) ranks this device's measurements.
 [ -s "$OUT/bench.csv" ] && "$BIN/cuda-model-check" "$OUT/bench.csv" 2>&1 | tee "$OUT/model-check.txt"
+# And how the Hopper kernel's unfitted prior ranks its configurations (the `wgmma` rows).
+[ -s "$OUT/wgmma.csv" ] && "$BIN/cuda-model-check" "$OUT/wgmma.csv" 2>&1 | tail -1 \
+  | tee "$OUT/model-check-wgmma.txt"
 
 # The engine on the cuda backend: train, prune, tune (model, budget 4) and evaluate on the GPU.
 # Without a GPU (dry-run) its cuda trials fail with the reason and the step only reports it.

@@ -5,6 +5,7 @@
 //! its first choice; for 2:4, whose space spans both block heights measured, also the first
 //! choice over both. Recorded data, no device: the figures are exact and the test cannot pass by
 //! luck. `cargo test --release -p kernels --test cuda_cost_model -- --nocapture` prints them.
+//! The Hopper kernel's prior has no device table yet: its scoring is checked on made-up times.
 
 use kernels::cuda::{check_model, spread, GpuModel};
 
@@ -44,4 +45,34 @@ fn a_table_without_the_columns_is_an_error() {
     )
     .unwrap_err();
     assert!(err.contains("line 2: bad rows"), "{err}");
+}
+
+/// A `wgmma.csv` (the Hopper benchmark's table) whose times are the prior's predictions scores
+/// no regret; reversed, the first choice is the slowest. Checks the scoring, not the prior.
+#[test]
+fn the_hopper_rows_of_a_table_are_scored_by_the_hopper_prior() {
+    use kernels::cuda::{wgmma_configs, wgmma_cycles};
+    let gpu = GpuModel::h200();
+    let configs = wgmma_configs(128);
+    let table = |time: &dyn Fn(f64) -> f64| {
+        let mut s = String::from("kind,rows,cols,n,v,m,config,median_us\n");
+        s.push_str(
+            "mma_sp,3072,768,4096,128,8,\"BM=128 BN=64 BK=64 WM=64 WN=32 MMA_K=32 STAGES=3\",9\n",
+        );
+        for cfg in &configs {
+            let us = time(wgmma_cycles(cfg, (3072, 768, 8), 4096, &gpu) / 1.7e3);
+            s.push_str(&format!("wgmma,3072,768,4096,128,8,\"{cfg}\",{us:.6}\n"));
+        }
+        s
+    };
+    let exact = check_model(&table(&|us| us), &gpu).unwrap();
+    assert_eq!(exact.wgmma_regret_first, vec![0.0]);
+    assert!(exact.wgmma_spearman[0] > 0.999, "{exact}");
+    assert_eq!(exact.vnm_points, 0);
+    assert!(exact
+        .to_string()
+        .contains("Hopper wgmma (unfitted prior), 1 points"));
+    let reversed = check_model(&table(&|us| 1e6 / us), &gpu).unwrap();
+    assert!(reversed.wgmma_regret_first[0] > 1.0, "{reversed}");
+    assert!(reversed.wgmma_spearman[0] < -0.999, "{reversed}");
 }

@@ -1,12 +1,16 @@
 //! How well the CUDA cost model ranks a device's measurements: reads a benchmark table (the
 //! `bench.csv` that `kernels/tests/cuda_bench.rs` writes, e.g.
-//! `kernels/cuda/results/h200_run3_bench.csv`) and, for every measured point (shape, n, V, M),
-//! ranks its configurations with the model and scores the ranking against the timings.
+//! `kernels/cuda/results/h200_run3_bench.csv`, or the `wgmma.csv` of
+//! `kernels/tests/cuda_bench_wgmma.rs`, whose `wgmma` rows are the Hopper kernel's) and, for
+//! every measured point (shape, n, V, M), ranks its configurations with the model and scores
+//! the ranking against the timings.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::config::{CsrConfig, VnmConfig};
 use super::cost::{csr_cycles, vnm_cycles, vnm_registers, GpuModel};
+use super::wgmma::WgmmaConfig;
+use super::wgmma_cost::wgmma_cycles;
 use crate::{regret_at_budget, spearman, ParamPoint};
 
 /// The model's scores over a benchmark table.
@@ -25,6 +29,12 @@ pub struct ModelCheck {
     /// Per (shape, n) measured at M = 4 with more than one V: regret of the model's first
     /// choice over all of them, i.e. over the `cuda-nm24` space, where BM is tuned.
     pub nm24_regret_first: Vec<f64>,
+    /// Per Hopper (`wgmma`) point: regret of the best of the model's first 10 % (at least 1).
+    pub wgmma_regret_10pct: Vec<f64>,
+    /// Per Hopper point: regret of the model's first choice.
+    pub wgmma_regret_first: Vec<f64>,
+    /// Per Hopper point: Spearman correlation of predicted and measured time.
+    pub wgmma_spearman: Vec<f64>,
 }
 
 /// A measured point: (rows, cols, n, V, M).
@@ -140,6 +150,9 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
         vnm_spearman: vec![],
         csr_regret_first: vec![],
         nm24_regret_first: vec![],
+        wgmma_regret_10pct: vec![],
+        wgmma_regret_first: vec![],
+        wgmma_spearman: vec![],
     };
     let invalid = |kind: &str, rows, cols| {
         format!("{kind} {rows}x{cols}: a configuration is not a valid point of its kernel")
@@ -157,14 +170,21 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
                     Some(csr_cycles(&cfg, rows, rows * cols * 2 / m.max(1), n, gpu))
                 })
                 .collect(),
+            "wgmma" => configs
+                .iter()
+                .map(|c| {
+                    let cfg = WgmmaConfig::from_point(&as_point(&c.params)).ok()?;
+                    Some(wgmma_cycles(&cfg, (rows, cols, m), n, gpu))
+                })
+                .collect(),
             _ => continue,
         };
         let pred = pred.ok_or_else(|| invalid(kind, rows, cols))?;
         if pred.len() < 2 {
             continue;
         }
+        let budget = (pred.len() as f64 * 0.1).round() as usize;
         if *kind == "vnm" {
-            let budget = (pred.len() as f64 * 0.1).round() as usize;
             check.vnm_points += 1;
             check
                 .vnm_regret_10pct
@@ -173,6 +193,14 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
                 .vnm_regret_first
                 .push(regret_at_budget(&pred, &meas, 1));
             check.vnm_spearman.push(spearman(&pred, &meas));
+        } else if *kind == "wgmma" {
+            check
+                .wgmma_regret_10pct
+                .push(regret_at_budget(&pred, &meas, budget));
+            check
+                .wgmma_regret_first
+                .push(regret_at_budget(&pred, &meas, 1));
+            check.wgmma_spearman.push(spearman(&pred, &meas));
         } else {
             check
                 .csr_regret_first
@@ -247,6 +275,26 @@ impl std::fmt::Display for ModelCheck {
             self.nm24_regret_first.len(),
             100.0 * nm24.mean,
             100.0 * nm24.max,
+        )?;
+        if self.wgmma_regret_first.is_empty() {
+            return Ok(());
+        }
+        let (r10, first, rho) = (
+            spread(&self.wgmma_regret_10pct),
+            spread(&self.wgmma_regret_first),
+            spread(&self.wgmma_spearman),
+        );
+        write!(
+            f,
+            "\nHopper wgmma (unfitted prior), {} points: regret at a 10 % budget mean {:.2} % max \
+             {:.2} %; first choice mean {:.2} % max {:.2} %; Spearman mean {:.2} min {:.2}",
+            self.wgmma_regret_first.len(),
+            100.0 * r10.mean,
+            100.0 * r10.max,
+            100.0 * first.mean,
+            100.0 * first.max,
+            rho.mean,
+            rho.min,
         )
     }
 }
