@@ -184,23 +184,31 @@ pub fn check_model(csv: &str, gpu: &GpuModel) -> Result<ModelCheck, String> {
             continue;
         }
         let budget = (pred.len() as f64 * 0.1).round() as usize;
-        if *kind == "vnm" {
-            check.vnm_points += 1;
-            check
-                .vnm_regret_10pct
-                .push(regret_at_budget(&pred, &meas, budget));
-            check
-                .vnm_regret_first
-                .push(regret_at_budget(&pred, &meas, 1));
-            check.vnm_spearman.push(spearman(&pred, &meas));
-        } else if *kind == "wgmma" {
-            check
-                .wgmma_regret_10pct
-                .push(regret_at_budget(&pred, &meas, budget));
-            check
-                .wgmma_regret_first
-                .push(regret_at_budget(&pred, &meas, 1));
-            check.wgmma_spearman.push(spearman(&pred, &meas));
+        let scores = [
+            regret_at_budget(&pred, &meas, budget),
+            regret_at_budget(&pred, &meas, 1),
+            spearman(&pred, &meas),
+        ];
+        let lists = match *kind {
+            "vnm" => {
+                check.vnm_points += 1;
+                Some([
+                    &mut check.vnm_regret_10pct,
+                    &mut check.vnm_regret_first,
+                    &mut check.vnm_spearman,
+                ])
+            }
+            "wgmma" => Some([
+                &mut check.wgmma_regret_10pct,
+                &mut check.wgmma_regret_first,
+                &mut check.wgmma_spearman,
+            ]),
+            _ => None,
+        };
+        if let Some(lists) = lists {
+            for (list, score) in lists.into_iter().zip(scores) {
+                list.push(score);
+            }
         } else {
             check
                 .csr_regret_first

@@ -100,6 +100,16 @@ pub fn cuda_space(sig: &FormatSignature, _n: usize) -> KernelSpace {
     }
 }
 
+/// The value of parameter `name` of `p` as a size: an error if it is missing or negative.
+pub(super) fn size_param(p: &ParamPoint, name: &str) -> Result<usize, KernelError> {
+    let v = p.get(name)?;
+    usize::try_from(v).map_err(|_| KernelError::ParamConstraint {
+        name: name.to_string(),
+        value: v,
+        reason: "must not be negative".into(),
+    })
+}
+
 /// A space without points, for patterns no CUDA kernel implements.
 fn unsupported() -> KernelSpace {
     KernelSpace::new("cuda-unsupported", vec![def("none", &[])], vec![])
@@ -111,14 +121,7 @@ impl VnmConfig {
 
     /// The configuration at `p` (a point of [`vnm_space`]); checked like [`VnmConfig::validate`].
     pub fn from_point(p: &ParamPoint) -> Result<Self, KernelError> {
-        let get = |name: &str| -> Result<usize, KernelError> {
-            let v = p.get(name)?;
-            usize::try_from(v).map_err(|_| KernelError::ParamConstraint {
-                name: name.to_string(),
-                value: v,
-                reason: "must not be negative".into(),
-            })
-        };
+        let get = |name| size_param(p, name);
         let c = VnmConfig {
             bm: get("bm")?,
             bn: get("bn")?,

@@ -2,7 +2,7 @@
 //! signature ([`cuda_spaces`]): on sm_90 the formats the Hopper kernel serves get its space
 //! beside the `mma.sp` kernel's, and the tuner measures both.
 
-use super::space::cuda_space;
+use super::space::{cuda_space, size_param};
 use super::wgmma::{
     WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_KEEP, WGMMA_SPLIT_K,
     WGMMA_STAGES,
@@ -91,14 +91,7 @@ impl WgmmaConfig {
     /// The configuration at `p` (a point of [`wgmma_space`]); checked like
     /// [`WgmmaConfig::validate`].
     pub fn from_point(p: &ParamPoint) -> Result<Self, KernelError> {
-        let get = |name: &str| -> Result<usize, KernelError> {
-            let v = p.get(name)?;
-            usize::try_from(v).map_err(|_| KernelError::ParamConstraint {
-                name: name.to_string(),
-                value: v,
-                reason: "must not be negative".into(),
-            })
-        };
+        let get = |name| size_param(p, name);
         let c = WgmmaConfig {
             bm: get("bm")?,
             bn: get("bn")?,

@@ -11,7 +11,9 @@
 //! - On sm_90, V:N:M with V = 64 / 128 and 2:4 have two kernels: the `mma.sp` kernel and the
 //!   Hopper `wgmma` kernel (`cuda-vnm-wgmma`, ranked by an unfitted prior). Each space is ranked
 //!   by its own model and the tuner takes the rankings in turn ([`ranked_spaces`]), so a budget
-//!   measures the top of both and the fastest measured point of either wins.
+//!   measures the top of both and the fastest measured point of either wins. A point's
+//!   `predicted_rank` is its position in that merged order, and the tuning's Spearman
+//!   correlation is the winning kernel's model's alone.
 //! - The fastest point's product is checked against the CPU reference before it wins
 //!   (`check_fastest`); one that disagrees becomes a failed point saying so, and the next
 //!   fastest is checked.
@@ -340,14 +342,6 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &impl Gpu) -> Result<Tuned, StageError> {
         )
     })?;
     let checked = check_fastest(&a, n, dev, &mut points)?;
-    let measured: Vec<&Measured> = points.iter().filter(|m| m.error.is_none()).collect();
-    let spearman = kernels::spearman(
-        &measured.iter().map(|m| m.predicted_s).collect::<Vec<_>>(),
-        &measured
-            .iter()
-            .map(|m| m.timing.median_us)
-            .collect::<Vec<_>>(),
-    );
     let Some(best) = checked else {
         let first = points
             .iter()
@@ -359,6 +353,19 @@ pub fn tune_cuda(spec: &TuneSpec, dev: &impl Gpu) -> Result<Tuned, StageError> {
             kernels.join(" / ")
         )));
     };
+    // The rank correlation of the winning kernel's model: the kernels' models are not on one
+    // scale, so a correlation over both would mix them.
+    let measured: Vec<&Measured> = points
+        .iter()
+        .filter(|m| m.error.is_none() && m.kernel == points[best].kernel)
+        .collect();
+    let spearman = kernels::spearman(
+        &measured.iter().map(|m| m.predicted_s).collect::<Vec<_>>(),
+        &measured
+            .iter()
+            .map(|m| m.timing.median_us)
+            .collect::<Vec<_>>(),
+    );
     let dense = dev
         .measure_dense(sig.rows, sig.cols, n, REPS)
         .map_err(|e| StageError::Cuda(format!("dense baseline ({DENSE_KERNEL}) failed: {e}")))?;
