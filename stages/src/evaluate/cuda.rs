@@ -287,6 +287,12 @@ mod tests {
             &GpuModel::for_arch("sm_80"),
         );
         assert!(fell_back && !kernels::cuda::is_wgmma_point(&p));
+        let a100 = StandIn::a100();
+        let err = a100.measure(&layers[0].matrix, 40, &layers[0].tunings[0].params, 1);
+        assert!(err
+            .unwrap_err()
+            .to_string()
+            .contains("needs an sm_90 device"));
         let e = evaluate_cuda(&data, &layers, &[40], &StandIn::a100()).unwrap();
         assert_eq!(e.latencies[0].fallbacks, 2);
     }

@@ -6,7 +6,8 @@
 //!   to fp16 and C rounded to fp16 (the `mma.sp` and the Hopper `wgmma` kernel alike); CSR in
 //!   f32; dense with fp16 operands and result.
 //! - Points are checked the way the device checks them (a point of another kernel, or a BM
-//!   that is not the matrix's V or does not divide it, is an error), and a test may make one
+//!   that is not the matrix's V or does not divide it, or a Hopper point on a device other
+//!   than sm_90, is an error), and a test may make one
 //!   point, or the dense baseline, fail, or one kernel's products wrong.
 //! - Times are not measurements: each point's samples are the cost model's prediction on an
 //!   H200 times a fixed factor in [1, 1.5) drawn from the point, so rankings are known.
@@ -81,6 +82,12 @@ impl StandIn {
         if self.failing.as_ref() == Some(point) {
             return Err(KernelError::Backend(format!(
                 "launch failed (stand-in) at {point:?}"
+            )));
+        }
+        if is_wgmma_point(point) && self.info.sm != (9, 0) {
+            return Err(KernelError::Backend(format!(
+                "the Hopper kernel needs an sm_90 device, this one is {} (stand-in)",
+                self.info.arch
             )));
         }
         match a {
