@@ -16,10 +16,11 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use bench_support::{
-    csv, env_list, prepare_all, rel_err, setup, Row, Setup, BATCH, REPS, SETS, WARMUP,
+    csv, cublas_point, env_list, prepare_all, reference, rel_err, setup, Row, Setup, BATCH, REPS,
+    SETS, WARMUP,
 };
 use kernels::cuda::{
-    csr_configs, exact_values, random_csr, random_vnm, vnm_configs, DeviceMatrixF16, Gpu, VnmConfig,
+    csr_configs, exact_values, random_csr, random_vnm, vnm_configs, Gpu, VnmConfig,
 };
 
 #[test]
@@ -59,34 +60,9 @@ fn bench_vnm_vs_cublas_bert() {
     let mut table = Vec::new();
     for &(r, k) in &shapes {
         for &n in &ns {
-            // Baseline: cuBLAS on a dense random A (no zeros), B and C rotated.
-            let a_dense = dev.upload_f16(&exact_values(r * k, 1), r, k).unwrap();
-            let bs: Vec<DeviceMatrixF16> = (0..SETS)
-                .map(|s| {
-                    dev.upload_f16(&exact_values(k * n, 10 + s as u64), k, n)
-                        .unwrap()
-                })
-                .collect();
-            let mut cs: Vec<DeviceMatrixF16> =
-                (0..SETS).map(|_| dev.zeros_f16(r, n).unwrap()).collect();
-            let t = dev
-                .time(WARMUP, REPS, BATCH, |i| {
-                    let s = i % SETS;
-                    dev.launch_gemm_f16(&a_dense, &bs[s], &mut cs[s])
-                })
-                .unwrap();
-            cublas.insert((r, k, n), t.median_us);
-            rows.push(Row {
-                kind: "cublas",
-                rows: r,
-                cols: k,
-                n,
-                v: 0,
-                m: 0,
-                config: "default".into(),
-                t,
-                rel_err: None,
-            });
+            let (bs, mut cs, baseline) = cublas_point(&dev, (r, k, n));
+            cublas.insert((r, k, n), baseline.t.median_us);
+            rows.push(baseline);
             for &m in &ms {
                 let mut best: Option<(f64, VnmConfig, usize)> = None;
                 let mut best_err = None;
@@ -95,12 +71,7 @@ fn bench_vnm_vs_cublas_bert() {
                         continue;
                     }
                     let a = random_vnm(r, k, v, m, (r * 7 + k * 3 + m) as u64).unwrap();
-                    // The same matrix through cuBLAS: what every V:N:M result must equal.
-                    let a_as_dense = dev.upload_f16(&a.to_dense(), r, k).unwrap();
-                    let mut c_ref = dev.zeros_f16(r, n).unwrap();
-                    dev.launch_gemm_f16(&a_as_dense, &bs[0], &mut c_ref)
-                        .unwrap();
-                    let want = dev.download_f16(&c_ref).unwrap();
+                    let want = reference(&dev, &a, &bs[0]);
                     for bk in [32, 64] {
                         let da = dev.upload_vnm(&a, bk).unwrap();
                         let mine: Vec<&VnmConfig> =

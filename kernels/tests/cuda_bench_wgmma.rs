@@ -9,11 +9,11 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use bench_support::{
-    csv, env_list, prepare_all, rel_err, setup, Row, Setup, BATCH, REPS, SETS, WARMUP,
+    csv, cublas_point, env_list, prepare_all, reference, rel_err, setup, Row, Setup, BATCH, REPS,
+    SETS, WARMUP,
 };
 use kernels::cuda::{
-    exact_values, random_vnm, vnm_configs, wgmma_configs, DeviceMatrixF16, Gpu, VnmConfig,
-    WgmmaConfig,
+    random_vnm, vnm_configs, wgmma_configs, DeviceMatrixF16, Gpu, VnmConfig, WgmmaConfig,
 };
 
 /// The Hopper kernel (sparse `wgmma`) against cuBLAS fp16 and the `mma.sp` kernel, in the same
@@ -90,41 +90,13 @@ fn bench_wgmma_vs_cublas_bert() {
     let mut table = Vec::new();
     for &(r, k) in &shapes {
         for &n in &ns {
-            let a_dense = dev.upload_f16(&exact_values(r * k, 1), r, k).unwrap();
-            let bs: Vec<DeviceMatrixF16> = (0..SETS)
-                .map(|s| {
-                    dev.upload_f16(&exact_values(k * n, 10 + s as u64), k, n)
-                        .unwrap()
-                })
-                .collect();
-            let mut cs: Vec<DeviceMatrixF16> =
-                (0..SETS).map(|_| dev.zeros_f16(r, n).unwrap()).collect();
-            let t = dev
-                .time(WARMUP, REPS, BATCH, |i| {
-                    let s = i % SETS;
-                    dev.launch_gemm_f16(&a_dense, &bs[s], &mut cs[s])
-                })
-                .unwrap();
-            let base = t.median_us;
+            let (bs, mut cs, baseline) = cublas_point(&dev, (r, k, n));
+            let base = baseline.t.median_us;
             cublas.insert((r, k, n), base);
-            rows.push(Row {
-                kind: "cublas",
-                rows: r,
-                cols: k,
-                n,
-                v: 0,
-                m: 0,
-                config: "default".into(),
-                t,
-                rel_err: None,
-            });
+            rows.push(baseline);
             for &m in &ms {
                 let a = random_vnm(r, k, v, m, (r * 7 + k * 3 + m) as u64).unwrap();
-                let a_as_dense = dev.upload_f16(&a.to_dense(), r, k).unwrap();
-                let mut c_ref = dev.zeros_f16(r, n).unwrap();
-                dev.launch_gemm_f16(&a_as_dense, &bs[0], &mut c_ref)
-                    .unwrap();
-                let want = dev.download_f16(&c_ref).unwrap();
+                let want = reference(&dev, &a, &bs[0]);
                 // Each kernel's fastest configuration that computes the right product.
                 let best_of = |kind: &'static str,
                                timed: Vec<(f64, String, usize)>,

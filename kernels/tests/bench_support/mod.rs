@@ -1,11 +1,12 @@
 //! What the device benchmarks (`cuda_bench.rs`, `cuda_bench_wgmma.rs`) share: timing
 //! constants, the CSV of every measurement, the error against cuBLAS, the environment's point
-//! lists, and the run's setup.
+//! lists, the run's setup, and each point's operands, cuBLAS baseline and reference product.
 #![allow(dead_code)] // each benchmark uses its part
 
 use std::fmt::Write as _;
 
-use kernels::cuda::{CudaDevice, CudaError, Gpu, Timing, VnmConfig};
+use kernels::cuda::{exact_values, CudaDevice, CudaError, DeviceMatrixF16, Gpu, Timing, VnmConfig};
+use kernels::VnmMatrix;
 
 pub const WARMUP: usize = 5;
 /// Samples per measurement; each sample times BATCH back-to-back launches.
@@ -123,4 +124,47 @@ pub fn setup(test: &str, quick_shape: (usize, usize)) -> Setup {
         ns,
         shapes,
     }
+}
+
+/// One (shape, n) point's B and C operands (SETS of each, rotated between repetitions) and
+/// cuBLAS's row on a dense random A of the shape (no zeros) with them.
+pub fn cublas_point(
+    dev: &CudaDevice,
+    (r, k, n): (usize, usize, usize),
+) -> (Vec<DeviceMatrixF16>, Vec<DeviceMatrixF16>, Row) {
+    let a_dense = dev.upload_f16(&exact_values(r * k, 1), r, k).unwrap();
+    let bs: Vec<DeviceMatrixF16> = (0..SETS)
+        .map(|s| {
+            dev.upload_f16(&exact_values(k * n, 10 + s as u64), k, n)
+                .unwrap()
+        })
+        .collect();
+    let mut cs: Vec<DeviceMatrixF16> = (0..SETS).map(|_| dev.zeros_f16(r, n).unwrap()).collect();
+    let t = dev
+        .time(WARMUP, REPS, BATCH, |i| {
+            let s = i % SETS;
+            dev.launch_gemm_f16(&a_dense, &bs[s], &mut cs[s])
+        })
+        .unwrap();
+    let row = Row {
+        kind: "cublas",
+        rows: r,
+        cols: k,
+        n,
+        v: 0,
+        m: 0,
+        config: "default".into(),
+        t,
+        rel_err: None,
+    };
+    (bs, cs, row)
+}
+
+/// The V:N:M matrix `a` times `b` through cuBLAS as a dense matrix: what every sparse result
+/// must equal.
+pub fn reference(dev: &CudaDevice, a: &VnmMatrix, b: &DeviceMatrixF16) -> Vec<f32> {
+    let a_as_dense = dev.upload_f16(&a.to_dense(), a.rows(), a.cols()).unwrap();
+    let mut c_ref = dev.zeros_f16(a.rows(), b.cols).unwrap();
+    dev.launch_gemm_f16(&a_as_dense, b, &mut c_ref).unwrap();
+    dev.download_f16(&c_ref).unwrap()
 }
