@@ -250,28 +250,44 @@ pub fn spread(x: &[f64]) -> Spread {
     }
 }
 
+/// One line of a ranking's scores: its regret at a 10 % budget and of its first choice (as
+/// percentages), and its Spearman correlation.
+fn ranking_line(
+    f: &mut std::fmt::Formatter<'_>,
+    label: &str,
+    points: usize,
+    (r10, first, rho): (&[f64], &[f64], &[f64]),
+) -> std::fmt::Result {
+    let (r10, first, rho) = (spread(r10), spread(first), spread(rho));
+    write!(
+        f,
+        "{label}, {points} points: regret at a 10 % budget mean {:.2} % max {:.2} %; first \
+         choice mean {:.2} % max {:.2} %; Spearman mean {:.2} min {:.2}",
+        100.0 * r10.mean,
+        100.0 * r10.max,
+        100.0 * first.mean,
+        100.0 * first.max,
+        rho.mean,
+        rho.min,
+    )
+}
+
 impl std::fmt::Display for ModelCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (r10, first) = (
-            spread(&self.vnm_regret_10pct),
-            spread(&self.vnm_regret_first),
-        );
-        let (rho, csr) = (spread(&self.vnm_spearman), spread(&self.csr_regret_first));
-        writeln!(
+        ranking_line(
             f,
-            "V:N:M, {} points: regret at a 10 % budget mean {:.2} % max {:.2} %; first choice \
-             mean {:.2} % max {:.2} %; Spearman mean {:.2} min {:.2}",
+            "V:N:M",
             self.vnm_points,
-            100.0 * r10.mean,
-            100.0 * r10.max,
-            100.0 * first.mean,
-            100.0 * first.max,
-            rho.mean,
-            rho.min,
+            (
+                &self.vnm_regret_10pct,
+                &self.vnm_regret_first,
+                &self.vnm_spearman,
+            ),
         )?;
+        let csr = spread(&self.csr_regret_first);
         writeln!(
             f,
-            "CSR, {} points: first choice mean {:.2} % max {:.2} %",
+            "\nCSR, {} points: first choice mean {:.2} % max {:.2} %",
             self.csr_regret_first.len(),
             100.0 * csr.mean,
             100.0 * csr.max,
@@ -287,22 +303,16 @@ impl std::fmt::Display for ModelCheck {
         if self.wgmma_regret_first.is_empty() {
             return Ok(());
         }
-        let (r10, first, rho) = (
-            spread(&self.wgmma_regret_10pct),
-            spread(&self.wgmma_regret_first),
-            spread(&self.wgmma_spearman),
-        );
-        write!(
+        writeln!(f)?;
+        ranking_line(
             f,
-            "\nHopper wgmma (unfitted prior), {} points: regret at a 10 % budget mean {:.2} % max \
-             {:.2} %; first choice mean {:.2} % max {:.2} %; Spearman mean {:.2} min {:.2}",
+            "Hopper wgmma (unfitted prior)",
             self.wgmma_regret_first.len(),
-            100.0 * r10.mean,
-            100.0 * r10.max,
-            100.0 * first.mean,
-            100.0 * first.max,
-            rho.mean,
-            rho.min,
+            (
+                &self.wgmma_regret_10pct,
+                &self.wgmma_regret_first,
+                &self.wgmma_spearman,
+            ),
         )
     }
 }
