@@ -15,7 +15,7 @@
 //!   `predicted_rank` is its position in that merged order, and the tuning's Spearman
 //!   correlation is the winning kernel's model's alone.
 //! - The fastest point's product is checked against the CPU reference before it wins
-//!   (`check_fastest`); one that disagrees becomes a failed point saying so, and the next
+//!   (`cuda_check.rs`); one that disagrees becomes a failed point saying so, and the next
 //!   fastest is checked.
 //! - A point that fails to compile or launch is kept as a failed point with its error, and the
 //!   tuning goes on; the tuning fails only when no point could be measured or the dense
@@ -29,17 +29,13 @@
 //! One [`CudaDevice`] serves the whole process ([`shared_device`]): contexts are expensive and
 //! its kernel cache is per device.
 
-use super::{argmin, search, summarise, Measured, TuneSpec, Tuned};
-use crate::evaluate::cuda::CUDA_TOLERANCE;
+use super::cuda_check::check_fastest;
+pub use super::cuda_check::CHECK_COLUMNS;
+pub use super::cuda_ranking::{ranked_space, ranked_spaces, Ranked};
+use super::{search, summarise, Measured, TuneSpec, Tuned};
 use crate::StageError;
-use kernels::cuda::{
-    cuda_predicted_cost, cuda_space, cuda_spaces, CudaDevice, CudaError, Gpu, GpuModel, PtxCache,
-    RegisterSource, WGMMA_KERNEL,
-};
-use kernels::{
-    FormatSignature, KernelFamily, KernelSpace, Mask, ParamPoint, Pattern, PatternKind,
-    SparseMatrix,
-};
+use kernels::cuda::{cuda_space, cuda_spaces, CudaDevice, CudaError, Gpu, GpuModel, PtxCache};
+use kernels::{KernelFamily, Mask, ParamPoint, Pattern, PatternKind, SparseMatrix};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -139,146 +135,6 @@ pub fn cuda_runnable(a: &SparseMatrix) -> Result<(SparseMatrix, Option<String>),
         sig.pattern()
     );
     Ok((csr, Some(why)))
-}
-
-/// The CUDA space ranked by the cost model on `gpu` (cheapest first, ties in the space's
-/// order), each point with its predicted seconds, and what the `ranking` column says.
-pub fn ranked_space(
-    space: &KernelSpace,
-    sig: &FormatSignature,
-    n: usize,
-    gpu: &GpuModel,
-) -> (Vec<(ParamPoint, f64)>, String) {
-    let mut estimated = false;
-    let mut ranked: Vec<(ParamPoint, f64)> = space
-        .points()
-        .into_iter()
-        .map(|p| {
-            let (cost, registers) = cuda_predicted_cost(sig, n, &p, gpu);
-            estimated |= registers == Some(RegisterSource::Estimated);
-            (p, cost)
-        })
-        .collect();
-    // A stable sort keeps the space's own order among equals.
-    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let registers = if estimated {
-        "estimated registers (no ptxas table for this arch)"
-    } else {
-        "ptxas register table"
-    };
-    let how = format!(
-        "CUDA cost model on {} ({} SMs), {registers}",
-        gpu.arch, gpu.multiprocessors
-    );
-    (ranked, how)
-}
-
-/// One point of a device's CUDA spaces in the order the tuner takes them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Ranked {
-    /// The space (kernel) the point belongs to.
-    pub kernel: &'static str,
-    /// The point.
-    pub point: ParamPoint,
-    /// Its cost model's prediction, seconds.
-    pub predicted_s: f64,
-}
-
-/// Every point of `spaces` (a device's spaces for one signature, [`cuda_spaces`]), each space
-/// ranked by its own cost model and the rankings taken in turn: the first point of each space,
-/// then the second of each, and so on. The kernels' models are not on one scale (the Hopper
-/// kernel's is an unfitted prior), so a budget measures the top of every kernel's ranking and
-/// the measurements pick the kernel. Also what the `ranking` column says.
-pub fn ranked_spaces(
-    spaces: &[KernelSpace],
-    sig: &FormatSignature,
-    n: usize,
-    gpu: &GpuModel,
-) -> (Vec<Ranked>, String) {
-    let mut how = String::new();
-    let mut queues: Vec<std::vec::IntoIter<Ranked>> = vec![];
-    for space in spaces {
-        let (ranked, h) = ranked_space(space, sig, n, gpu);
-        if how.is_empty() {
-            how = h;
-        }
-        if space.kernel == WGMMA_KERNEL {
-            how.push_str(&format!(
-                "; {WGMMA_KERNEL} by its unfitted prior, taken in turn with the other kernel's"
-            ));
-        }
-        let kernel = space.kernel;
-        queues.push(
-            ranked
-                .into_iter()
-                .map(|(point, predicted_s)| Ranked {
-                    kernel,
-                    point,
-                    predicted_s,
-                })
-                .collect::<Vec<_>>()
-                .into_iter(),
-        );
-    }
-    let mut out = vec![];
-    loop {
-        let before = out.len();
-        out.extend(queues.iter_mut().filter_map(Iterator::next));
-        if out.len() == before {
-            return (out, how);
-        }
-    }
-}
-
-/// Columns of B a tuning's winner is checked on against the CPU reference.
-pub const CHECK_COLUMNS: usize = 256;
-
-/// Checks the fastest measured point's product against the CPU reference (on at most
-/// [`CHECK_COLUMNS`] columns); a point whose result is off by more than
-/// [`CUDA_TOLERANCE`] of the reference's largest value, or whose check fails, gets that as
-/// its error (with the time it ran in; its timings become NaN, as every failed point's) and
-/// the next fastest is checked. Returns the first point that agrees, if any.
-/// This is what keeps a kernel the device runs wrongly (a layout the ISA text left open, a
-/// driver's miscompile) from winning a tuning: the tuning falls back to the kernels that agree.
-fn check_fastest(
-    a: &SparseMatrix,
-    n: usize,
-    dev: &impl Gpu,
-    points: &mut [Measured],
-) -> Result<Option<usize>, StageError> {
-    let columns = n.clamp(1, CHECK_COLUMNS);
-    let b = kernels::random_values(a.cols() * columns, 0xc4ec);
-    let mut reference = vec![0f32; a.rows() * columns];
-    kernels::spmm_reference(a, &b, columns, &mut reference)?;
-    let scale = reference
-        .iter()
-        .fold(0f32, |m, x| m.max(x.abs()))
-        .max(f32::MIN_POSITIVE) as f64;
-    while let Some(best) = argmin(points) {
-        let verdict = match dev.spmm(a, &b, columns, &points[best].params) {
-            Ok(c) => {
-                let off = c
-                    .iter()
-                    .zip(&reference)
-                    .fold(0f64, |m, (x, r)| m.max((x - r).abs() as f64))
-                    / scale;
-                if off <= CUDA_TOLERANCE && c.len() == reference.len() {
-                    return Ok(Some(best));
-                }
-                format!(
-                    "wrong result: off the CPU reference by {off:.2e} of its largest value \
-                     (at most {CUDA_TOLERANCE:e}) on {columns} columns; not used (it ran in \
-                     {:.2} us)",
-                    points[best].timing.median_us
-                )
-            }
-            Err(e) => format!("the check of its result failed: {}", message(&e)),
-        };
-        // A failed point's timings are NaN (rows.rs): nothing downstream takes it as fastest.
-        points[best].error = Some(verdict);
-        points[best].timing = summarise(vec![]);
-    }
-    Ok(None)
 }
 
 /// A kernels error as a message: `CudaDevice`'s errors arrive as `KernelError::Backend`, whose
@@ -403,6 +259,7 @@ mod tests {
     use super::*;
     use crate::kernel_tune::cuda_stand_in::StandIn;
     use crate::kernel_tune::Strategy;
+    use kernels::cuda::WGMMA_KERNEL;
     use kernels::FormatSignature;
 
     fn sig(p: Pattern, rows: usize, cols: usize) -> FormatSignature {

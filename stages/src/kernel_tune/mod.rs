@@ -21,6 +21,8 @@
 
 pub mod calibrate;
 pub mod cuda;
+mod cuda_check;
+mod cuda_ranking;
 #[cfg(test)]
 pub(crate) mod cuda_stand_in;
 pub mod guided;
