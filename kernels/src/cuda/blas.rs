@@ -6,7 +6,8 @@ use std::ffi::c_void;
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
 use cudarc::driver::DevicePtr;
 
-use super::device::{check_product, CudaDevice, DeviceMatrixF16};
+use super::device::{check_product, CudaDevice};
+use super::device_memory::DeviceMatrixF16;
 use super::CudaError;
 
 impl CudaDevice {

@@ -4,7 +4,8 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::device::{driver_err, poisoned, CudaDevice, DeviceMatrixF16, DeviceVnm};
+use super::device::{driver_err, poisoned, CudaDevice};
+use super::device_memory::{DeviceMatrixF16, DeviceVnm};
 use super::source::KernelSource;
 use super::{CudaError, WgmmaConfig, WgmmaLaunch, WGMMA_REDUCE_THREADS};
 use crate::VnmMatrix;

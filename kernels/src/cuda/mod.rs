@@ -30,6 +30,8 @@ mod blas;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
+mod device_memory;
+#[cfg(feature = "cuda")]
 mod device_wgmma;
 #[cfg(feature = "cuda")]
 mod nvrtc;
@@ -69,7 +71,9 @@ pub use wgmma_space::{
 };
 
 #[cfg(feature = "cuda")]
-pub use device::{CudaDevice, DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm};
+pub use device::CudaDevice;
+#[cfg(feature = "cuda")]
+pub use device_memory::{DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm};
 #[cfg(feature = "cuda")]
 pub use nvrtc::{compile_ptx, compile_ptx_from, nvrtc_available, nvrtc_version, PtxCache};
 #[cfg(not(feature = "cuda"))]

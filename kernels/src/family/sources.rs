@@ -34,6 +34,7 @@ const CUDA: &[&str] = &[
     "src/cuda/config.rs",
     "src/cuda/cost.rs",
     "src/cuda/device.rs",
+    "src/cuda/device_memory.rs",
     "src/cuda/launch.rs",
     "src/cuda/mod.rs",
     "src/cuda/nvrtc.rs",
