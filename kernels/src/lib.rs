@@ -21,7 +21,10 @@ mod synthetic;
 
 pub use calibrate::{Calibration, CalibrationSample};
 pub use cost::{dense_predicted_cost, predicted_cost, regret_at_budget, spearman};
-pub use cpu::{run_host_parts, spmm, spmm_with, with_isa, Epilogue, HostOp, HostParts};
+pub use cpu::{
+    exp_f32, gelu_f32, run_host_parts, spmm, spmm_with, with_isa, Activation, Epilogue, HostOp,
+    HostParts,
+};
 pub use dense::{dense_gemm, dense_gemm_with};
 pub use error::KernelError;
 pub use family::{family_version, KernelFamily};

@@ -320,11 +320,11 @@ fn narrower_isas_match_the_reference() {
     }
 }
 
-/// The fused epilogue is the bias and ReLU applied after the product, bit for bit, on every
-/// format, shape (batch 1 and K = 0 included) and thread count; a bias of the wrong length is
-/// an error.
+/// The fused epilogue is the bias and the activation (ReLU, GELU) applied after the product,
+/// bit for bit, on every format, shape (batch 1 and K = 0 included) and thread count; a bias of
+/// the wrong length is an error.
 #[test]
-fn the_epilogue_equals_bias_and_relu_after_the_product_bit_for_bit() {
+fn the_epilogue_equals_bias_and_activation_after_the_product_bit_for_bit() {
     for &(rows, cols, n) in &SHAPES {
         for pattern in patterns_for(rows) {
             if pattern.validate_for(rows, cols).is_err() {
@@ -338,8 +338,8 @@ fn the_epilogue_equals_bias_and_relu_after_the_product_bit_for_bit() {
             };
             let (a, _) = build(&case, 21, |_| {});
             let mut b = random_values(cols * n, 22);
-            // A NaN in C's column 0 (ReLU keeps it) and an infinity in column 1 (ReLU keeps +∞,
-            // zeroes −∞).
+            // A NaN in C's column 0 (both activations keep it) and an infinity in column 1 (ReLU
+            // and GELU keep +∞ and zero −∞).
             if cols * n > 2 {
                 b[0] = f32::NAN;
                 b[1] = f32::INFINITY;
@@ -350,27 +350,30 @@ fn the_epilogue_equals_bias_and_relu_after_the_product_bit_for_bit() {
             for p in picks.iter().filter_map(|&i| points.get(i)) {
                 let mut plain = vec![0.0; rows * n];
                 spmm(&a, &b, n, &mut plain, p).unwrap();
-                for relu in [false, true] {
+                for activation in [Activation::None, Activation::Relu, Activation::Gelu] {
                     let mut want = plain.clone();
                     for (r, row) in want.chunks_mut(n.max(1)).enumerate() {
                         for v in row {
                             *v += bias[r];
-                            if relu {
-                                *v = if *v < 0.0 { 0.0 } else { *v };
-                            }
+                            *v = match activation {
+                                Activation::None => *v,
+                                Activation::Relu if *v < 0.0 => 0.0,
+                                Activation::Relu => *v,
+                                Activation::Gelu => gelu_f32(*v),
+                            };
                         }
                     }
                     let mut got = vec![f32::NAN; rows * n];
                     let epilogue = Epilogue {
                         bias: Some(&bias),
-                        relu,
+                        activation,
                     };
                     spmm_with(&a, &b, n, &mut got, p, epilogue).unwrap();
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                     assert_eq!(
                         bits(&got),
                         bits(&want),
-                        "{} {rows}x{cols}x{n} {:?} relu={relu}",
+                        "{} {rows}x{cols}x{n} {:?} {activation:?}",
                         case.pattern,
                         p.0
                     );
@@ -380,7 +383,7 @@ fn the_epilogue_equals_bias_and_relu_after_the_product_bit_for_bit() {
                 let mut c = vec![0.0; rows * n];
                 let short = Epilogue {
                     bias: Some(&bias[1..]),
-                    relu: false,
+                    activation: Activation::None,
                 };
                 let p = &points[0];
                 assert!(spmm_with(&a, &b, n, &mut c, p, short).is_err());
@@ -436,7 +439,11 @@ fn every_thread_split_gives_the_one_thread_result_bit_for_bit() {
                     Epilogue::default(),
                     Epilogue {
                         bias: Some(&bias),
-                        relu: true,
+                        activation: Activation::Relu,
+                    },
+                    Epilogue {
+                        bias: Some(&bias),
+                        activation: Activation::Gelu,
                     },
                 ] {
                     let mut want = vec![f32::NAN; rows * n];

@@ -1,26 +1,29 @@
 //! What a product's rows get once computed, on the thread that computed them: a layer's bias
-//! and its ReLU, applied to each part of C right after the kernel wrote it (while it is in that
+//! and its activation (ReLU, GELU), applied to each part of C right after the kernel wrote it (while it is in that
 //! core's cache, on every thread of the product) instead of in separate passes over the whole
 //! output on one thread afterwards.
 
 use std::ops::Range;
 
+use super::activation::{apply_at, Activation};
 use super::host_isa::{with_isa, HostOp};
+use crate::isa;
 
-/// `C[r, ·] += bias[r]`, then `max(·, 0)` when `relu`: per element the same operations in the
-/// same order as applying them after the product, so results are bit-identical.
+/// `C[r, ·] += bias[r]`, then the activation: per element the same operations in the same
+/// order whether a kernel applies them as it stores C or they follow the product, so results
+/// are bit-identical.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Epilogue<'a> {
     /// One value per row of C, added to that row.
     pub bias: Option<&'a [f32]>,
-    /// Negative values (after the bias) become 0; NaN stays NaN.
-    pub relu: bool,
+    /// Applied to every value after the bias.
+    pub activation: Activation,
 }
 
 impl Epilogue<'_> {
     /// True when it changes nothing.
     pub fn is_none(&self) -> bool {
-        self.bias.is_none() && !self.relu
+        self.bias.is_none() && self.activation == Activation::None
     }
 
     /// Applies it to `c`: the rows from `first_row` on, `n` floats each, at the kernels' ISA.
@@ -77,7 +80,7 @@ impl HostOp for ApplyColumns<'_> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
-        let Epilogue { bias, relu } = self.epilogue;
+        let Epilogue { bias, activation } = self.epilogue;
         for r in 0..self.rows {
             // SAFETY: `Epilogue::apply_columns`'s contract: row r's columns `cols` are inside C
             // and no other thread accesses them.
@@ -87,7 +90,8 @@ impl HostOp for ApplyColumns<'_> {
                     self.cols.len(),
                 )
             };
-            finish_row(row, bias.map(|b| b[r]), relu);
+            finish_row(row, bias.map(|b| b[r]), activation);
+            gelu_if(row, activation);
         }
     }
 }
@@ -103,22 +107,34 @@ impl HostOp for Apply<'_, '_> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
-        let Epilogue { bias, relu } = self.epilogue;
+        let Epilogue { bias, activation } = self.epilogue;
         for (i, row) in self.c.chunks_mut(self.n).enumerate() {
-            finish_row(row, bias.map(|b| b[self.first_row + i]), relu);
+            finish_row(row, bias.map(|b| b[self.first_row + i]), activation);
         }
+        // Over the part's rows at once: they are contiguous, and a short row (17 columns, or 1
+        // at batch 1) alone left GELU's long dependency chain without independent work.
+        gelu_if(self.c, activation);
     }
 }
 
-/// One row: `+ bias`, then ReLU, in one pass (the row is read and written once). ReLU is an
-/// unconditional store, a compare and blend per vector, not a branch.
+/// One row: `+ bias`, then ReLU if it is the activation, in one pass (the row is read and
+/// written once; ReLU is an unconditional store, a compare and blend per vector, not a
+/// branch). GELU follows in [`gelu_if`].
 #[inline(always)]
-fn finish_row(row: &mut [f32], bias: Option<f32>, relu: bool) {
+fn finish_row(row: &mut [f32], bias: Option<f32>, activation: Activation) {
     let relu_of = |x: f32| if x < 0.0 { 0.0 } else { x };
-    match (bias, relu) {
-        (Some(b), true) => row.iter_mut().for_each(|v| *v = relu_of(*v + b)),
-        (Some(b), false) => row.iter_mut().for_each(|v| *v += b),
-        (None, true) => row.iter_mut().for_each(|v| *v = relu_of(*v)),
-        (None, false) => {}
+    match (bias, activation) {
+        (Some(b), Activation::Relu) => row.iter_mut().for_each(|v| *v = relu_of(*v + b)),
+        (None, Activation::Relu) => row.iter_mut().for_each(|v| *v = relu_of(*v)),
+        (Some(b), _) => row.iter_mut().for_each(|v| *v += b),
+        (None, _) => {}
+    }
+}
+
+/// GELU over `v` at the kernels' ISA (vectors and a masked tail), if it is the activation.
+#[inline(always)]
+fn gelu_if(v: &mut [f32], activation: Activation) {
+    if activation == Activation::Gelu {
+        apply_at(isa(), v, activation);
     }
 }

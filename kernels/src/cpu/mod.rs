@@ -2,6 +2,7 @@
 //! run time. [`spmm`] validates the parameter point, lays B out in N tiles, splits the rows over
 //! threads and runs the selected micro-kernel per (row range, tile).
 
+mod activation;
 mod batch_one;
 mod dispatch;
 mod epilogue;
@@ -12,6 +13,7 @@ mod simd;
 
 pub(crate) use pool::run_parts;
 
+pub use activation::{exp_f32, gelu_f32, Activation};
 pub use epilogue::Epilogue;
 pub use host_isa::{run_host_parts, with_isa, HostOp, HostParts};
 
@@ -288,7 +290,7 @@ pub fn spmm_with(
     };
     let tiles = n.div_ceil(w);
     let pack_fn = dispatch::select_pack(kernel_isa);
-    // The epilogue's bias and ReLU are applied by the kernels as they store C (`CTile`).
+    // The epilogue's bias and activation are applied by the kernels as they store C (`CTile`).
     let bias = epilogue.bias;
     // V:N:M gathers per V-block anyway, so it runs one block over every N tile before the next:
     // the block's values and codes stay in L2 across tiles instead of streaming from L3 once per
@@ -319,7 +321,7 @@ pub fn spmm_with(
                         stride: n,
                         width: w.min(n - t * w),
                         bias: bias.map_or(std::ptr::null(), |b| b.as_ptr().wrapping_add(lo)),
-                        relu: epilogue.relu,
+                        activation: epilogue.activation,
                     };
                     let ct = if i + 1 == chunks.len() {
                         ct

@@ -38,7 +38,22 @@ pub(crate) unsafe trait Simd {
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
     /// Per lane `x < 0 ? 0 : x` (so −0 and NaN stay as they are).
     unsafe fn relu(x: Self::V) -> Self::V;
+    /// `a − b`.
+    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
+    /// `a · b` (rounded once, never fused with a neighbouring add).
+    unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+    /// `a / b`, correctly rounded.
+    unsafe fn div(a: Self::V, b: Self::V) -> Self::V;
+    /// Per lane `x` clamped to `[lo, hi]`; NaN stays NaN.
+    unsafe fn clamp(x: Self::V, lo: f32, hi: f32) -> Self::V;
+    /// Per lane `2ⁿ` from `t = n + 1.5 · 2²³` for an integral `n` in `[−126, 127]`: t's low
+    /// mantissa bits hold n, and `n + 127` is the biased exponent of 2ⁿ.
+    unsafe fn pow2_of_shifted(t: Self::V) -> Self::V;
 }
+
+/// The bits of `1.5 · 2²³` as an f32: `n + 1.5 · 2²³` has the bits `SHIFTED_ZERO + n` for
+/// `|n| < 2²²`.
+const SHIFTED_ZERO: i32 = 0x4B40_0000;
 
 /// Scalar code, always available.
 pub(crate) struct Scalar;
@@ -91,6 +106,34 @@ unsafe impl Simd for Scalar {
         } else {
             x
         }
+    }
+    #[inline(always)]
+    unsafe fn sub(a: f32, b: f32) -> f32 {
+        a - b
+    }
+    #[inline(always)]
+    unsafe fn mul(a: f32, b: f32) -> f32 {
+        a * b
+    }
+    #[inline(always)]
+    unsafe fn div(a: f32, b: f32) -> f32 {
+        a / b
+    }
+    #[inline(always)]
+    unsafe fn clamp(x: f32, lo: f32, hi: f32) -> f32 {
+        // As the vector ISAs' `min(hi, max(lo, x))`, which return their second operand when
+        // either is NaN.
+        let x = if lo > x { lo } else { x };
+        if hi < x {
+            hi
+        } else {
+            x
+        }
+    }
+    #[inline(always)]
+    unsafe fn pow2_of_shifted(t: f32) -> f32 {
+        // Wrapping, as the vector ISAs' integer lanes (only a NaN t gets near the ends).
+        f32::from_bits(((t.to_bits() as i32).wrapping_sub(SHIFTED_ZERO - 127) << 23) as u32)
     }
 }
 
@@ -160,6 +203,36 @@ unsafe impl Simd for Avx2 {
         // SAFETY: AVX is available. `max(0, x)` returns its second operand, x, unless 0 > x:
         // for x = −0 and for NaN too, as `x < 0 ? 0 : x` does.
         unsafe { _mm256_max_ps(_mm256_setzero_ps(), x) }
+    }
+    #[inline(always)]
+    unsafe fn sub(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX is available.
+        unsafe { _mm256_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn mul(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX is available.
+        unsafe { _mm256_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn div(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX is available.
+        unsafe { _mm256_div_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn clamp(x: __m256, lo: f32, hi: f32) -> __m256 {
+        // SAFETY: AVX is available. `max` and `min` return their second operand, x, when it
+        // is NaN.
+        unsafe { _mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), x)) }
+    }
+    #[inline(always)]
+    unsafe fn pow2_of_shifted(t: __m256) -> __m256 {
+        // SAFETY: AVX2 is available; as Scalar::pow2_of_shifted per lane.
+        unsafe {
+            let bias = _mm256_set1_epi32(127 - SHIFTED_ZERO);
+            let e = _mm256_add_epi32(_mm256_castps_si256(t), bias);
+            _mm256_castsi256_ps(_mm256_slli_epi32::<23>(e))
+        }
     }
 }
 
@@ -241,5 +314,34 @@ unsafe impl Simd for Avx512 {
     unsafe fn relu(x: __m512) -> __m512 {
         // SAFETY: AVX-512F is available; as Avx2::relu.
         unsafe { _mm512_max_ps(_mm512_setzero_ps(), x) }
+    }
+    #[inline(always)]
+    unsafe fn sub(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F is available.
+        unsafe { _mm512_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn mul(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F is available.
+        unsafe { _mm512_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn div(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F is available.
+        unsafe { _mm512_div_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn clamp(x: __m512, lo: f32, hi: f32) -> __m512 {
+        // SAFETY: AVX-512F is available; as Avx2::clamp.
+        unsafe { _mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), x)) }
+    }
+    #[inline(always)]
+    unsafe fn pow2_of_shifted(t: __m512) -> __m512 {
+        // SAFETY: AVX-512F is available; as Scalar::pow2_of_shifted per lane.
+        unsafe {
+            let bias = _mm512_set1_epi32(127 - SHIFTED_ZERO);
+            let e = _mm512_add_epi32(_mm512_castps_si512(t), bias);
+            _mm512_castsi512_ps(_mm512_slli_epi32::<23>(e))
+        }
     }
 }

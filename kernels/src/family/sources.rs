@@ -132,8 +132,9 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
 pub const NOT_MEASURED: &[&str] = &[
     // Runs evaluate's host code (not a kernel) at the kernels' ISA; evaluate's version says so.
     "src/cpu/host_isa.rs",
-    // The bias and ReLU evaluate fuses into its products; tunings run without one.
+    // The bias and activation evaluate fuses into its products; tunings run without one.
     "src/cpu/epilogue.rs",
+    "src/cpu/activation.rs",
     "src/lib.rs",
     "src/error.rs",
     "src/reference.rs",

@@ -62,7 +62,8 @@ impl Stage for EvaluateStage {
         // 8: rows carry layers_speedup_b{B} and speedup_of_layers_b{B}.
         // 9: a transformer's LayerNorm, attention heads and GELU on the layers' threads.
         // 10: layers_speedup_b{B} is the harmonic mean of the layers' speedups (was arithmetic).
-        10
+        // 11: a transformer's GELU fused into its up-projection's epilogue (kernels' GELU).
+        11
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

@@ -189,34 +189,6 @@ impl<T: Real> HostParts for Residual<'_, T> {
     }
 }
 
-/// candle's `gelu` (the tanh approximation) in place, on up to `threads` threads, each over
-/// its own rows (`v` is `rows × n`).
-#[inline(always)]
-pub(super) fn gelu<T: Real>(v: &mut [T], n: usize, threads: usize) {
-    let per = band_len(v.len(), n, threads);
-    let parts = Gelu(v.chunks_mut(per).map(Mutex::new).collect());
-    kernels::run_host_parts(&parts, parts.0.len(), threads);
-}
-
-/// [`gelu`]'s parts: a band of rows each.
-struct Gelu<'a, T>(Vec<Mutex<&'a mut [T]>>);
-
-impl<T: Real> HostParts for Gelu<'_, T> {
-    #[inline(always)]
-    fn part(&self, i: usize) {
-        // 0.5·y·(1 + tanh(u)) = y / (1 + e^(−2u)): one exponential and one division, where
-        // tanh through `1 − 2/(e^(2u) + 1)` took an exponential, a division and the rest.
-        let (c, a) = (
-            T::of(-2.0 * (2.0 / std::f64::consts::PI).sqrt()),
-            T::of(0.044715),
-        );
-        for x in slot(&self.0[i]).iter_mut() {
-            let y = *x;
-            *x = y / (T::of(1.0) + (c * (y + a * y * y * y)).exp());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::graph::{forward, naive_gemm, Gemm};
@@ -232,9 +204,9 @@ mod tests {
             i: usize,
             x: &[f32],
             n: usize,
-            relu: bool,
+            activation: kernels::Activation,
         ) -> Result<Vec<f32>, StageError> {
-            Ok(naive_gemm(self.0, i, x, n, relu))
+            Ok(naive_gemm(self.0, i, x, n, activation))
         }
 
         fn host_threads(&self) -> usize {

@@ -15,11 +15,13 @@
 
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
 
+use kernels::Activation;
+
 use crate::model::{Arch, LayerKind, ParamRef, TransformerArch, Weights};
 use crate::StageError;
 
 use super::attention::attention;
-use super::encoder_ops::{add_residual, gelu, layer_norm};
+use super::encoder_ops::{add_residual, layer_norm};
 
 /// The element types the pass runs in.
 pub(crate) trait Real:
@@ -36,36 +38,11 @@ pub(crate) trait Real:
 {
     fn of(x: f64) -> Self;
     fn exp(self) -> Self;
+    /// GELU (the tanh form, candle's `gelu`).
+    fn gelu(self) -> Self;
     fn sqrt(self) -> Self;
     /// `self · a + b`, rounded once (one FMA instruction at the kernels' ISA).
     fn mul_add(self, a: Self, b: Self) -> Self;
-}
-
-/// e^x in f32 without a libm call, so that loops over it vectorise: x = n·ln 2 + r with
-/// |r| ≤ ln 2 / 2 (n rounded by the 1.5·2²³ trick), e^r by its degree-6 minimax polynomial
-/// (Cephes' `expf` coefficients), 2ⁿ through the exponent bits. Relative error ≈ 2e-7; the
-/// input is clamped to the range where e^x is a normal f32.
-#[inline(always)]
-fn exp_f32(x: f32) -> f32 {
-    const SHIFT: f32 = 12_582_912.0; // 1.5 · 2²³
-    let x = x.clamp(-87.0, 88.0);
-    let t = x * std::f32::consts::LOG2_E + SHIFT;
-    let n = t - SHIFT;
-    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
-    let mut p = 1.987_569_1e-4f32;
-    for c in [
-        1.398_199_9e-3,
-        8.333_452e-3,
-        4.166_579_6e-2,
-        0.166_666_65,
-        0.5,
-    ] {
-        p = p * r + c;
-    }
-    let y = p * r * r + r + 1.0;
-    // The low mantissa bits of `t` hold n; n + 127 is the biased exponent of 2ⁿ.
-    let bits = (t.to_bits() as i32 - 0x4B40_0000 + 127) << 23;
-    y * f32::from_bits(bits as u32)
 }
 
 impl Real for f32 {
@@ -75,7 +52,13 @@ impl Real for f32 {
     }
     #[inline(always)]
     fn exp(self) -> Self {
-        exp_f32(self)
+        // Cephes' `expf` without a libm call, so that loops over it vectorise.
+        kernels::exp_f32(self)
+    }
+    #[inline(always)]
+    fn gelu(self) -> Self {
+        // The kernels' GELU, the same bits as their fused epilogue.
+        kernels::gelu_f32(self)
     }
     #[inline(always)]
     fn sqrt(self) -> Self {
@@ -94,6 +77,10 @@ impl Real for f64 {
     fn exp(self) -> Self {
         f64::exp(self)
     }
+    fn gelu(self) -> Self {
+        let u = (2.0 / std::f64::consts::PI).sqrt() * (self + 0.044715 * self * self * self);
+        0.5 * self * (1.0 + u.tanh())
+    }
     fn sqrt(self) -> Self {
         f64::sqrt(self)
     }
@@ -102,13 +89,20 @@ impl Real for f64 {
     }
 }
 
-/// How a pass runs its layers' products. `gemm(layer, x, n, relu)`: layer `layer`'s
-/// `W · x + bias` for `x` of `cols × n` (row-major), `rows × n`, then ReLU when `relu`. The CPU
-/// kernels fuse the bias and the ReLU into the product ([`kernels::Epilogue`]); a gemm that
-/// cannot calls [`finish`]. Any `FnMut(usize, &[T], usize, bool) -> Result<Vec<T>, _>` is one.
+/// How a pass runs its layers' products. `gemm(layer, x, n, activation)`: layer `layer`'s
+/// `W · x + bias` for `x` of `cols × n` (row-major), `rows × n`, then the activation. The CPU
+/// kernels fuse the bias and the activation into the product ([`kernels::Epilogue`]); a gemm
+/// that cannot calls [`finish`]. Any `FnMut(usize, &[T], usize, Activation) -> Result<Vec<T>,
+/// _>` is one.
 pub(crate) trait Gemm<T> {
     /// Layer `layer`'s output for `x`.
-    fn gemm(&mut self, layer: usize, x: &[T], n: usize, relu: bool) -> Result<Vec<T>, StageError>;
+    fn gemm(
+        &mut self,
+        layer: usize,
+        x: &[T],
+        n: usize,
+        activation: Activation,
+    ) -> Result<Vec<T>, StageError>;
     /// Takes back an output of [`Self::gemm`] (or of [`Self::take`]) that the pass no longer
     /// reads, so that the next product can write into it (the default drops it).
     fn recycle(&mut self, _done: Vec<T>) {}
@@ -129,26 +123,47 @@ pub(crate) trait Gemm<T> {
 
 impl<T, F> Gemm<T> for F
 where
-    F: FnMut(usize, &[T], usize, bool) -> Result<Vec<T>, StageError>,
+    F: FnMut(usize, &[T], usize, Activation) -> Result<Vec<T>, StageError>,
 {
-    fn gemm(&mut self, layer: usize, x: &[T], n: usize, relu: bool) -> Result<Vec<T>, StageError> {
-        self(layer, x, n, relu)
+    fn gemm(
+        &mut self,
+        layer: usize,
+        x: &[T],
+        n: usize,
+        activation: Activation,
+    ) -> Result<Vec<T>, StageError> {
+        self(layer, x, n, activation)
     }
 }
 
-/// Layer `i`'s bias, then ReLU when `relu`, on its product `out` (`rows × n`): what a gemm that
+/// Layer `i`'s bias, then `activation`, on its product `out` (`rows × n`): what a gemm that
 /// does not fuse them applies (per element the same operations as [`kernels::Epilogue`]).
 #[inline(always)]
-pub(crate) fn finish<T: Real>(w: &Weights, i: usize, out: &mut [T], n: usize, relu: bool) {
+pub(crate) fn finish<T: Real>(
+    w: &Weights,
+    i: usize,
+    out: &mut [T],
+    n: usize,
+    activation: Activation,
+) {
     add_bias(out, &w.layers[i].bias, n);
-    if relu {
-        relu_in_place(out);
+    match activation {
+        Activation::None => {}
+        Activation::Relu => relu_in_place(out),
+        Activation::Gelu => out.iter_mut().for_each(|v| *v = v.gelu()),
     }
 }
 
-/// Layer `i`'s `W · x` in f32, summed in order, with its bias and ReLU: the tests' product.
+/// Layer `i`'s `W · x` in f32, summed in order, with its bias and activation: the tests'
+/// product.
 #[cfg(test)]
-pub(crate) fn naive_gemm(w: &Weights, i: usize, x: &[f32], n: usize, relu: bool) -> Vec<f32> {
+pub(crate) fn naive_gemm(
+    w: &Weights,
+    i: usize,
+    x: &[f32],
+    n: usize,
+    activation: Activation,
+) -> Vec<f32> {
     let l = &w.layers[i];
     let mut out = vec![0f32; l.rows() * n];
     for r in 0..l.rows() {
@@ -159,7 +174,7 @@ pub(crate) fn naive_gemm(w: &Weights, i: usize, x: &[f32], n: usize, relu: bool)
             }
         }
     }
-    finish(w, i, &mut out, n, relu);
+    finish(w, i, &mut out, n, activation);
     out
 }
 
@@ -196,6 +211,15 @@ fn relu_in_place<T: Real>(v: &mut [T]) {
     }
 }
 
+/// ReLU after every layer of a chain but the last.
+fn relu_unless(last: bool) -> Activation {
+    if last {
+        Activation::None
+    } else {
+        Activation::Relu
+    }
+}
+
 /// An MLP or CNN: each layer feeds the next, ReLU between.
 #[inline(always)]
 fn chain<T: Real>(
@@ -220,7 +244,7 @@ fn chain<T: Real>(
                 if let Some((_, h, wd)) = image.take() {
                     cur = regroup(&cur, samples, h * wd, true);
                 }
-                let out = gemm.gemm(i, &cur, samples, i != last)?;
+                let out = gemm.gemm(i, &cur, samples, relu_unless(i == last))?;
                 gemm.recycle(std::mem::replace(&mut cur, out));
             }
             LayerKind::Conv2d { padding, pool } => {
@@ -233,7 +257,7 @@ fn chain<T: Real>(
                 let k = l.shape[2];
                 let (oh, ow) = (h + 2 * padding + 1 - k, wd + 2 * padding + 1 - k);
                 let patches = im2col(&cur, c, h, wd, samples, k, padding);
-                let out = gemm.gemm(i, &patches, samples * oh * ow, i != last)?;
+                let out = gemm.gemm(i, &patches, samples * oh * ow, relu_unless(i == last))?;
                 gemm.recycle(std::mem::replace(&mut cur, out));
                 image = Some((l.rows(), oh, ow));
                 if pool {
@@ -362,7 +386,7 @@ fn transformer<T: Real>(
             patches[(j * np + p) * samples..][..samples].copy_from_slice(src);
         }
     }
-    let embedded = gemm.gemm(0, &patches, samples * np, false)?;
+    let embedded = gemm.gemm(0, &patches, samples * np, Activation::None)?;
     gemm.recycle(patches);
     let (cls, pos) = (
         &w.params[t.param(ParamRef::Cls)].values,
@@ -386,23 +410,23 @@ fn transformer<T: Real>(
     for b in 0..t.blocks {
         let x1 = gemm.take(d * n);
         let x1 = layer_norm(w, t.param(ParamRef::Norm1(b)), &h, (d, n), x1, threads);
-        let q = gemm.gemm(t.block_layer(b, 0), &x1, n, false)?;
-        let k = gemm.gemm(t.block_layer(b, 1), &x1, n, false)?;
-        let v = gemm.gemm(t.block_layer(b, 2), &x1, n, false)?;
+        let q = gemm.gemm(t.block_layer(b, 0), &x1, n, Activation::None)?;
+        let k = gemm.gemm(t.block_layer(b, 1), &x1, n, Activation::None)?;
+        let v = gemm.gemm(t.block_layer(b, 2), &x1, n, Activation::None)?;
         gemm.recycle(x1);
         let mixed = gemm.take(q.len());
         let mixed = attention(t, (&q, &k, &v), samples, mixed, threads);
         [q, k, v].into_iter().for_each(|done| gemm.recycle(done));
-        let o = gemm.gemm(t.block_layer(b, 3), &mixed, n, false)?;
+        let o = gemm.gemm(t.block_layer(b, 3), &mixed, n, Activation::None)?;
         gemm.recycle(mixed);
         add_residual(&mut h, &o, (n, n), threads);
         gemm.recycle(o);
         let x2 = gemm.take(d * n);
         let x2 = layer_norm(w, t.param(ParamRef::Norm2(b)), &h, (d, n), x2, threads);
-        let mut up = gemm.gemm(t.block_layer(b, 4), &x2, n, false)?;
+        // GELU fused into the up-projection's epilogue (the kernels apply it as they store).
+        let up = gemm.gemm(t.block_layer(b, 4), &x2, n, Activation::Gelu)?;
         gemm.recycle(x2);
-        gelu(&mut up, n, threads);
-        let down = gemm.gemm(t.block_layer(b, 5), &up, n, false)?;
+        let down = gemm.gemm(t.block_layer(b, 5), &up, n, Activation::None)?;
         gemm.recycle(up);
         // After the last block only the class tokens' columns (token 0: the first `samples`
         // of each row) are read.
@@ -426,7 +450,7 @@ fn transformer<T: Real>(
         threads,
     );
     gemm.recycle(first);
-    let logits = gemm.gemm(t.head(), &normed, samples, false);
+    let logits = gemm.gemm(t.head(), &normed, samples, Activation::None);
     gemm.recycle(normed);
     logits
 }
@@ -440,8 +464,8 @@ mod tests {
     /// `w`'s GEMMs in f64 from its own weights.
     fn dense_gemm(
         w: &Weights,
-    ) -> impl FnMut(usize, &[f64], usize, bool) -> Result<Vec<f64>, StageError> + '_ {
-        move |i, x, n, relu| {
+    ) -> impl FnMut(usize, &[f64], usize, Activation) -> Result<Vec<f64>, StageError> + '_ {
+        move |i, x, n, activation| {
             let l = &w.layers[i];
             let (rows, cols) = (l.rows(), l.cols());
             let mut out = vec![0f64; rows * n];
@@ -453,7 +477,7 @@ mod tests {
                     }
                 }
             }
-            finish(w, i, &mut out, n, relu);
+            finish(w, i, &mut out, n, activation);
             Ok(out)
         }
     }
@@ -512,7 +536,7 @@ mod tests {
             let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
             let want = forward(&w, &x64, samples, &mut dense_gemm(&w)).unwrap();
             let mut gemm =
-                |i: usize, x: &[f32], n: usize, relu: bool| Ok(naive_gemm(&w, i, x, n, relu));
+                |i: usize, x: &[f32], n: usize, act: Activation| Ok(naive_gemm(&w, i, x, n, act));
             let got = forward(&w, &x, samples, &mut gemm).unwrap();
             let scale = want.iter().fold(1f64, |m, v| m.max(v.abs()));
             for (at, (&g, &e)) in got.iter().zip(&want).enumerate() {
@@ -548,17 +572,5 @@ mod tests {
         };
         check(&cnn, Some((2, 5, 7)), 70);
         check(&ModelSpec::Mlp { hidden: vec![7] }, None, 9);
-    }
-
-    #[test]
-    fn fast_exp_is_close_to_libm() {
-        for i in -2000..=2000 {
-            let x = i as f32 * 0.043;
-            let (got, want) = (exp_f32(x), x.exp());
-            assert!(
-                ((got - want) / want).abs() < 5e-7,
-                "exp({x}) = {got}, libm {want}"
-            );
-        }
     }
 }

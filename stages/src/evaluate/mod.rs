@@ -319,7 +319,7 @@ fn agreement(
         .iter()
         .map(|l| l.matrix.to_dense().iter().map(|&w| w as f64).collect())
         .collect();
-    let mut reference = |i: usize, x: &[f64], n: usize, relu| -> Result<Vec<f64>, StageError> {
+    let mut reference = |i: usize, x: &[f64], n: usize, act| -> Result<Vec<f64>, StageError> {
         let (rows, cols) = (layers[i].matrix.rows(), layers[i].matrix.cols());
         let mut out = vec![0f64; rows * n];
         for r in 0..rows {
@@ -333,7 +333,7 @@ fn agreement(
                 }
             }
         }
-        graph::finish(model, i, &mut out, n, relu);
+        graph::finish(model, i, &mut out, n, act);
         Ok(out)
     };
     let n_test = data.test_y.len();
@@ -462,10 +462,10 @@ pub fn evaluate(
         let dense_t = summarise(dense_e2e);
         // Each layer on its own input of this batch.
         let mut inputs: Vec<Vec<f32>> = vec![vec![]; layers.len()];
-        let mut capture = |i: usize, x: &[f32], n: usize, relu| -> Result<Vec<f32>, StageError> {
+        let mut capture = |i: usize, x: &[f32], n: usize, act| -> Result<Vec<f32>, StageError> {
             inputs[i] = x.to_vec();
             let mut out = vec![0f32; sparse[i].rows() * n];
-            let epilogue = passes::epilogue(model, i, relu);
+            let epilogue = passes::epilogue(model, i, act);
             kernels::spmm_with(sparse[i], x, n, &mut out, &points[i], epilogue)?;
             Ok(out)
         };

@@ -7,7 +7,7 @@ use super::{graph, paired};
 use crate::kernel_tune::summarise;
 use crate::model::Weights;
 use crate::StageError;
-use kernels::{ParamPoint, SparseMatrix};
+use kernels::{Activation, ParamPoint, SparseMatrix};
 
 /// The ways a pass may run its dense-format layers: as tuned, or all on one dense backend
 /// (`faer`, `gemm`) with the tuned thread counts. Each dense backend is tuned on a layer alone,
@@ -151,12 +151,11 @@ pub(super) fn paired_passes(
     })
 }
 
-/// Layer `i`'s bias and (when `relu`) ReLU, fused into its product on the threads that
-/// compute it.
-pub(super) fn epilogue(model: &Weights, i: usize, relu: bool) -> kernels::Epilogue<'_> {
+/// Layer `i`'s bias and activation, fused into its product on the threads that compute it.
+pub(super) fn epilogue(model: &Weights, i: usize, activation: Activation) -> kernels::Epilogue<'_> {
     kernels::Epilogue {
         bias: Some(&model.layers[i].bias),
-        relu,
+        activation,
     }
 }
 
@@ -209,11 +208,17 @@ struct KernelGemm<'a> {
 }
 
 impl graph::Gemm<f32> for KernelGemm<'_> {
-    fn gemm(&mut self, i: usize, x: &[f32], n: usize, relu: bool) -> Result<Vec<f32>, StageError> {
+    fn gemm(
+        &mut self,
+        i: usize,
+        x: &[f32],
+        n: usize,
+        activation: Activation,
+    ) -> Result<Vec<f32>, StageError> {
         let start = Instant::now();
         let m = self.matrices[i];
         let mut out = self.buffers.take(m.rows() * n);
-        let epilogue = epilogue(self.model, i, relu);
+        let epilogue = epilogue(self.model, i, activation);
         kernels::spmm_with(m, x, n, &mut out, &self.points[i], epilogue)?;
         *self.gemm_us += start.elapsed().as_secs_f64() * 1e6;
         Ok(out)
@@ -306,8 +311,8 @@ mod tests {
             let w = Weights::init(&spec, 64, image, 5, 3).unwrap();
             let samples = 11;
             let xt = kernels::random_values(64 * samples, 2);
-            let gemm = |i: usize, x: &[f32], n: usize, relu| -> Result<Vec<f32>, StageError> {
-                Ok(graph::naive_gemm(&w, i, x, n, relu))
+            let gemm = |i: usize, x: &[f32], n: usize, act| -> Result<Vec<f32>, StageError> {
+                Ok(graph::naive_gemm(&w, i, x, n, act))
             };
             let plain = graph::forward(&w, &xt, samples, &mut gemm.clone()).unwrap();
             let widened = kernels::with_isa(Pass {

@@ -29,6 +29,7 @@ pub(crate) use vnm::vnm;
 
 use std::ops::Range;
 
+use super::activation::{activate, Activation};
 use super::simd::Simd;
 
 /// The widest tile a kernel instantiates: 12 vectors of 16 lanes (AVX-512); the partial-tile
@@ -44,7 +45,7 @@ pub(crate) struct BTile {
 
 /// A tile of C: local row `i` starts at `ptr + i · stride`; `width` columns are real. When the
 /// step is a product's last, local row `i` gets `bias[i]` (if `bias` is not null) and then
-/// ReLU (if `relu`) in registers as it is stored: the layer's epilogue fused into the kernel.
+/// the activation in registers as it is stored: the layer's epilogue fused into the kernel.
 #[derive(Clone, Copy)]
 pub(crate) struct CTile {
     pub(crate) ptr: *mut f32,
@@ -52,7 +53,7 @@ pub(crate) struct CTile {
     pub(crate) width: usize,
     /// The bias of local row 0 (then one per row), or null.
     pub(crate) bias: *const f32,
-    pub(crate) relu: bool,
+    pub(crate) activation: Activation,
 }
 
 impl CTile {
@@ -60,7 +61,7 @@ impl CTile {
     pub(crate) fn plain(self) -> CTile {
         CTile {
             bias: std::ptr::null(),
-            relu: false,
+            activation: Activation::None,
             ..self
         }
     }
@@ -118,8 +119,9 @@ pub(super) unsafe fn load_row<S: Simd, const U: usize>(
 }
 
 /// Stores local row `local` of the tile's accumulators, only the first `width` floats when the
-/// tile is partial, after the tile's bias and ReLU (per element `v + bias`, then `v < 0 ? 0 :
-/// v`, as `Epilogue` applies them after the product, so the results are bit-identical).
+/// tile is partial, after the tile's bias and activation (per element `v + bias`, then the
+/// activation's lane-wise operations, as `Epilogue` applies them after the product, so the
+/// results are bit-identical).
 ///
 /// # Safety
 /// Row `local` of `c` is valid for `min(width, U · LANES)` writes (`U · LANES ≤ MAX_TILE`,
@@ -134,10 +136,16 @@ pub(super) unsafe fn store_row<S: Simd, const U: usize>(acc: &[S::V; U], c: CTil
         let mut out = *acc;
         if !c.bias.is_null() {
             let b = S::splat(*c.bias.add(local));
-            out.iter_mut().for_each(|x| *x = S::add(*x, b));
+            for x in out.iter_mut() {
+                *x = S::add(*x, b);
+            }
         }
-        if c.relu {
-            out.iter_mut().for_each(|x| *x = S::relu(*x));
+        // Loops, not `for_each` with closures: a closure is compiled without the kernel's
+        // target features unless inlined, and GELU's is too large to be.
+        if c.activation != Activation::None {
+            for x in out.iter_mut() {
+                *x = activate::<S>(*x, c.activation);
+            }
         }
         let (dst, width) = (c.ptr.add(local * c.stride), c.width);
         if width >= U * S::LANES {

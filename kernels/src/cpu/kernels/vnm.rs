@@ -40,7 +40,7 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
         let mut g0 = 0;
         loop {
             let g1 = (g0 + per_chunk).min(groups);
-            // The tile's bias and ReLU on the last chunk's store only.
+            // The tile's bias and activation on the last chunk's store only.
             let ct = if g1 >= groups { c } else { c.plain() };
             // SAFETY: forwarded contract; the panel holds 4·w floats per group of the chunk and
             // every row block stays inside one V-block of `rows`.
