@@ -126,7 +126,8 @@ grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench.log" | tail -20
 
 # How well the cost model (fitted to the H200's run 3) ranks this device's measurements.
 [ -s "$OUT/bench.csv" ] && "$BIN/cuda-model-check" "$OUT/bench.csv" 2>&1 | tee "$OUT/model-check.txt"
-# And how the Hopper kernel's unfitted prior ranks its configurations (the `wgmma` rows).
+# And how the Hopper kernel's unfitted prior ranks its configurations (the `wgmma` rows). Fit
+# it afterwards, off the device: cuda-model-check --fit-wgmma <the returned wgmma.csv>.
 [ -s "$OUT/wgmma.csv" ] && "$BIN/cuda-model-check" "$OUT/wgmma.csv" 2>&1 | tail -1 \
   | tee "$OUT/model-check-wgmma.txt"
 

@@ -2,18 +2,25 @@
 //! `kernels/tests/cuda_bench.rs` writes): per measured point, the regret of tuning only the
 //! model's first 10 % and of its first choice, and its rank correlation.
 //!
-//! `cargo run --release -p kernels [--features cuda] --bin cuda-model-check -- BENCH_CSV [ARCH SMS]`
+//! `cargo run --release -p kernels [--features cuda] --bin cuda-model-check -- [--fit-wgmma]
+//! BENCH_CSV [ARCH SMS]`
+//!
+//! With `--fit-wgmma` it also fits the Hopper kernel's cost model to the table's `wgmma` rows
+//! (`kernels::cuda::fit_wgmma`: its constants, the objective against the prior's, each shape
+//! held out) and prints the constants to put in `WgmmaConstants::PRIOR`.
 //!
 //! The GPU the model assumes: ARCH and SMS when given; else, built with `cuda` and a device at
 //! hand, that device's limits; else the H200 (sm_90, 132 SMs) the model was fitted on.
 //! `scripts/device-check.sh` runs it on each new table.
 
-use kernels::cuda::{check_model, CudaDevice, Gpu, GpuModel};
+use kernels::cuda::{check_model, fit_wgmma, CudaDevice, Gpu, GpuModel};
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let fit = args.iter().any(|a| a == "--fit-wgmma");
+    args.retain(|a| a != "--fit-wgmma");
     let Some(path) = args.first() else {
-        eprintln!("usage: cuda-model-check BENCH_CSV [ARCH SMS]");
+        eprintln!("usage: cuda-model-check [--fit-wgmma] BENCH_CSV [ARCH SMS]");
         std::process::exit(2);
     };
     let gpu = match (args.get(1), args.get(2).map(|s| s.parse::<usize>())) {
@@ -45,6 +52,15 @@ fn main() {
         Err(e) => {
             eprintln!("{path}: {e}");
             std::process::exit(2);
+        }
+    }
+    if fit {
+        match fit_wgmma(&text, &gpu) {
+            Ok(fit) => print!("{fit}"),
+            Err(e) => {
+                eprintln!("{path}: {e}");
+                std::process::exit(2);
+            }
         }
     }
 }

@@ -41,14 +41,14 @@ pub struct ModelCheck {
 type Point = (usize, usize, usize, usize, usize);
 
 /// One measured configuration: its kind ("vnm", "csr_f32", …), point, parameters, median µs.
-struct Measurement {
-    kind: String,
-    point: Point,
-    params: BTreeMap<String, usize>,
-    median_us: f64,
+pub(super) struct Measurement {
+    pub(super) kind: String,
+    pub(super) point: Point,
+    pub(super) params: BTreeMap<String, usize>,
+    pub(super) median_us: f64,
 }
 
-fn parse(csv: &str) -> Result<Vec<Measurement>, String> {
+pub(super) fn parse(csv: &str) -> Result<Vec<Measurement>, String> {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().ok_or("empty table")?.split(',').collect();
     let col = |name: &str| {
@@ -105,7 +105,7 @@ fn parse(csv: &str) -> Result<Vec<Measurement>, String> {
 
 /// The parameters of a table's `config` column ("BM=64 BN=64 …") as a point of the kernel's
 /// space, whose parameter names are the same in lower case.
-fn as_point(params: &BTreeMap<String, usize>) -> ParamPoint {
+pub(super) fn as_point(params: &BTreeMap<String, usize>) -> ParamPoint {
     let lower: Vec<(String, i64)> = params
         .iter()
         .map(|(k, v)| (k.to_lowercase(), *v as i64))

@@ -23,6 +23,7 @@ mod source;
 mod space;
 mod wgmma;
 mod wgmma_cost;
+mod wgmma_fit;
 mod wgmma_space;
 
 #[cfg(feature = "cuda")]
@@ -64,7 +65,8 @@ pub use wgmma::{
     WGMMA_BM, WGMMA_BN, WGMMA_KEEP, WGMMA_REDUCE_PER_THREAD, WGMMA_REDUCE_THREADS, WGMMA_SPLIT_K,
     WGMMA_STAGES,
 };
-pub use wgmma_cost::wgmma_cycles;
+pub use wgmma_cost::{wgmma_cycles, wgmma_cycles_with, WgmmaConstants};
+pub use wgmma_fit::{fit_wgmma, WgmmaFit};
 pub(crate) use wgmma_space::kernel_accepts;
 pub use wgmma_space::{
     cuda_spaces, is_wgmma_point, wgmma_block_rows, wgmma_space, WGMMA_ARCH, WGMMA_KERNEL,

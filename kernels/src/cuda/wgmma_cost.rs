@@ -1,8 +1,9 @@
 //! A cost model of the Hopper V:N:M kernel (`cuda-vnm-wgmma`), for the tuner's ranking of its
 //! space. **A prior, not fitted:** no device has measured this kernel yet (issue 19), so its
 //! constants are the H200's published rates and the `mma.sp` model's fitted L2 and copy
-//! constants; fit it to the first device table (`kernels/tests/cuda_bench_wgmma.rs` writes
-//! one) as `scripts/fit_cuda_cost.py` did for `mma.sp`. The tuner ranks each kernel's space by
+//! constants ([`WgmmaConstants::PRIOR`]); fit them to the first device table
+//! (`kernels/tests/cuda_bench_wgmma.rs` writes one) with `cuda-model-check --fit-wgmma`
+//! ([`crate::cuda::fit_wgmma`]). The tuner ranks each kernel's space by
 //! its own model and measures the top of each ([`crate::cuda::cuda_spaces`]), so this model's
 //! scale against the `mma.sp` model's does not decide which kernel wins; measurements do.
 //!
@@ -19,16 +20,84 @@
 use super::cost::{blocks_per_sm, GpuModel, COPY_ISSUE, COPY_LATENCY, L2_BYTES_PER_CYCLE, SYNC};
 use super::wgmma::WgmmaConfig;
 
-/// Dense-equivalent fp16 FLOP per cycle per SM of sparse `wgmma` (H100/H200: 4,096 dense,
-/// doubled by 2:4 sparsity).
-const SPARSE_FLOP_PER_CYCLE: f64 = 8192.0;
-/// Cycles from a `wgmma` group's issue to its completion that a consumer waits when it keeps
-/// no group in flight across tiles (`KEEP` = 0).
-const WGMMA_DRAIN: f64 = 120.0;
-/// DRAM bytes per cycle per SM (H200: ~4.8 TB/s over 132 SMs at 1.7 GHz).
-const DRAM_BYTES_PER_CYCLE: f64 = 21.0;
-/// Cycles of the split-K reduction's launch behind the product's.
-const REDUCE_LAUNCH: f64 = 2000.0;
+/// The model's constants: what a fit to a device's table adjusts ([`super::fit_wgmma`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WgmmaConstants {
+    /// Dense-equivalent fp16 FLOP per cycle per SM of sparse `wgmma`.
+    pub sparse_flop_per_cycle: f64,
+    /// Cycles from a `wgmma` group's issue to its completion that a consumer waits when it
+    /// keeps no group in flight across tiles (`KEEP` = 0).
+    pub wgmma_drain: f64,
+    /// DRAM bytes per cycle per SM.
+    pub dram_bytes_per_cycle: f64,
+    /// Cycles of the split-K reduction's launch behind the product's.
+    pub reduce_launch: f64,
+    /// Issue cycles of one warp's 16-byte `cp.async`.
+    pub copy_issue: f64,
+    /// L2 → shared-memory bytes per cycle per SM.
+    pub l2_bytes_per_cycle: f64,
+    /// Cycles of a stage hand-off (mbarrier arrive and wait).
+    pub sync: f64,
+    /// Cycles of a copy's latency, hidden over `STAGES − 1` tiles in flight.
+    pub copy_latency: f64,
+}
+
+impl WgmmaConstants {
+    /// The prior: the H200's published rates (4,096 dense fp16 FLOP per cycle per SM, doubled
+    /// by 2:4 sparsity; ~4.8 TB/s over 132 SMs at 1.7 GHz), a guessed drain and reduction
+    /// launch, and the `mma.sp` model's fitted copy, L2 and hand-off constants.
+    pub const PRIOR: WgmmaConstants = WgmmaConstants {
+        sparse_flop_per_cycle: 8192.0,
+        wgmma_drain: 120.0,
+        dram_bytes_per_cycle: 21.0,
+        reduce_launch: 2000.0,
+        copy_issue: COPY_ISSUE,
+        l2_bytes_per_cycle: L2_BYTES_PER_CYCLE,
+        sync: SYNC,
+        copy_latency: COPY_LATENCY,
+    };
+
+    /// Field names, in the order of [`Self::to_array`].
+    pub const NAMES: [&'static str; 8] = [
+        "sparse_flop_per_cycle",
+        "wgmma_drain",
+        "dram_bytes_per_cycle",
+        "reduce_launch",
+        "copy_issue",
+        "l2_bytes_per_cycle",
+        "sync",
+        "copy_latency",
+    ];
+
+    /// The constants in [`Self::NAMES`]' order.
+    pub fn to_array(&self) -> [f64; 8] {
+        [
+            self.sparse_flop_per_cycle,
+            self.wgmma_drain,
+            self.dram_bytes_per_cycle,
+            self.reduce_launch,
+            self.copy_issue,
+            self.l2_bytes_per_cycle,
+            self.sync,
+            self.copy_latency,
+        ]
+    }
+
+    /// The constants from [`Self::NAMES`]' order.
+    pub fn from_array(a: [f64; 8]) -> WgmmaConstants {
+        WgmmaConstants {
+            sparse_flop_per_cycle: a[0],
+            wgmma_drain: a[1],
+            dram_bytes_per_cycle: a[2],
+            reduce_launch: a[3],
+            copy_issue: a[4],
+            l2_bytes_per_cycle: a[5],
+            sync: a[6],
+            copy_latency: a[7],
+        }
+    }
+}
+
 /// Registers per thread of a block with two consumer warpgroups: `setmaxnreg` gives the
 /// producer 40 and each consumer 232, the whole register file (128·40 + 256·232 = 64,512).
 const TWO_CONSUMER_REGISTERS: usize = 168;
@@ -40,8 +109,19 @@ fn one_consumer_registers(cfg: &WgmmaConfig) -> usize {
 }
 
 /// Predicted cycles of the Hopper kernel with `cfg` for a `rows × cols` matrix of pattern 2:M
-/// times `n` columns on `gpu` (see the module's notes).
+/// times `n` columns on `gpu` (see the module's notes), with the prior's constants.
 pub fn wgmma_cycles(
+    cfg: &WgmmaConfig,
+    shape: (usize, usize, usize),
+    n: usize,
+    gpu: &GpuModel,
+) -> f64 {
+    wgmma_cycles_with(&WgmmaConstants::PRIOR, cfg, shape, n, gpu)
+}
+
+/// [`wgmma_cycles`] with constants `k`.
+pub fn wgmma_cycles_with(
+    k: &WgmmaConstants,
     cfg: &WgmmaConfig,
     (rows, cols, m): (usize, usize, usize),
     n: usize,
@@ -65,13 +145,13 @@ pub fn wgmma_cycles(
     let per_sm = f(blocks) / f(gpu.multiprocessors.max(1));
     let overlapped = resident.min(per_sm.max(1.0));
 
-    let tensor = 2.0 * f(cfg.bm * cfg.bk * cfg.bn) / SPARSE_FLOP_PER_CYCLE;
+    let tensor = 2.0 * f(cfg.bm * cfg.bk * cfg.bn) / k.sparse_flop_per_cycle;
     let bytes = f(cfg.bm * cfg.bk + cfg.bm * cfg.bk / 8 + 2 * cfg.bk * cfg.bn);
     // 16-byte copies spread over the producer's 4 warps (one per sub-partition).
-    let issue = bytes / 16.0 / 128.0 * COPY_ISSUE;
-    let throughput = tensor.max(issue).max(bytes / L2_BYTES_PER_CYCLE);
-    let drain = if cfg.keep == 0 { WGMMA_DRAIN } else { 0.0 };
-    let latency = SYNC + drain + tensor + COPY_LATENCY / f(cfg.stages.saturating_sub(1).max(1));
+    let issue = bytes / 16.0 / 128.0 * k.copy_issue;
+    let throughput = tensor.max(issue).max(bytes / k.l2_bytes_per_cycle);
+    let drain = if cfg.keep == 0 { k.wgmma_drain } else { 0.0 };
+    let latency = k.sync + drain + tensor + k.copy_latency / f(cfg.stages.saturating_sub(1).max(1));
     let step = (latency / overlapped).max(throughput);
     let product = per_sm.ceil() * tiles_per_block * step;
 
@@ -79,7 +159,7 @@ pub fn wgmma_cycles(
     let c = f(rows * n);
     let reduce = if split > 1 {
         let traffic = c * (4.0 * f(split) * 2.0 + 2.0);
-        REDUCE_LAUNCH + traffic / (DRAM_BYTES_PER_CYCLE * f(gpu.multiprocessors.max(1)))
+        k.reduce_launch + traffic / (k.dram_bytes_per_cycle * f(gpu.multiprocessors.max(1)))
     } else {
         0.0
     };

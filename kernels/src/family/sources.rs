@@ -144,6 +144,7 @@ pub const NOT_MEASURED: &[&str] = &[
     "src/family/tests.rs",
     "src/mask/tests.rs",
     "src/cuda/cost_check.rs",
+    "src/cuda/wgmma_fit.rs",
     "src/cuda/error.rs",
     "src/cuda/gpu.rs",
     "src/cuda/ptxas.rs",
