@@ -318,7 +318,14 @@ fn run(o: &mut Opts) -> Result<(), KernelError> {
                 gemm * 1e6
             );
             for (label, pattern) in &patterns {
-                let sig = FormatSignature::for_pattern(pattern, rows, cols)?;
+                // A pattern that does not fit this shape (V = 128 over 192 rows) is skipped.
+                let sig = match FormatSignature::for_pattern(pattern, rows, cols) {
+                    Ok(sig) => sig,
+                    Err(e) => {
+                        println!("  {label:<18} skipped: {e}");
+                        continue;
+                    }
+                };
                 let a = synthetic(&sig, 7)?;
                 dense = dense.min(dense_best(rows, cols, n, threads, o.reps)?.0);
                 let mut t = tune(&a, n, threads, o.reps, o.budget, !o.full)?;
