@@ -1,8 +1,9 @@
 //! The forward pass of any [`Arch`] on feature-major activations (`features × columns`,
 //! row-major; a column per sample, or per sample and position), with every GEMM layer's
 //! product `W · X` left to a caller's function, so that one pass serves the sparse kernels (f32)
-//! and the masked dense reference (f64). Everything else (bias, ReLU, im2col, pooling,
-//! LayerNorm, attention, GELU) is computed here, in `T`.
+//! and the masked dense reference (f64), each with its bias and activation (ReLU, GELU)
+//! fused or applied by [`finish`]. Everything else (im2col, pooling, LayerNorm, attention,
+//! residual adds) is computed here, in `T`.
 //!
 //! In a chain the columns are sample-major: column `s · positions + p` is position `p` of
 //! sample `s` (for a convolution, `p = y · w + x`). In a transformer they are token-major:
@@ -114,7 +115,7 @@ pub(crate) trait Gemm<T> {
     {
         vec![T::default(); len]
     }
-    /// Threads the host work between the products may use (LayerNorm, attention, GELU): as
+    /// Threads the host work between the products may use (LayerNorm, attention, residual): as
     /// many as the products use, so that neither waits on one core (the default: one).
     fn host_threads(&self) -> usize {
         1
