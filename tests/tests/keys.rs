@@ -287,8 +287,8 @@ const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
     "22eeb45bd0ed3147350ee622ba2166d950b23419e18faaaa45f421063edd069c",
     // kernel_tune version 3 (rounds) reading that calibration.
     "7c78c1ebb1c20185f41318aeb9d4ba69b5e0ec6c0550a85ba4c2b1c949cbd6ff",
-    // evaluate version 10 (layers_speedup_b{B} a harmonic mean).
-    "fa225d21cf3a77c323b9d2637d64b2f7dc29b53e0fb9a5740446aebc7dbf75dc",
+    // evaluate version 11 (a transformer's GELU fused into its up-projection's epilogue).
+    "f0251aeedd1433344faad8ac698de9e13098e513469dd1dac8cb899712ea7ba1",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

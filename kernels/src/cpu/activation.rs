@@ -39,9 +39,8 @@ pub(crate) unsafe fn gelu<S: Simd>(x: S::V) -> S::V {
     }
 }
 
-/// `e^x` per lane: `x = n · ln 2 + r`
-/// with `|r| ≤ ln 2 / 2` (n rounded by adding and subtracting 1.5 · 2²³), `e^r` by Cephes'
-/// `expf` polynomial, `2ⁿ` in the exponent bits. Relative error ≈ 2e-7. x is clamped to
+/// `e^x` per lane: `x = n · ln 2 + r` with `|r| ≤ ln 2 / 2` (n rounded by adding and
+/// subtracting 1.5 · 2²³), `e^r` by Cephes' `expf` polynomial, `2ⁿ` in the exponent bits. Relative error ≈ 2e-7. x is clamped to
 /// `[−87, 88.7]`: below, the result stays a normal f32 (~1.6e-38); from 88.38 on, n = 128 and
 /// the result is +∞ (a little early: e^x overflows f32 from 88.72). NaN stays NaN.
 ///
