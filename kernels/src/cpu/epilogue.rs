@@ -1,7 +1,7 @@
 //! What a product's rows get once computed, on the thread that computed them: a layer's bias
-//! and its activation (ReLU, GELU), applied to each part of C right after the kernel wrote it (while it is in that
-//! core's cache, on every thread of the product) instead of in separate passes over the whole
-//! output on one thread afterwards.
+//! and its activation (ReLU, GELU), applied to each part of C right after the kernel wrote it
+//! (while it is in that core's cache, on every thread of the product) instead of in separate
+//! passes over the whole output on one thread afterwards.
 
 use std::ops::Range;
 
