@@ -17,7 +17,7 @@
 //! ones rank as well: see the test). The tuner never compares this model's scale with the
 //! `mma.sp` model's ([`crate::cuda::cuda_spaces`]), so the ranking is what counts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::cost::GpuModel;
 use super::cost_check::{as_point, parse};
@@ -199,10 +199,7 @@ pub fn fit_wgmma(csv: &str, gpu: &GpuModel) -> Result<WgmmaFit, String> {
     }
     let refs: Vec<&Group> = all.iter().collect();
     let (constants, value) = fit_groups(&refs, gpu);
-    let mut shapes: Vec<(usize, usize)> = all.iter().map(|g| (g.shape.0, g.shape.1)).collect();
-    shapes.dedup();
-    shapes.sort();
-    shapes.dedup();
+    let shapes: BTreeSet<(usize, usize)> = all.iter().map(|g| (g.shape.0, g.shape.1)).collect();
     let held_out = if shapes.len() < 2 {
         vec![]
     } else {
