@@ -49,8 +49,10 @@ fn patterns_for(rows: usize) -> Vec<Pattern> {
 /// Shapes (rows, cols, n): empty, single, odd, K not a multiple of M, N not a multiple of 8/16;
 /// and batch 1 (the matrix-vector kernels) with K giving whole steps of 8 and 16 groups, a
 /// partial step and a scalar tail, and rows that end in a partial panel of 8 or 16 rows (the
-/// across-rows kernels).
-const SHAPES: [(usize, usize, usize); 13] = [
+/// across-rows kernels); and a few columns (2 to 32: the across-rows kernels over several
+/// columns, 4 at a time and a remainder of 1, 2 or 3) on partial panels and groups, and a few
+/// past whole vectors (17, 33, 36: the tile kernels and those kernels side by side).
+const SHAPES: [(usize, usize, usize); 18] = [
     (0, 5, 3),
     (1, 1, 1),
     (7, 9, 5),
@@ -64,6 +66,11 @@ const SHAPES: [(usize, usize, usize); 13] = [
     (3, 37, 1),
     (24, 200, 1),
     (13, 70, 1),
+    (48, 130, 2),
+    (13, 70, 7),
+    (64, 200, 32),
+    (24, 37, 10),
+    (24, 70, 36),
 ];
 
 fn build(case: &Case, seed: u64, tweak: impl Fn(&mut [f32])) -> (SparseMatrix, SparseMatrix) {

@@ -32,19 +32,7 @@ pub(super) fn run(
     if let (Some(gemv), Some(panels)) =
         (dispatch::select_gemv_panels(isa), dispatch::panels(a, isa))
     {
-        let mut parts = match (a, panels) {
-            (SparseMatrix::Vnm(x), _) => partition(a.rows(), x.v(), threads, |u| u),
-            (_, GemvPanels::Csr(p)) => {
-                partition(a.rows(), p.lanes(), threads, |u| p.starts()[u] as usize)
-            }
-            _ => partition(a.rows(), panels.lanes(), threads, |u| u),
-        };
-        // The rows past the last whole panel go with the last part.
-        match parts.last_mut() {
-            Some(last) => last.end = a.rows(),
-            None if a.rows() > 0 => parts.push(0..a.rows()),
-            None => {}
-        }
+        let parts = panel_parts(a, panels, threads);
         let part = |range: Range<usize>, y: &mut [f32]| {
             with_scratch(|scratch| {
                 match (a, panels) {
@@ -63,7 +51,7 @@ pub(super) fn run(
                 unsafe { gemv(a, panels, range, b.as_ptr(), y.as_mut_ptr(), scratch) }
             })
         };
-        split(&parts, c, threads, &part, epilogue);
+        split(&parts, c, 1, threads, &part, epilogue);
         return true;
     }
     if let Some(gemv) = dispatch::select_gemv(isa).filter(|_| dispatch::gemv_applies(a, isa)) {
@@ -85,34 +73,58 @@ pub(super) fn run(
                 unsafe { gemv(a, range, b.as_ptr(), y.as_mut_ptr(), xs) }
             })
         };
-        split(&parts, c, threads, &part, epilogue);
+        split(&parts, c, 1, threads, &part, epilogue);
         return true;
     }
     false
 }
 
-/// Runs `part` on each of `parts` (rows of `c`, one column) and the epilogue after it: on this
-/// thread when there is one part, else through [`split_rows`].
-fn split(
+/// `a`'s rows split over `threads` for its panel kernels: parts start on whole panels (whole
+/// V-blocks for V:N:M's gathered panels), balanced by stored values for CSR, and the rows past the last whole
+/// panel go with the last part.
+pub(super) fn panel_parts(
+    a: &SparseMatrix,
+    panels: GemvPanels<'_>,
+    threads: usize,
+) -> Vec<Range<usize>> {
+    let mut parts = match (a, panels) {
+        (SparseMatrix::Vnm(x), GemvPanels::Rows(_)) => partition(a.rows(), x.v(), threads, |u| u),
+        (_, GemvPanels::Csr(p)) => {
+            partition(a.rows(), p.lanes(), threads, |u| p.starts()[u] as usize)
+        }
+        _ => partition(a.rows(), panels.lanes(), threads, |u| u),
+    };
+    match parts.last_mut() {
+        Some(last) => last.end = a.rows(),
+        None if a.rows() > 0 => parts.push(0..a.rows()),
+        None => {}
+    }
+    parts
+}
+
+/// Runs `part` on each of `parts` (rows of `c`, `row` floats each) and the epilogue after it: on
+/// this thread when there is one part, else through [`split_rows`].
+pub(super) fn split(
     parts: &[Range<usize>],
     c: &mut [f32],
+    row: usize,
     threads: usize,
     part: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
     epilogue: &Epilogue,
 ) {
     match parts {
         [one] => {
-            let y = &mut c[one.clone()];
+            let y = &mut c[one.start * row..one.end * row];
             part(one.clone(), y);
-            epilogue.apply(one.start, y, 1);
+            epilogue.apply(one.start, y, row);
         }
-        _ => split_rows(parts, 1, c, threads, part, epilogue),
+        _ => split_rows(parts, row, c, threads, part, epilogue),
     }
 }
 
 /// `f` on this thread's scratch, emptied first (a call that finds it borrowed, which a
 /// re-entrant caller would, gets a fresh buffer).
-fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
+pub(super) fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
             buf.clear();

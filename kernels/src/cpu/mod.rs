@@ -4,12 +4,15 @@
 
 mod activation;
 mod batch_one;
+mod column_rest;
 mod dispatch;
 mod epilogue;
+mod few_columns;
 mod host_isa;
 mod kernels;
 mod pool;
 mod simd;
+mod transpose;
 
 pub(crate) use pool::run_parts;
 
@@ -50,12 +53,13 @@ fn space_signature(a: &SparseMatrix) -> FormatSignature {
     }
 }
 
-/// B laid out for the kernels: tile `t` covers columns `t·w .. t·w + w`. With packing, every tile
-/// is copied into a contiguous `cols × w` panel; without, full tiles are read in place and only a
-/// partial last tile is copied (zero-padded), so that every row of every tile has `w` floats.
+/// B laid out for the kernels: tile `t` covers columns `t·w .. t·w + w` of the first `width`
+/// (B's rows are `stride` floats apart). With packing, every tile is copied into a contiguous
+/// `cols × w` panel; without, full tiles are read in place and only a partial last tile is
+/// copied (zero-padded), so that every row of every tile has `w` floats.
 struct Panels<'a> {
     b: &'a [f32],
-    n: usize,
+    stride: usize,
     cols: usize,
     w: usize,
     packed: Vec<f32>,
@@ -70,38 +74,39 @@ impl<'a> Panels<'a> {
     fn new(
         b: &'a [f32],
         cols: usize,
-        n: usize,
+        (stride, width): (usize, usize),
         w: usize,
         pack_all: bool,
         tiles: Range<usize>,
         pack: dispatch::PackFn,
     ) -> Self {
         let (lo, tiles) = (tiles.start, tiles.end);
-        let first = if pack_all { lo } else { (n / w).max(lo) };
+        let first = if pack_all { lo } else { (width / w).max(lo) };
         // 16 spare floats so that the panels can start on a 64-byte line (vector loads that
         // straddle cache lines cost two accesses).
         let len = tiles.saturating_sub(first) * cols * w;
         let mut packed = vec![0.0f32; len + 16];
         let align = packed.as_ptr().align_offset(64).min(16);
         for t in first..tiles {
-            let (c0, width) = (t * w, w.min(n - t * w));
+            let (c0, real) = (t * w, w.min(width - t * w));
             let at = align + (t - first) * cols * w;
             let panel = &mut packed[at..at + cols * w];
             if cols > 0 {
-                // The last row's `width` floats exist on both sides (the rows before it lie
+                // The last row's `real` floats exist on both sides (the rows before it lie
                 // below them).
                 assert!(
-                    (cols - 1) * n + c0 + width <= b.len() && (cols - 1) * w + width <= panel.len()
+                    (cols - 1) * stride + c0 + real <= b.len()
+                        && (cols - 1) * w + real <= panel.len()
                 );
                 // SAFETY: `pack` was selected for this process's ISA (or is scalar); rows
-                // 0..cols of the tile hold `width` floats on each side (asserted just above),
+                // 0..cols of the tile hold `real` floats on each side (asserted just above),
                 // and `packed` is a fresh buffer.
-                unsafe { pack(b[c0..].as_ptr(), n, panel.as_mut_ptr(), w, cols, width) };
+                unsafe { pack(b[c0..].as_ptr(), stride, panel.as_mut_ptr(), w, cols, real) };
             }
         }
         Panels {
             b,
-            n,
+            stride,
             cols,
             w,
             packed,
@@ -124,7 +129,7 @@ impl<'a> Panels<'a> {
         } else {
             BTile {
                 ptr: self.b.as_ptr().wrapping_add(t * self.w),
-                stride: self.n,
+                stride: self.stride,
             }
         }
     }
@@ -240,6 +245,15 @@ pub fn spmm_with(
     if n == 1 && batch_one::run(a, b, c, threads, &epilogue, kernel_isa) {
         return Ok(());
     }
+    // A few columns: the same kernels over several columns at once (see `few_columns`).
+    if few_columns::run(a, b, n, c, threads, &epilogue, kernel_isa) {
+        return Ok(());
+    }
+    // A few columns past whole vectors go to those kernels too (see `column_rest`); the tile
+    // kernels compute the first `width` columns.
+    let width = column_rest::run(a, b, n, c, threads, &epilogue, kernel_isa).unwrap_or(n);
+    // A tile no wider than the columns left (the point's tile was chosen for all n).
+    w = w.min(width.next_multiple_of(kernel_isa.lanes()));
     // Fewer columns than a vector's lanes (batch 1 and other GEMV-like products): the space
     // offers one tile of one vector, which would waste most lanes; the scalar kernels run
     // instead, with a tile of the next instantiated width ≥ n and the largest instantiated row
@@ -288,7 +302,7 @@ pub fn spmm_with(
         SparseMatrix::Vnm(x) => (x.v(), Box::new(|u| u)),
         _ => (1, Box::new(|u| u)),
     };
-    let tiles = n.div_ceil(w);
+    let tiles = width.div_ceil(w);
     let pack_fn = dispatch::select_pack(kernel_isa);
     // The epilogue's bias and activation are applied by the kernels as they store C (`CTile`).
     let bias = epilogue.bias;
@@ -319,7 +333,7 @@ pub fn spmm_with(
                     let ct = CTile {
                         ptr: cband.wrapping_add(t * w),
                         stride: n,
-                        width: w.min(n - t * w),
+                        width: w.min(width - t * w),
                         bias: bias.map_or(std::ptr::null(), |b| b.as_ptr().wrapping_add(lo)),
                         activation: epilogue.activation,
                     };
@@ -352,12 +366,12 @@ pub fn spmm_with(
         Split::Tiles(parts) => {
             let c0 = SharedC(c.as_mut_ptr());
             pool::run_parts(parts.len(), threads, &|i| {
-                let panels = Panels::new(b, cols, n, w, pack, parts[i].clone(), pack_fn);
+                let panels = Panels::new(b, cols, (n, width), w, pack, parts[i].clone(), pack_fn);
                 run(0..rows, parts[i].clone(), &panels, c0.get());
             });
         }
         Split::Rows => {
-            let panels = Panels::new(b, cols, n, w, pack, 0..tiles, pack_fn);
+            let panels = Panels::new(b, cols, (n, width), w, pack, 0..tiles, pack_fn);
             let parts = partition(rows, unit, threads, prefix);
             let run_rows = |range: Range<usize>, cpart: &mut [f32]| {
                 run(range, 0..tiles, &panels, cpart.as_mut_ptr())

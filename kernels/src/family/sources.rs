@@ -19,12 +19,15 @@ const COMMON: &[&str] = &[
 const CPU: &[&str] = &[
     "src/calibrate.rs",
     "src/cpu/batch_one.rs",
+    "src/cpu/column_rest.rs",
     "src/cost.rs",
     "src/cpu/dispatch.rs",
+    "src/cpu/few_columns.rs",
     "src/cpu/kernels/mod.rs",
     "src/cpu/mod.rs",
     "src/cpu/pool.rs",
     "src/cpu/simd.rs",
+    "src/cpu/transpose.rs",
     "src/isa.rs",
     "src/space.rs",
 ];
@@ -58,8 +61,11 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
             CPU,
             &[
                 "src/cpu/kernels/csr.rs",
+                "src/cpu/kernels/gemm_panels.rs",
                 "src/cpu/kernels/gemv.rs",
+                "src/cpu/kernels/gemv_panels.rs",
                 "src/format/csr.rs",
+                "src/format/panels.rs",
             ],
         ],
     ),
@@ -69,6 +75,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
             COMMON,
             CPU,
             &[
+                "src/cpu/kernels/gemm_panels.rs",
                 "src/cpu/kernels/gemv.rs",
                 "src/cpu/kernels/gemv_panels.rs",
                 "src/cpu/kernels/nm.rs",
@@ -83,6 +90,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
             COMMON,
             CPU,
             &[
+                "src/cpu/kernels/gemm_panels.rs",
                 "src/cpu/kernels/gemv.rs",
                 "src/cpu/kernels/gemv_panels.rs",
                 "src/cpu/kernels/vnm.rs",

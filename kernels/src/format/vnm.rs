@@ -61,6 +61,8 @@ pub struct VnmMatrix {
     nnz: usize,
     /// Derived for the batch-1 kernels, on first use.
     panels: PanelCache<RowPanels>,
+    /// Derived for the few-column kernels, on first use (positions in the group of M).
+    group_panels: PanelCache<RowPanels>,
 }
 
 impl VnmMatrix {
@@ -96,6 +98,7 @@ impl VnmMatrix {
             pairs: Vec::new(),
             nnz: 0,
             panels: PanelCache::default(),
+            group_panels: PanelCache::default(),
         };
         for (i, loc) in a.column_loc.chunks_exact(4).enumerate() {
             if loc.windows(2).any(|w| w[0] >= w[1]) || loc[3] as usize >= m {
@@ -320,6 +323,22 @@ impl VnmMatrix {
         self.panels.get(lanes, || {
             RowPanels::build(self.rows, groups, 2, lanes, |r, s| {
                 (self.values[r * k_sp + s], self.position(r, s) as u8)
+            })
+        })
+    }
+
+    /// The values in panels of `lanes` rows, each slot's position being its column's offset in
+    /// its group of M (`< M`), as N:M panels have them: read from x directly, without gathering
+    /// each V-block's 4 kept columns first. Only for M ≤ 16 (one window of x per group).
+    pub(crate) fn group_panels(&self, lanes: usize) -> Option<&RowPanels> {
+        if self.m > 16 {
+            return None;
+        }
+        let (groups, k_sp) = (self.groups(), self.k_sp());
+        self.group_panels.get(lanes, || {
+            RowPanels::build(self.rows, groups, 2, lanes, |r, s| {
+                let at = ((r / self.v) * groups + s / 2) * 4 + self.position(r, s);
+                (self.values[r * k_sp + s], self.column_loc[at])
             })
         })
     }

@@ -31,13 +31,32 @@ use std::arch::x86_64::*;
 pub(crate) unsafe trait PanelPick: Simd {
     /// A group's x values held in registers.
     type Window: Copy;
+    /// A vector of lane positions, converted once and shared by every window picked from.
+    type Idx: Copy;
     /// The `W` floats from `x` (`W` is 4, 8 or 16, and `x` readable for that many).
     unsafe fn window<const W: usize>(x: *const f32) -> Self::Window;
+    /// The positions of `LANES` bytes at `pos` (`pos` readable for `LANES` bytes).
+    unsafe fn positions(pos: *const u8) -> Self::Idx;
+    /// `[w[idx[l]]]` over the lanes; each position `< W`.
+    unsafe fn pick_at<const W: usize>(w: Self::Window, idx: Self::Idx) -> Self::V;
+    /// `[x[idx[l]]]` over the lanes, from a window of `LANES` floats (CSR's windows); `x`
+    /// readable for `LANES` floats, each position `< LANES`.
+    unsafe fn pick_lanes_at(x: *const f32, idx: Self::Idx) -> Self::V;
+
     /// `[w[pos[l]]]` over the lanes; `pos` readable for `LANES` bytes, each `< W`.
-    unsafe fn pick<const W: usize>(w: Self::Window, pos: *const u8) -> Self::V;
+    #[inline(always)]
+    unsafe fn pick<const W: usize>(w: Self::Window, pos: *const u8) -> Self::V {
+        // SAFETY: the contract's reads.
+        unsafe { Self::pick_at::<W>(w, Self::positions(pos)) }
+    }
+
     /// `[x[pos[l]]]` over the lanes, from a window of `LANES` floats (CSR's windows); `x`
     /// readable for `LANES` floats, `pos` for `LANES` bytes, each `< LANES`.
-    unsafe fn pick_lanes(x: *const f32, pos: *const u8) -> Self::V;
+    #[inline(always)]
+    unsafe fn pick_lanes(x: *const f32, pos: *const u8) -> Self::V {
+        // SAFETY: the contract's reads.
+        unsafe { Self::pick_lanes_at(x, Self::positions(pos)) }
+    }
 }
 
 // SAFETY: compiled only into `avx2,fma` functions selected after detection; the reads are the
@@ -45,6 +64,7 @@ pub(crate) unsafe trait PanelPick: Simd {
 #[cfg(target_arch = "x86_64")]
 unsafe impl PanelPick for super::super::simd::Avx2 {
     type Window = (__m256, __m256);
+    type Idx = __m256i;
 
     #[inline(always)]
     unsafe fn window<const W: usize>(x: *const f32) -> Self::Window {
@@ -60,10 +80,15 @@ unsafe impl PanelPick for super::super::simd::Avx2 {
     }
 
     #[inline(always)]
-    unsafe fn pick<const W: usize>(w: Self::Window, pos: *const u8) -> __m256 {
+    unsafe fn positions(pos: *const u8) -> __m256i {
         // SAFETY: AVX2 is available; `pos` is readable for 8 bytes (contract).
+        unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(pos.cast())) }
+    }
+
+    #[inline(always)]
+    unsafe fn pick_at<const W: usize>(w: Self::Window, idx: __m256i) -> __m256 {
+        // SAFETY: AVX2 is available.
         unsafe {
-            let idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(pos.cast()));
             let lo = _mm256_permutevar8x32_ps(w.0, idx);
             if W <= 8 {
                 return lo;
@@ -75,9 +100,9 @@ unsafe impl PanelPick for super::super::simd::Avx2 {
     }
 
     #[inline(always)]
-    unsafe fn pick_lanes(x: *const f32, pos: *const u8) -> __m256 {
-        // SAFETY: the contract's reads, 8 floats and 8 bytes.
-        unsafe { Self::pick::<8>(Self::window::<8>(x), pos) }
+    unsafe fn pick_lanes_at(x: *const f32, idx: __m256i) -> __m256 {
+        // SAFETY: the contract's read of 8 floats.
+        unsafe { Self::pick_at::<8>(Self::window::<8>(x), idx) }
     }
 }
 
@@ -86,11 +111,12 @@ unsafe impl PanelPick for super::super::simd::Avx2 {
 #[cfg(target_arch = "x86_64")]
 unsafe impl PanelPick for super::super::simd::Avx512 {
     type Window = __m512;
+    type Idx = __m512i;
 
     #[inline(always)]
     unsafe fn window<const W: usize>(x: *const f32) -> __m512 {
         // SAFETY: AVX-512F is available; `x` is readable for W floats (contract). For W < 16
-        // the upper lanes are left undefined by the cast, and `pick` never reads them
+        // the upper lanes are left undefined by the cast, and `pick_at` never reads them
         // (positions < W).
         unsafe {
             match W {
@@ -102,19 +128,21 @@ unsafe impl PanelPick for super::super::simd::Avx512 {
     }
 
     #[inline(always)]
-    unsafe fn pick<const W: usize>(w: __m512, pos: *const u8) -> __m512 {
-        // SAFETY: AVX-512F is available; `pos` is readable for 16 bytes (contract). One
-        // permute covers every window, 16 included.
-        unsafe {
-            let idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(pos.cast()));
-            _mm512_permutexvar_ps(idx, w)
-        }
+    unsafe fn positions(pos: *const u8) -> __m512i {
+        // SAFETY: AVX-512F is available; `pos` is readable for 16 bytes (contract).
+        unsafe { _mm512_cvtepu8_epi32(_mm_loadu_si128(pos.cast())) }
     }
 
     #[inline(always)]
-    unsafe fn pick_lanes(x: *const f32, pos: *const u8) -> __m512 {
-        // SAFETY: the contract's reads, 16 floats and 16 bytes.
-        unsafe { Self::pick::<16>(Self::window::<16>(x), pos) }
+    unsafe fn pick_at<const W: usize>(w: __m512, idx: __m512i) -> __m512 {
+        // SAFETY: AVX-512F is available. One permute covers every window, 16 included.
+        unsafe { _mm512_permutexvar_ps(idx, w) }
+    }
+
+    #[inline(always)]
+    unsafe fn pick_lanes_at(x: *const f32, idx: __m512i) -> __m512 {
+        // SAFETY: the contract's read of 16 floats.
+        unsafe { Self::pick_at::<16>(Self::window::<16>(x), idx) }
     }
 }
 

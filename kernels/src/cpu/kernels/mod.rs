@@ -12,6 +12,7 @@
 //! loop over N.
 
 mod csr;
+mod gemm_panels;
 mod gemv;
 mod gemv_panels;
 mod gemv_vector;
@@ -20,6 +21,7 @@ mod vector;
 mod vnm;
 
 pub(crate) use csr::csr;
+pub(crate) use gemm_panels::{gemm_csr_panels, gemm_group_panels, gemm_vnm_panels};
 pub(crate) use gemv::{gemv_csr, gemv_nm, gemv_vnm, Gemv};
 pub(crate) use gemv_panels::{gemv_csr_panels, gemv_nm_panels, gemv_vnm_panels, PanelPick};
 pub(crate) use gemv_vector::gemv_vector;
