@@ -80,8 +80,8 @@ pub(super) fn run(
 }
 
 /// `a`'s rows split over `threads` for its panel kernels: parts start on whole panels (whole
-/// V-blocks for V:N:M's gathered panels), balanced by stored values for CSR, and the rows past the last whole
-/// panel go with the last part.
+/// V-blocks for V:N:M's gathered panels), balanced by stored values for CSR, and the rows past
+/// the last whole panel go with the last part.
 pub(super) fn panel_parts(
     a: &SparseMatrix,
     panels: GemvPanels<'_>,

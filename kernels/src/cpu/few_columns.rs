@@ -68,9 +68,10 @@ pub(super) fn run(
 ///
 /// Measured on Zen 4 at 192×768 (AVX-512 and AVX2, `kernels/examples/few_columns.rs`, one
 /// thread, against dense at the same n): with M ≤ 8 the tile kernels are weak at one or two
-/// vectors (at 16 columns 2:4 0.7×, 2:8 1.1–1.2× of dense), and the panels win up to 24
-/// columns (at 17, 2:4 1.1×, 2:8 and 64:2:8 2.0×, against 0.6–0.7×, 1.0–1.1×, 1.5–1.7× for 16
-/// columns on tiles and one on the matrix-vector kernel); at 32 the tiles win. For M = 16 the
+/// vectors (at 16 columns 2:4 0.7–0.8×, 2:8 1.1–1.6× of dense; 1.0× and 1.8× on panels), and
+/// the panels win up to 24 columns (at 17, 2:4 1.1×, 2:8 and 64:2:8 2.0×, against 0.6–0.7×,
+/// 1.0–1.2×, 1.5–1.7× for 16 columns on tiles and one on the matrix-vector kernel); at 32 the
+/// tiles win. For M = 16 the
 /// tiles win from 16 columns (64:2:16 at 17: 2.2–2.5× on panels, 2.7–3.1× split), and CSR
 /// ties.
 fn takes_panels(a: &SparseMatrix, n: usize, lanes: usize) -> bool {

@@ -40,9 +40,13 @@ unsafe fn panel_dots<S: PanelPick, const W: usize, const N: usize, const C: usiz
     // (contract). Plain loops over constant bounds, which unroll: a closure the compiler does
     // not inline loses the caller's target features (kernels/BENCH.md, tenth session).
     unsafe {
-        // Two groups per step, each with its own accumulators, so that a column's FMAs do not
-        // wait on each other and each window is loaded once per group.
         let (mut acc0, mut acc1) = ([S::zero(); C], [S::zero(); C]);
+        if groups == 0 {
+            return acc0;
+        }
+        // Two groups per step, each with its own accumulators, so that a column's FMAs do not
+        // wait on each other and each window is loaded once per group. (The windows start as
+        // x's first, which exists: groups ≥ 1.)
         let (mut w0, mut w1) = ([S::window::<W>(x); C], [S::window::<W>(x); C]);
         let mut g = 0;
         while g + 2 <= groups {
@@ -119,7 +123,7 @@ unsafe fn store_columns<S: Simd, const C: usize>(
 /// # Safety
 /// Implementations read only inside their matrix's panels and their columns' x values for
 /// panels of the rows and columns their constructor's contract covers.
-unsafe trait Panels<S: PanelPick> {
+unsafe trait PanelSource<S: PanelPick> {
     /// Panel `p`'s results for columns `col..col + C`.
     ///
     /// # Safety
@@ -138,7 +142,7 @@ struct RowSource<const W: usize, const N: usize> {
 }
 
 // SAFETY: reads through `panel_dots`, whose contract the constructors' callers guarantee.
-unsafe impl<S: PanelPick, const W: usize, const N: usize> Panels<S> for RowSource<W, N> {
+unsafe impl<S: PanelPick, const W: usize, const N: usize> PanelSource<S> for RowSource<W, N> {
     #[inline(always)]
     unsafe fn dots<const C: usize>(&self, p: usize, col: usize) -> [S::V; C] {
         let per = self.groups * N * S::LANES;
@@ -166,7 +170,7 @@ struct CsrSource<'a> {
 
 // SAFETY: slots, windows and positions come from the panels, whose windows lie inside each
 // column's windowed x (the caller's contract).
-unsafe impl<S: PanelPick> Panels<S> for CsrSource<'_> {
+unsafe impl<S: PanelPick> PanelSource<S> for CsrSource<'_> {
     #[inline(always)]
     unsafe fn dots<const C: usize>(&self, p: usize, col: usize) -> [S::V; C] {
         let l = S::LANES;
@@ -222,7 +226,7 @@ unsafe impl<S: PanelPick> Panels<S> for CsrSource<'_> {
 /// The ISA of `S` is available; `src` covers every panel of `rows` and columns `0..n`;
 /// `rows.start` is a multiple of `LANES`; `y` is writable for `rows.len() · n` floats.
 #[inline(always)]
-unsafe fn run<S: PanelPick, P: Panels<S>>(src: &P, rows: Range<usize>, n: usize, y: *mut f32) {
+unsafe fn run<S: PanelPick, P: PanelSource<S>>(src: &P, rows: Range<usize>, n: usize, y: *mut f32) {
     let l = S::LANES;
     // SAFETY: every panel and column range is inside what `src` covers and `y` holds (contract).
     unsafe {
