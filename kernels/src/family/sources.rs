@@ -95,6 +95,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
                 "src/cpu/kernels/gemv_panels.rs",
                 "src/cpu/kernels/vnm.rs",
                 "src/format/panels.rs",
+                "src/format/row_pairs.rs",
                 "src/format/vnm.rs",
             ],
         ],

@@ -6,6 +6,7 @@ mod csr;
 mod dense;
 mod nm;
 mod panels;
+mod row_pairs;
 mod vector;
 mod vnm;
 
@@ -13,6 +14,7 @@ pub use csr::CsrMatrix;
 pub use dense::DenseMatrix;
 pub use nm::NmMatrix;
 pub(crate) use panels::{CsrPanels, RowPanels};
+pub(crate) use row_pairs::RowPairs;
 pub use vector::VectorMatrix;
 pub use vnm::{meta_word_shift, vnm_k_sp, vnm_meta_words, VnmMatrix};
 

@@ -17,6 +17,7 @@
 //! block's columns stores `+0.0` at a spare position (a stored zero, multiplied like any value).
 
 use super::panels::{PanelCache, RowPanels};
+use super::row_pairs::RowPairs;
 use crate::{KernelError, Mask};
 
 /// Where the 2-bit position of value slot `slot` of row `row` lives in the metadata of a matrix
@@ -63,6 +64,8 @@ pub struct VnmMatrix {
     panels: PanelCache<RowPanels>,
     /// Derived for the few-column kernels, on first use (positions in the group of M).
     group_panels: PanelCache<RowPanels>,
+    /// Derived for the tile kernel's row pairs, on first use (even V only).
+    row_pairs: PanelCache<Option<RowPairs>>,
 }
 
 impl VnmMatrix {
@@ -99,6 +102,7 @@ impl VnmMatrix {
             nnz: 0,
             panels: PanelCache::default(),
             group_panels: PanelCache::default(),
+            row_pairs: PanelCache::default(),
         };
         for (i, loc) in a.column_loc.chunks_exact(4).enumerate() {
             if loc.windows(2).any(|w| w[0] >= w[1]) || loc[3] as usize >= m {
@@ -325,6 +329,20 @@ impl VnmMatrix {
                 (self.values[r * k_sp + s], self.position(r, s) as u8)
             })
         })
+    }
+
+    /// The rows in pairs sharing B loads (see `row_pairs`), built on the first call; `None` for
+    /// odd V (a pair would straddle two V-blocks) or more groups than the layout can name.
+    pub(crate) fn row_pairs(&self) -> Option<&RowPairs> {
+        if !self.v.is_multiple_of(2) {
+            return None;
+        }
+        let (groups, k_sp) = (self.groups(), self.k_sp());
+        self.row_pairs
+            .get(0, || {
+                RowPairs::build(self.rows, groups, k_sp, &self.pairs, &self.values)
+            })?
+            .as_ref()
     }
 
     /// The values in panels of `lanes` rows, each slot's position being its column's offset in
