@@ -3,7 +3,8 @@
 //! number of FMAs. Each variant's fastest time over 60 interleaved rounds; the ratio is its FMA
 //! rate as a fraction of the dense 12×2 kernel's. The panel starts on a 64-byte line, then 4
 //! bytes past one (every 512-bit load then straddles two lines); "no value loads" keeps the
-//! loop's B loads and address arithmetic but splats two constant values (a timing-only bound).
+//! loop's B loads and address arithmetic but splats two constant values (a timing-only bound);
+//! "row pairs" is the loop of `rows = 2` (`vnm_pair`), 3 B loads for 4 FMAs.
 //! Times loop shapes only, not `spmm` (see kernels/BENCH.md).
 //!
 //! `cargo run --release -p kernels --example row_loop_ceiling_avx512` (x86-64 with AVX-512F).
@@ -76,6 +77,53 @@ mod avx512 {
         }
     }
 
+    /// The row-pair loop (`rows = 2` in the kernel, `vnm_pair`): per entry of a pair, the
+    /// column both rows keep loaded once into a register for their two FMAs, each row's other
+    /// column as a memory operand (3 B loads for 4 FMAs), the 4 values by broadcast loads.
+    /// `entries` holds `G` per pair for `P` pairs (`g | shared << 8 | other1 << 10 | other2 <<
+    /// 12`), `vals` 4 per entry.
+    ///
+    /// # Safety
+    /// AVX-512F and FMA are available; `panel` holds `G·4·U·16` floats, `entries` `P·G` entries
+    /// naming groups < G and positions < 4, `vals` `4·P·G`.
+    #[target_feature(enable = "avx512f,fma")]
+    pub unsafe fn pairs<const P: usize, const U: usize>(
+        panel: &[f32],
+        entries: &[u32],
+        vals: &[f32],
+    ) -> f32 {
+        let w = U * 16;
+        let mut acc = [[[_mm512_setzero_ps(); U]; 2]; P];
+        let reps = ITERS * 12 / (2 * P * U);
+        let (pp, ep, vp) = (panel.as_ptr(), entries.as_ptr(), vals.as_ptr());
+        // SAFETY: per the contract every entry names a group and positions inside the panel.
+        unsafe {
+            for _ in 0..reps {
+                for e in 0..G {
+                    for (p, a) in acc.iter_mut().enumerate() {
+                        let ent = *ep.add(p * G + e) as usize;
+                        let gp = pp.add((ent & 0xff) * 4 * w);
+                        let v = vp.add((p * G + e) * 4);
+                        let x: [__m512; 4] = std::array::from_fn(|i| _mm512_set1_ps(*v.add(i)));
+                        let rs = gp.add(((ent >> 8) & 3) * w);
+                        let r1 = gp.add(((ent >> 10) & 3) * w);
+                        let r2 = gp.add(((ent >> 12) & 3) * w);
+                        for u in 0..U {
+                            let bs = _mm512_loadu_ps(rs.add(u * 16));
+                            let b1 = _mm512_loadu_ps(r1.add(u * 16));
+                            let b2 = _mm512_loadu_ps(r2.add(u * 16));
+                            a[0][u] = _mm512_fmadd_ps(x[0], bs, a[0][u]);
+                            a[1][u] = _mm512_fmadd_ps(x[2], bs, a[1][u]);
+                            a[0][u] = _mm512_fmadd_ps(x[1], b1, a[0][u]);
+                            a[1][u] = _mm512_fmadd_ps(x[3], b2, a[1][u]);
+                        }
+                    }
+                }
+            }
+            total(acc.as_flattened().as_flattened())
+        }
+    }
+
     /// A dense `R × U` micro-kernel (B vectors loaded once per k, A broadcast per row) with as
     /// many FMAs as [`rows`].
     ///
@@ -121,6 +169,22 @@ fn main() {
     let pairs = [0b0100u8, 0b1000, 0b1100, 0b1001, 0b1101, 0b1110];
     let codes: Vec<u8> = (0..12 * G).map(|i| pairs[(i * 7) % 6]).collect();
     let (b, a) = (vec![1e-3f32; 2 * G * 16 * 4], vec![1e-3f32; 2 * G * 14]);
+    // Row-pair entries: groups in a shuffled order, (shared, other, other) positions distinct.
+    let triples = [
+        (0u32, 1, 2),
+        (1, 0, 3),
+        (2, 3, 1),
+        (3, 2, 0),
+        (0, 2, 3),
+        (1, 3, 2),
+    ];
+    let entries: Vec<u32> = (0..2 * G)
+        .map(|i| {
+            let (s, o1, o2) = triples[(i * 5) % 6];
+            ((i % G) * 13 % G) as u32 | s << 8 | o1 << 10 | o2 << 12
+        })
+        .collect();
+    let pair_vals: Vec<f32> = (0..2 * 4 * G).map(|i| (i % 5) as f32 * 1e-3).collect();
     let timed = |f: &dyn Fn() -> f32| {
         let t = Instant::now();
         std::hint::black_box(f());
@@ -130,7 +194,7 @@ fn main() {
         let panel = &raw[line + skew..];
         // SAFETY (every call below): AVX-512F and FMA were detected; the buffers have the sizes
         // each function asks for.
-        let variants: [(&str, &dyn Fn() -> f32); 8] = [
+        let variants: [(&str, &dyn Fn() -> f32); 10] = [
             ("dense 12x2", &|| unsafe { avx512::dense::<12, 2>(&b, &a) }),
             ("dense 6x4", &|| unsafe { avx512::dense::<6, 4>(&b, &a) }),
             ("row loop R3xU4", &|| unsafe {
@@ -151,8 +215,14 @@ fn main() {
             ("row loop R2xU4, no value loads", &|| unsafe {
                 avx512::rows::<2, 4, false>(panel, &vals, &codes)
             }),
+            ("row pairs P1xU4", &|| unsafe {
+                avx512::pairs::<1, 4>(panel, &entries, &pair_vals)
+            }),
+            ("row pairs P2xU3", &|| unsafe {
+                avx512::pairs::<2, 3>(panel, &entries, &pair_vals)
+            }),
         ];
-        let mut best = [f64::INFINITY; 8];
+        let mut best = [f64::INFINITY; 10];
         for _ in 0..60 {
             for (t, (_, f)) in best.iter_mut().zip(&variants) {
                 *t = t.min(timed(*f));

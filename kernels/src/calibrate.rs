@@ -236,7 +236,7 @@ mod tests {
 
     /// A machine on which the tile width the model likes best on a shape runs 3× slower than
     /// the model says, and the rest as it says: calibrated on another shape, the ranking finds
-    /// the machine's best.
+    /// a point within 5 % of the machine's best.
     #[test]
     fn a_systematic_error_of_the_model_is_learned_and_carries_to_other_shapes() {
         let pattern = Pattern::Vnm { v: 16, m: 8 };
@@ -277,10 +277,14 @@ mod tests {
         let truth = best(&|p| machine(&sig, 256, p));
         let calibrated = best(&|p| cal.cost(&sig, 256, p));
         assert_ne!(truth.0["tile_n"], liked);
-        assert_eq!(
-            machine(&sig, 256, &calibrated),
-            machine(&sig, 256, &truth),
-            "the calibrated model finds the machine's best"
+        // Within the 5 % regret of the machine's best, where the analytical model's
+        // pick is 3× off.
+        let (found, best_time) = (machine(&sig, 256, &calibrated), machine(&sig, 256, &truth));
+        let analytical = best(&|p| predicted_cost(&sig, 256, p));
+        assert!(machine(&sig, 256, &analytical) > 2.0 * best_time);
+        assert!(
+            found <= 1.05 * best_time,
+            "the calibrated model finds the machine's best: {calibrated:?} {found} vs {truth:?} {best_time}"
         );
     }
 

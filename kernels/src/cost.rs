@@ -157,7 +157,15 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let fits = kc / m * 4.0 * row_bytes <= L1_BUDGET;
             let miss = if fits { 0.02 } else { 0.5 };
             let gather = rows / v * groups * 4.0 * (2.0 * u / load_tp + l2(row_bytes) * 0.5);
-            slots * step(u, u + 0.5, row_bytes * miss)
+            // Rows in pairs (R = 2, even V; `cpu::kernels::vnm`) load a column the two rows
+            // share in a group once for both: 3 loads for 4 FMAs in 5 groups of 6 (random
+            // codes), plus one entry load per 4 slots.
+            let loads = if r == 2.0 && sig.v.is_multiple_of(2) {
+                u * (5.0 / 6.0 * 0.75 + 1.0 / 6.0) + 0.75
+            } else {
+                u + 0.5
+            };
+            slots * step(u, loads, row_bytes * miss)
                 + gather * direct.sqrt()
                 + c_traffic
                 + rows * chunks * CHUNK_CYCLES

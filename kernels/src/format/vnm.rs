@@ -332,7 +332,7 @@ impl VnmMatrix {
     }
 
     /// The rows in pairs sharing B loads (see `row_pairs`), built on the first call; `None` for
-    /// odd V (a pair would straddle two V-blocks) or more groups than the layout can name.
+    /// odd V (a V-block's rows would not pair up) or more groups than the layout can name.
     pub(crate) fn row_pairs(&self) -> Option<&RowPairs> {
         if !self.v.is_multiple_of(2) {
             return None;
@@ -340,7 +340,7 @@ impl VnmMatrix {
         let (groups, k_sp) = (self.groups(), self.k_sp());
         self.row_pairs
             .get(0, || {
-                RowPairs::build(self.rows, groups, k_sp, &self.pairs, &self.values)
+                RowPairs::build(self.rows, self.v, groups, k_sp, &self.pairs, &self.values)
             })?
             .as_ref()
     }

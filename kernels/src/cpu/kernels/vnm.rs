@@ -57,10 +57,11 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
                 gather_block::<S, U>(a, blk, g0..g1, b, panel);
                 let (mut r, end) = (blk * v, blk * v + v);
                 if let Some(plan) = pairs {
-                    while r < end {
-                        vnm_pair::<S, U>(plan, r, r - rows.start, g0..g1, panel, ct);
-                        r += 2;
+                    for p in blk * v / 2..(blk + 1) * v / 2 {
+                        let [r1, r2] = plan.rows[p].map(|r| r as usize - rows.start);
+                        vnm_pair::<S, U>(plan, p, [r1, r2], g0..g1, panel, ct);
                     }
+                    r = end;
                 }
                 while r + R <= end {
                     vnm_rows::<S, R, U>(a, r, r - rows.start, g0..g1, panel, ct);
@@ -195,8 +196,8 @@ unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
     }
 }
 
-/// Rows `r0` and `r0 + 1` (a pair of one V-block, `r0` even) over the groups `gs` of a gathered
-/// panel, through the row-pair layout: in each shared group the shared column's B vector is
+/// Pair `p` of the row-pair layout (two rows of one V-block, C rows `local` of the tile) over
+/// the groups `gs` of a gathered panel: in each shared group the shared column's B vector is
 /// loaded once for both rows' FMAs (3 loads for 4 FMAs), then the disjoint groups as two rows.
 /// C is overwritten on the first chunk and accumulated after.
 ///
@@ -206,24 +207,25 @@ unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
 /// stack at `U = 4` (1.3× slower).
 ///
 /// # Safety
-/// As `vnm_rows` with `R = 2`.
+/// As `vnm_rows`: the panel holds the pair's block's gathered rows for `gs`, and C rows
+/// `local[0]` and `local[1]` are in the tile.
 #[inline(always)]
 unsafe fn vnm_pair<S: Simd, const U: usize>(
     plan: &RowPairs,
-    r0: usize,
-    local: usize,
+    p: usize,
+    local: [usize; 2],
     gs: Range<usize>,
     panel: *const f32,
     c: CTile,
 ) {
     let w = U * S::LANES;
-    let (shared, disjoint) = plan.ranges(r0 / 2, gs.clone());
+    let (shared, disjoint) = plan.ranges(p, gs.clone());
     let (ents, vals) = (plan.entries.as_ptr(), plan.values.as_ptr());
     // SAFETY: the ranges index the pair's entries of groups in `gs` (4 values each), whose
-    // positions are < 4, so every panel row read is one the gather wrote; C rows `local` and
-    // `local + 1` are in the tile.
+    // positions are < 4, so every panel row read is one the gather wrote; C rows `local` are
+    // in the tile.
     unsafe {
-        let at = |i: usize| c.ptr.add((local + i) * c.stride);
+        let at = |i: usize| c.ptr.add(local[i] * c.stride);
         let mut a0 = load_row::<S, U>(gs.start == 0, at(0), c.width);
         let mut a1 = load_row::<S, U>(gs.start == 0, at(1), c.width);
         for e in shared {
@@ -256,7 +258,7 @@ unsafe fn vnm_pair<S: Simd, const U: usize>(
             fma_row::<S, U>(&mut a1, S::splat(*v.add(2)), gp.add(((ent >> 20) & 3) * w));
             fma_row::<S, U>(&mut a1, S::splat(*v.add(3)), gp.add(((ent >> 22) & 3) * w));
         }
-        store_row::<S, U>(&a0, c, local);
-        store_row::<S, U>(&a1, c, local + 1);
+        store_row::<S, U>(&a0, c, local[0]);
+        store_row::<S, U>(&a1, c, local[1]);
     }
 }
