@@ -108,14 +108,15 @@ mod avx512 {
                         let rs = gp.add(((ent >> 8) & 3) * w);
                         let r1 = gp.add(((ent >> 10) & 3) * w);
                         let r2 = gp.add(((ent >> 12) & 3) * w);
-                        for u in 0..U {
+                        let [a0, a1] = a;
+                        for (u, (c0, c1)) in a0.iter_mut().zip(a1.iter_mut()).enumerate() {
                             let bs = _mm512_loadu_ps(rs.add(u * 16));
                             let b1 = _mm512_loadu_ps(r1.add(u * 16));
                             let b2 = _mm512_loadu_ps(r2.add(u * 16));
-                            a[0][u] = _mm512_fmadd_ps(x[0], bs, a[0][u]);
-                            a[1][u] = _mm512_fmadd_ps(x[2], bs, a[1][u]);
-                            a[0][u] = _mm512_fmadd_ps(x[1], b1, a[0][u]);
-                            a[1][u] = _mm512_fmadd_ps(x[3], b2, a[1][u]);
+                            *c0 = _mm512_fmadd_ps(x[0], bs, *c0);
+                            *c1 = _mm512_fmadd_ps(x[2], bs, *c1);
+                            *c0 = _mm512_fmadd_ps(x[1], b1, *c0);
+                            *c1 = _mm512_fmadd_ps(x[3], b2, *c1);
                         }
                     }
                 }
