@@ -120,7 +120,11 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     // Measured on Zen 3 (spmm-bench --dump): tiles wider than 4 vectors lose 10–15 % per extra
     // vector although their loads per FMA are no worse; reading B rows in place (unpacked)
     // halves the speed of the kernels that read B directly (N:M, CSR, vector-wise).
-    let wide = 1.0 + WIDE_PENALTY * (u - 4.0).max(0.0);
+    // Row pairs (V:N:M, R = 2) amortise each entry's 4 broadcasts and decode over the tile:
+    // their best tiles are 4–8 vectors wide (spmm-bench, Zen 4), so wide tiles cost them less.
+    let pairs = sig.kind == PatternKind::Vnm && r == 2.0 && sig.v.is_multiple_of(2);
+    let wide_penalty = if pairs { WIDE_PENALTY / 2.0 } else { WIDE_PENALTY };
+    let wide = 1.0 + wide_penalty * (u - 4.0).max(0.0);
     let direct = if unpacked { UNPACKED_PENALTY } else { 1.0 };
     let step = |fmas: f64, loads: f64, miss_bytes: f64| {
         wide * (fmas / fma_rate).max(loads / load_tp).max(l2(miss_bytes))
@@ -160,7 +164,7 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             // Rows in pairs (R = 2, even V; `cpu::kernels::vnm`) load a column the two rows
             // share in a group once for both: 3 loads for 4 FMAs in 5 groups of 6 (random
             // codes), plus one entry load per 4 slots.
-            let loads = if r == 2.0 && sig.v.is_multiple_of(2) {
+            let loads = if pairs {
                 u * (5.0 / 6.0 * 0.75 + 1.0 / 6.0) + 0.75
             } else {
                 u + 0.5
