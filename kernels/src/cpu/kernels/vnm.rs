@@ -201,10 +201,10 @@ unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
 /// loaded once for both rows' FMAs (3 loads for 4 FMAs), then the disjoint groups as two rows.
 /// C is overwritten on the first chunk and accumulated after.
 ///
-/// In L1 (`examples/row_loop_ceiling_avx512.rs`, Zen 4) this runs at 0.93 of a dense 12×2
-/// micro-kernel's FMA rate, against 0.73 for the row loop at `R = 3` (`vnm_rows`). The two
-/// rows' accumulators are separate arrays: one `[[V; U]; 2]` indexed by row was kept on the
-/// stack at `U = 4` (1.3× slower).
+/// In L1 (`examples/row_loop_ceiling_avx512.rs`, Zen 4) this loop runs at 0.96–0.97 of a dense
+/// 12×2 micro-kernel's FMA rate, against 0.74–0.77 for the row loop at `R = 3` (`vnm_rows`).
+/// The two rows' accumulators are separate arrays: one `[[V; U]; 2]` indexed by row was kept
+/// on the stack at `U = 4` (the product 1.2–1.3× slower).
 ///
 /// # Safety
 /// As `vnm_rows`: the panel holds the pair's block's gathered rows for `gs`, and C rows
