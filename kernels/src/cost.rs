@@ -123,7 +123,11 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     // Row pairs (V:N:M, R = 2) amortise each entry's 4 broadcasts and decode over the tile:
     // their best tiles are 4–8 vectors wide (spmm-bench, Zen 4), so wide tiles cost them less.
     let pairs = sig.kind == PatternKind::Vnm && r == 2.0 && sig.v.is_multiple_of(2);
-    let wide_penalty = if pairs { WIDE_PENALTY / 2.0 } else { WIDE_PENALTY };
+    let wide_penalty = if pairs {
+        WIDE_PENALTY / 2.0
+    } else {
+        WIDE_PENALTY
+    };
     let wide = 1.0 + wide_penalty * (u - 4.0).max(0.0);
     let direct = if unpacked { UNPACKED_PENALTY } else { 1.0 };
     let step = |fmas: f64, loads: f64, miss_bytes: f64| {

@@ -116,10 +116,18 @@ impl RowPairs {
     }
 }
 
+/// The largest V whose rows are matched (above it, a block's candidate pairs would take more
+/// than a few MB and seconds); larger blocks pair their rows in order.
+const MATCH_MAX_ROWS: usize = 512;
+
 /// Pairs the rows of one V-block (an even number) greedily by the number of groups in which
 /// their kept columns are disjoint, fewest first (ties by row), each pair in row order and the
 /// pairs by first row. Groups' column sets are compared 16 at a time, as nibbles of a `u64`.
 fn match_rows(block: Range<usize>, groups: usize, codes: &[u8]) -> Vec<[usize; 2]> {
+    // The candidates are all V(V-1)/2 pairs of the block: past this many rows, rows in order.
+    if block.len() > MATCH_MAX_ROWS {
+        return block.step_by(2).map(|r| [r, r + 1]).collect();
+    }
     let words = groups.div_ceil(16);
     // Each row's column sets, 4 bits per group; past the last group all 4 bits (never disjoint).
     let sets: Vec<u64> = block
@@ -259,6 +267,11 @@ mod tests {
             assert!(pairs.ranges(p, 0..groups).1.is_empty());
         }
         assert!(RowPairs::build(3, 3, groups, k_sp, &codes[..15], &values).is_none());
+        // A block past the matched size pairs its rows in order.
+        let v = MATCH_MAX_ROWS + 2;
+        let codes: Vec<u8> = (0..v).map(|r| CODES[r % 6]).collect();
+        let pairs = RowPairs::build(v, v, 1, 16, &codes, &vec![1.0; v * 16]).unwrap();
+        assert_eq!(pairs.rows[1], [2, 3]);
     }
 
     #[test]
