@@ -249,7 +249,8 @@ mod tests {
                 .unwrap()
                 .clone()
         };
-        let liked = best(&|p| predicted_cost(&sig, 256, p)).0["tile_n"];
+        let analytical = best(&|p| predicted_cost(&sig, 256, p));
+        let liked = analytical.0["tile_n"];
         let machine = |sig: &FormatSignature, n: usize, p: &ParamPoint| {
             let slow = if p.0.get("tile_n") == Some(&liked) {
                 3.0
@@ -280,7 +281,6 @@ mod tests {
         // Within the 5 % regret of the machine's best, where the analytical model's
         // pick is 3× off.
         let (found, best_time) = (machine(&sig, 256, &calibrated), machine(&sig, 256, &truth));
-        let analytical = best(&|p| predicted_cost(&sig, 256, p));
         assert!(machine(&sig, 256, &analytical) > 2.0 * best_time);
         assert!(
             found <= 1.05 * best_time,

@@ -166,10 +166,11 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let miss = if fits { 0.02 } else { 0.5 };
             let gather = rows / v * groups * 4.0 * (2.0 * u / load_tp + l2(row_bytes) * 0.5);
             // Rows in pairs (R = 2, even V; `cpu::kernels::vnm`) load a column the two rows
-            // share in a group once for both: 3 loads for 4 FMAs in 5 groups of 6 (random
-            // codes), plus one entry load per 4 slots.
+            // share in a group once for both: 3 loads for 4 FMAs in the ~91 % of groups where
+            // matched rows share one (random codes, `format::row_pairs`), 4 in the rest, plus
+            // one entry load per 4 slots.
             let loads = if pairs {
-                u * (5.0 / 6.0 * 0.75 + 1.0 / 6.0) + 0.75
+                u * (0.91 * 0.75 + 0.09) + 0.75
             } else {
                 u + 0.5
             };

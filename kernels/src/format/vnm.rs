@@ -338,6 +338,7 @@ impl VnmMatrix {
             return None;
         }
         let (groups, k_sp) = (self.groups(), self.k_sp());
+        // The layout does not depend on the lanes: every caller asks under key 0.
         self.row_pairs
             .get(0, || {
                 RowPairs::build(self.rows, self.v, groups, k_sp, &self.pairs, &self.values)
