@@ -56,10 +56,31 @@
 #ifndef B_DESC_SWAP
 #define B_DESC_SWAP 0
 #endif
-// META_SWAP=1 makes threads 0 and 1 of a quad trade their metadata halves: the probe of the
+// META_SWAP=1 makes threads 0 and 1 of a quad trade their metadata words: the probe of the
 // other reading of which thread holds which kept columns.
 #ifndef META_SWAP
 #define META_SWAP 0
+#endif
+// META_XHALF=1: a thread's metadata word holds one row's 32 kept columns (thread p: row
+// g + 8p, columns 0..15 in bits 0..15 and 16..31 in bits 16..31) instead of 16 kept columns
+// of rows g and g + 8. A_SWAP=1: A fragment registers 1 and 2 trade places. Both are the
+// probe's, like the two above (kernels/src/cuda/wgmma_reading.rs); 0 is the emulator's reading.
+#ifndef META_XHALF
+#define META_XHALF 0
+#endif
+#ifndef A_SWAP
+#define A_SWAP 0
+#endif
+// Timing ablations for the device benchmark, never for results: ABLATE_MMA=1 drops the
+// consumers' wgmmas (what is left: the producer's copies and the pipeline's hand-offs),
+// ABLATE_B=1 drops the producer's gather of B (what is left: the wgmmas on whatever the stage
+// holds, A's and the metadata's copies, the hand-offs). Both keep every barrier, so neither
+// can hang where the kernel does not.
+#ifndef ABLATE_MMA
+#define ABLATE_MMA 0
+#endif
+#ifndef ABLATE_B
+#define ABLATE_B 0
 #endif
 #if B_DESC_SWAP
 #define B_LBO 128
@@ -307,7 +328,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
             // Chunk i is row i % 8 of core matrix i / 8 = (kc, nc): 16-byte rows in chunk order,
             // so that the 8 lanes of each quarter-warp write 8 different banks' groups, while
             // global reads stay 64 bytes contiguous per gathered row.
-            for (int chunk = tid; chunk < B_CHUNKS; chunk += 128) {
+            for (int chunk = tid; chunk < B_CHUNKS * !ABLATE_B; chunk += 128) {
                 const int nc = (chunk / 8) % (BN / 8);
                 const int kg = (kt0 + kt) * BK + (chunk / BN) * 8 + chunk % 8;
                 const int g = kg >> 2;
@@ -357,15 +378,30 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
 #pragma unroll
         for (int kk = 0; kk < KSTEPS; ++kk) {
             ldmatrix_x4(af[kk], tA + (r16 + (lane & 15)) * A_STRIDE + kk * 16 + (lane >> 4) * 8);
+#if A_SWAP
+            {
+                const u32 t = af[kk][1];
+                af[kk][1] = af[kk][2];
+                af[kk][2] = t;
+            }
+#endif
             // Threads 0 and 1 of each quad carry the metadata (selector 0): thread p holds
             // gathered columns [16p, 16p + 16) of rows `group` and `group + 8`: step 2 kk + p.
+#if META_XHALF
+            {
+                const u32* w = tM + ((r16 / 16) * STEPS + kk * 2) * 8 + group;
+                const int half = 16 * ((quad & 1) ^ META_SWAP);
+                me[kk] = ((w[0] >> half) & 0xFFFFu) | ((w[8] >> half) << 16);
+            }
+#else
             me[kk] = tM[((r16 / 16) * STEPS + kk * 2 + ((quad & 1) ^ META_SWAP)) * 8 + group];
+#endif
         }
         // The fence orders the fragment registers written above before the wgmmas read them.
         fence_accumulators(acc);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < KSTEPS; ++kk) {
+        for (int kk = 0; kk < KSTEPS * !ABLATE_MMA; ++kk) {
             // Gathered rows 32 kk .. 32 kk + 31: core-matrix rows 4 kk .. 4 kk + 3.
             wgmma_sp(acc, af[kk], matrix_descriptor(tB + kk * 4 * 8 * BN, B_LBO, B_SBO), me[kk]);
         }

@@ -13,7 +13,8 @@ use bench_support::{
     SETS, WARMUP,
 };
 use kernels::cuda::{
-    random_vnm, vnm_configs, wgmma_configs, DeviceMatrixF16, Gpu, VnmConfig, WgmmaConfig,
+    exact_values, random_vnm, vnm_configs, wgmma_configs, DeviceMatrixF16, Gpu, Timing, VnmConfig,
+    WgmmaConfig,
 };
 
 /// The Hopper kernel (sparse `wgmma`) against cuBLAS fp16 and the `mma.sp` kernel, in the same
@@ -88,6 +89,7 @@ fn bench_wgmma_vs_cublas_bert() {
         "rows,cols,n,m,cublas_us,wgmma_us,wgmma_speedup,mma_sp_us,mma_sp_speedup,ideal,memory_cap,wgmma_fraction,wgmma_config,mma_sp_config\n",
     );
     let mut table = Vec::new();
+    let mut winners = Vec::new();
     for &(r, k) in &shapes {
         for &n in &ns {
             let (bs, mut cs, baseline) = cublas_point(&dev, (r, k, n));
@@ -102,14 +104,14 @@ fn bench_wgmma_vs_cublas_bert() {
                                timed: Vec<(f64, String, usize)>,
                                run: &dyn Fn(usize, &mut DeviceMatrixF16),
                                c: &mut DeviceMatrixF16|
-                 -> Option<(f64, String)> {
+                 -> Option<(f64, String, usize)> {
                     let mut sorted = timed;
                     sorted.sort_by(|x, y| x.0.total_cmp(&y.0));
                     for (us, name, i) in sorted {
                         run(i, c);
                         let err = rel_err(&dev.download_f16(c).unwrap(), &want);
                         if err < 2e-3 {
-                            return Some((us, name));
+                            return Some((us, name, i));
                         }
                         eprintln!(
                             "WRONG RESULT {kind} {r}x{k} n={n} M={m} [{name}]: rel err {err:.2e}"
@@ -181,8 +183,13 @@ fn bench_wgmma_vs_cublas_bert() {
                 let bytes = (r * k / m * 2 * 2 + r * k / m * 2 / 4 + k * n * 2 + r * n * 2) as f64;
                 let cap = base / (bytes / bandwidth * 1e6);
                 let ideal = m as f64 / 2.0;
-                let (hu, hc) = best_h.clone().unwrap_or((f64::NAN, "none correct".into()));
-                let (au, ac) = best_a.unwrap_or((f64::NAN, "none correct".into()));
+                let (hu, hc) = best_h
+                    .as_ref()
+                    .map_or((f64::NAN, "none correct".into()), |b| (b.0, b.1.clone()));
+                let (au, ac) = best_a.map_or((f64::NAN, "none correct".into()), |b| (b.0, b.1));
+                if let Some(b) = &best_h {
+                    winners.push(((r, k, n, m), hopper[b.2]));
+                }
                 let fraction = base / hu / ideal.min(cap);
                 let _ = writeln!(
                     summary,
@@ -253,4 +260,88 @@ fn bench_wgmma_vs_cublas_bert() {
         table.iter().any(|t| t.5.is_finite()),
         "no Hopper configuration gave a correct result"
     );
+    ablations(&dev, v, &winners, &out);
+}
+
+/// A benchmark point: rows, cols (K), n, M.
+type Point = (usize, usize, usize, usize);
+
+/// Where each point's winning Hopper configuration spends its time, from two timing-only
+/// builds of it timed beside it (interleaved, same inputs): without the consumers' wgmmas
+/// (`ABLATE_MMA`: the producer's copies and the hand-offs) and without the producer's gather
+/// of B (`ABLATE_B`: the wgmmas, A's copies and the hand-offs). Close to the first: the gather
+/// bounds it; close to the second: the tensor cores or the consumers do. Writes
+/// `wgmma_ablation.csv` and prints a table.
+fn ablations(
+    dev: &kernels::cuda::CudaDevice,
+    v: usize,
+    winners: &[(Point, WgmmaConfig)],
+    out: &std::path::Path,
+) {
+    let variants: [(&str, Option<&'static str>); 3] = [
+        ("full", None),
+        ("no_mma", Some("ABLATE_MMA")),
+        ("no_b", Some("ABLATE_B")),
+    ];
+    let Some(first) = winners.first() else {
+        return;
+    };
+    let reading = kernels::cuda::CudaDevice::wgmma_reading(&first.1).unwrap();
+    let defines = |ablate: Option<&'static str>| {
+        let mut d = reading.clone();
+        d.extend(ablate.map(|a| (a, 1)));
+        d
+    };
+    let t0 = Instant::now();
+    let mut configs: Vec<WgmmaConfig> = winners.iter().map(|w| w.1).collect();
+    configs.sort_by_key(|c| c.to_string());
+    configs.dedup();
+    // Compile the ablated builds in parallel (a launch compiles on first use).
+    std::thread::scope(|s| {
+        for cfg in &configs {
+            for (_, ablate) in &variants[1..] {
+                let d = defines(*ablate);
+                s.spawn(move || dev.prepare_wgmma_with(cfg, d).unwrap());
+            }
+        }
+    });
+    eprintln!(
+        "compiled the ablations of {} configurations in {:.1} s",
+        configs.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    let mut csv = String::from("rows,cols,n,m,config,full_us,no_mma_us,no_b_us\n");
+    println!("\nWhere the Hopper winners' time goes (µs; no_mma: copies only, no_b: wgmmas only):");
+    println!(
+        "{:>11} {:>6} {:>3} {:>9} {:>9} {:>9}  config",
+        "shape", "N", "M", "full", "no_mma", "no_b"
+    );
+    for &((r, k, n, m), cfg) in winners {
+        let a = random_vnm(r, k, v, m, (r * 7 + k * 3 + m) as u64).unwrap();
+        let da = dev.upload_vnm(&a, cfg.bk).unwrap();
+        let b = dev.upload_f16(&exact_values(k * n, 10), k, n).unwrap();
+        let mut c = dev.zeros_f16(r, n).unwrap();
+        // Rounds of the three builds in turn; each one's median over the rounds.
+        let mut samples = [vec![], vec![], vec![]];
+        for _ in 0..5 {
+            for (i, (_, ablate)) in variants.iter().enumerate() {
+                let d = defines(*ablate);
+                let t = dev
+                    .time(2, 3, BATCH, |_| {
+                        dev.launch_wgmma_with(&da, &b, &mut c, &cfg, &d)
+                    })
+                    .unwrap();
+                samples[i].push(t.median_us);
+            }
+        }
+        let [full, no_mma, no_b] = samples.map(|s| Timing::from_samples(s).median_us);
+        csv.push_str(&format!(
+            "{r},{k},{n},{m},\"{cfg}\",{full:.3},{no_mma:.3},{no_b:.3}\n"
+        ));
+        println!(
+            "{:>11} {n:>6} {m:>3} {full:>9.1} {no_mma:>9.1} {no_b:>9.1}  {cfg}",
+            format!("{r}x{k}")
+        );
+        std::fs::write(out.join("wgmma_ablation.csv"), &csv).unwrap();
+    }
 }

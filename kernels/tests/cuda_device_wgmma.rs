@@ -5,11 +5,13 @@
 //!
 //! The emulator runs the same source in CI with the PTX ISA's layouts as read in
 //! `kernels/cuda/NOTES.md`; `wgmma_layout_probe` says, when the device disagrees, which of the
-//! readings the ISA leaves open the hardware takes.
+//! readings the ISA leaves open the hardware takes. The other tests build the kernel with the
+//! reading in `COTUNE_WGMMA_READING` (the device check sets it to the probe's answer).
 #![cfg(feature = "cuda")]
 
 use kernels::cuda::{
-    exact_values, random_vnm, vnm_from_nm, wgmma_configs, CudaDevice, WgmmaConfig,
+    exact_values, format_reading, random_vnm, reading_defines, reading_variants, vnm_from_nm,
+    wgmma_configs, CudaDevice, WgmmaConfig,
 };
 use kernels::{build_mask, spmm_reference, NmMatrix, Pattern, SparseMatrix, VnmMatrix};
 
@@ -170,9 +172,13 @@ fn two_four_runs_on_wgmma_with_m4() {
 }
 
 /// Which reading of the layouts the ISA leaves open the device takes: the kernel as written
-/// (the emulator's reading), and with each alternative (`B_DESC_SWAP`: the descriptor's two
-/// byte offsets swapped; `META_SWAP`: threads 0 and 1 of a quad trade metadata halves). Prints
-/// one line per variant; fails only if none agrees with the reference.
+/// (the emulator's reading) first, then every combination of the switches in
+/// `kernels::cuda::READING_DEFINES` (`B_DESC_SWAP`: the descriptor's two byte offsets swapped; `META_SWAP`:
+/// threads 0 and 1 of a quad trade metadata words; `META_XHALF`: a word holds one row's 32
+/// columns; `A_SWAP`: A fragment registers 1 and 2 trade places), stopping at the first that
+/// agrees with the reference. Prints one line per reading tried and writes the agreeing one
+/// to `$COTUNE_BENCH_OUT/wgmma-reading.txt` (`none`: as written), which the device check
+/// passes to its later steps as `COTUNE_WGMMA_READING`. Fails only if no reading agrees.
 #[test]
 #[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
 fn wgmma_layout_probe() {
@@ -189,25 +195,28 @@ fn wgmma_layout_probe() {
     let n = 64;
     let b = exact_values(a.cols() * n, 4);
     let want = reference(&SparseMatrix::Vnm(a.clone()), &b, n);
-    let mut agree = vec![];
-    for variant in [
-        &[][..],
-        &[("B_DESC_SWAP", 1)],
-        &[("META_SWAP", 1)],
-        &[("B_DESC_SWAP", 1), ("META_SWAP", 1)],
-    ] {
-        let got = dev.spmm_wgmma_variant(&a, &b, n, &cfg, variant);
+    let mut found = None;
+    for reading in reading_variants() {
+        let got = dev.spmm_wgmma_variant(&a, &b, n, &cfg, &reading_defines(&reading));
         let verdict = match &got {
             Err(e) => format!("error: {e}"),
             Ok(got) => fp16_mismatch(got, &want).unwrap_or_else(|| "agrees".into()),
         };
-        println!("wgmma layout probe {variant:?}: {verdict}");
+        println!("wgmma layout probe {}: {verdict}", format_reading(&reading));
         if verdict == "agrees" {
-            agree.push(variant);
+            found = Some(reading);
+            break;
         }
     }
-    assert!(
-        !agree.is_empty(),
-        "no reading of the layouts agrees with the reference"
-    );
+    let Some(reading) = found else {
+        panic!("no reading of the layouts agrees with the reference");
+    };
+    println!("wgmma reading: {}", format_reading(&reading));
+    if let Ok(out) = std::env::var("COTUNE_BENCH_OUT") {
+        std::fs::write(
+            std::path::Path::new(&out).join("wgmma-reading.txt"),
+            format_reading(&reading),
+        )
+        .unwrap();
+    }
 }

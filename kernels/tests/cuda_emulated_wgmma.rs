@@ -18,7 +18,7 @@ use emu_support::{
 };
 use kernels::cuda::{
     exact_values, pack_vnm, random_vnm, vnm_from_nm, wgmma_configs, WgmmaConfig, WgmmaLaunch,
-    WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_SPLIT_K, WGMMA_STAGES,
+    READING_DEFINES, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_SPLIT_K, WGMMA_STAGES,
 };
 use kernels::{build_mask, NmMatrix, Pattern, VnmMatrix};
 
@@ -115,8 +115,8 @@ fn the_hopper_kernel_source_computes_the_reference_on_the_emulator() {
 }
 
 /// What makes the test above able to fail: kernels one edit away from the real one must fail
-/// on the emulator (on a configuration that leaves a wgmma group in flight and splits K). The descriptor with its two byte offsets swapped is the reading of the
-/// ISA the device check probes (`B_DESC_SWAP=1`).
+/// on the emulator (on a configuration that leaves a wgmma group in flight and splits K). The
+/// readings of the ISA the device check probes are the next test's.
 #[test]
 fn the_emulator_rejects_a_broken_hopper_kernel() {
     let cxx = compiler("the_emulator_rejects_a_broken_hopper_kernel");
@@ -134,13 +134,6 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             "one-metadata-lane",
             "kk * 2 + ((quad & 1) ^ META_SWAP)",
             "kk * 2",
-            &[Copies::Lazy, Copies::Eager][..],
-        ),
-        // The descriptor's leading and stride byte offsets swapped.
-        (
-            "swapped-descriptor",
-            "#define B_DESC_SWAP 0",
-            "#define B_DESC_SWAP 1",
             &[Copies::Lazy, Copies::Eager][..],
         ),
         // Every split-K block reduces the first slice of K.
@@ -191,6 +184,49 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
                 noticed,
                 "{name} ({copies:?} copies): the emulator did not notice"
             );
+        }
+    }
+}
+
+/// The device check's layout probe can tell the readings apart: the kernel built with any one
+/// reading switch (`B_DESC_SWAP`, `META_SWAP`, `META_XHALF`, `A_SWAP`) computes a wrong
+/// product under the emulator's reading. And the benchmark's timing ablations run to the end
+/// (no barrier left waiting) with the part they drop gone: without the wgmmas C is all zeros,
+/// without B's gather it is not the product.
+#[test]
+fn the_probe_readings_differ_and_the_ablations_finish() {
+    let cxx = compiler("the_probe_readings_differ_and_the_ablations_finish");
+    let dir = build_dir();
+    let cfg = WgmmaConfig {
+        bm: 128,
+        bn: 64,
+        bk: 64,
+        stages: 3,
+        keep: 1,
+        split_k: 2,
+    };
+    let a = random_vnm(128, 300, 128, 8, 11).unwrap();
+    let n = cfg.bn + 12;
+    let b = exact_values(a.cols() * n, 12);
+    let want = expected(&a, &b, n);
+    let variants = READING_DEFINES
+        .iter()
+        .chain(&["ABLATE_MMA", "ABLATE_B"])
+        .copied();
+    for name in variants {
+        let mut defines = cfg.defines();
+        defines.push((name, 1));
+        let exe = build(&cxx, &dir, Path::new(CUDA_DIR), "run_wgmma", &defines);
+        for copies in [Copies::Lazy, Copies::Eager] {
+            let got = try_run(&exe, &a, &b, n, &cfg, copies)
+                .unwrap_or_else(|e| panic!("{name} ({copies:?} copies) did not finish: {e}"));
+            assert_ne!(got, want, "{name} ({copies:?} copies) computes the product");
+            if name == "ABLATE_MMA" {
+                assert!(
+                    got.iter().all(|&x| x == 0.0),
+                    "ABLATE_MMA left products in C"
+                );
+            }
         }
     }
 }

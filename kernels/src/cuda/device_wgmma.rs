@@ -7,21 +7,47 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 use super::device::{driver_err, poisoned, CudaDevice};
 use super::device_memory::{DeviceMatrixF16, DeviceVnm};
 use super::source::KernelSource;
-use super::{CudaError, WgmmaConfig, WgmmaLaunch, WGMMA_REDUCE_THREADS};
+use super::{
+    env_reading, reading_defines, CudaError, WgmmaConfig, WgmmaLaunch, WGMMA_REDUCE_THREADS,
+};
 use crate::VnmMatrix;
 
 impl CudaDevice {
     /// Compiles and loads a Hopper configuration without running it.
     pub fn prepare_wgmma(&self, cfg: &WgmmaConfig) -> Result<(), CudaError> {
+        self.prepare_wgmma_with(cfg, Self::wgmma_reading(cfg)?)
+    }
+
+    /// [`CudaDevice::prepare_wgmma`] with `extra` `#define`s in place of the environment's
+    /// reading (as [`CudaDevice::launch_wgmma_with`] takes them).
+    pub fn prepare_wgmma_with(
+        &self,
+        cfg: &WgmmaConfig,
+        extra: Vec<(&'static str, usize)>,
+    ) -> Result<(), CudaError> {
         cfg.validate()?;
         self.require_sm90(cfg)?;
+        let mut defines = cfg.defines();
+        defines.extend(extra);
         self.function(
             KernelSource::SpmmVnmWgmmaF16,
-            cfg.defines(),
+            defines,
             cfg.shared_bytes(),
             "sm_90a",
         )
         .map(|_| ())
+    }
+
+    /// The `#define`s of the `wgmma` layout reading chosen through `COTUNE_WGMMA_READING`
+    /// (none when unset: the kernel as written); a bad value is refused for `cfg`.
+    pub fn wgmma_reading(cfg: &WgmmaConfig) -> Result<Vec<(&'static str, usize)>, CudaError> {
+        env_reading()
+            .map(|r| reading_defines(&r))
+            .map_err(|reason| CudaError::Config {
+                kernel: "spmm_vnm_wgmma_f16",
+                config: cfg.to_string(),
+                reason,
+            })
     }
 
     /// The Hopper kernel's instructions (`wgmma.mma_async.sp`, `setmaxnreg`) exist on sm_90a
@@ -49,12 +75,14 @@ impl CudaDevice {
         c: &mut DeviceMatrixF16,
         cfg: &WgmmaConfig,
     ) -> Result<(), CudaError> {
-        self.launch_wgmma_with(a, b, c, cfg, &[])
+        self.launch_wgmma_with(a, b, c, cfg, &Self::wgmma_reading(cfg)?)
     }
 
-    /// [`CudaDevice::launch_wgmma`] with `extra` `#define`s: the layout probe's alternative
-    /// readings (`B_DESC_SWAP`, `META_SWAP`; see the kernel's source).
-    fn launch_wgmma_with(
+    /// [`CudaDevice::launch_wgmma`] with `extra` `#define`s on top of the configuration's, in
+    /// place of the environment's reading: the layout probe's readings
+    /// ([`crate::cuda::READING_DEFINES`]) and the benchmark's timing ablations (`ABLATE_MMA`,
+    /// `ABLATE_B`; see the kernel's source).
+    pub fn launch_wgmma_with(
         &self,
         a: &DeviceVnm,
         b: &DeviceMatrixF16,
@@ -144,12 +172,12 @@ impl CudaDevice {
         n: usize,
         cfg: &WgmmaConfig,
     ) -> Result<Vec<f32>, CudaError> {
-        self.spmm_wgmma_variant(a, b, n, cfg, &[])
+        self.spmm_wgmma_variant(a, b, n, cfg, &Self::wgmma_reading(cfg)?)
     }
 
-    /// [`CudaDevice::spmm_wgmma`] built with `extra` `#define`s: what the layout probe
-    /// (`kernels/tests/cuda_device_wgmma.rs`) runs to see which reading of the ISA the device
-    /// takes.
+    /// [`CudaDevice::spmm_wgmma`] built with `extra` `#define`s in place of the environment's
+    /// reading: what the layout probe (`kernels/tests/cuda_device_wgmma.rs`) runs to see which
+    /// reading of the ISA the device takes.
     pub fn spmm_wgmma_variant(
         &self,
         a: &VnmMatrix,

@@ -24,6 +24,7 @@ mod space;
 mod wgmma;
 mod wgmma_cost;
 mod wgmma_fit;
+mod wgmma_reading;
 mod wgmma_space;
 
 #[cfg(feature = "cuda")]
@@ -67,6 +68,10 @@ pub use wgmma::{
 };
 pub use wgmma_cost::{wgmma_cycles, wgmma_cycles_with, WgmmaConstants};
 pub use wgmma_fit::{fit_wgmma, WgmmaFit};
+pub use wgmma_reading::{
+    env_reading, format_reading, parse_reading, reading_defines, reading_variants, READING_DEFINES,
+    WGMMA_READING_ENV,
+};
 pub(crate) use wgmma_space::kernel_accepts;
 pub use wgmma_space::{
     cuda_spaces, is_wgmma_point, wgmma_block_rows, wgmma_space, WGMMA_ARCH, WGMMA_KERNEL,
@@ -109,12 +114,23 @@ pub struct DeviceInfo {
 }
 
 impl DeviceInfo {
-    /// "NVIDIA H200 sm_90 driver 13000": the device part of a kernel-tune key.
+    /// "NVIDIA H200 sm_90 driver 13000": the device part of a kernel-tune key. On sm_90 a
+    /// reading of the `wgmma` layouts other than the kernel's own (`COTUNE_WGMMA_READING`,
+    /// which changes the Hopper kernel's code) is part of it: "… wgmma-reading META_SWAP".
     pub fn fingerprint(&self) -> String {
-        format!(
+        let base = format!(
             "{} sm_{}{} driver {}",
             self.name, self.sm.0, self.sm.1, self.driver_version
-        )
+        );
+        match env_reading() {
+            Ok(r) if r.is_empty() || self.sm != (9, 0) => base,
+            Ok(r) => format!("{base} wgmma-reading {}", format_reading(&r)),
+            // Launches refuse a bad reading with its error; the key only has to differ.
+            Err(_) => format!(
+                "{base} wgmma-reading {}",
+                std::env::var(WGMMA_READING_ENV).unwrap_or_default()
+            ),
+        }
     }
 }
 
