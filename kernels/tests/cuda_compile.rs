@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use kernels::cuda::{
     all_configs, compile_ptx, nvrtc_available, nvrtc_version, ptxas_report, wgmma_configs,
-    CsrConfig, KernelSource, PtxCache, CI_ARCHS,
+    CsrConfig, KernelSource, PtxCache, CI_ARCHS, READING_DEFINES,
 };
 
 fn require_nvrtc(test: &str) {
@@ -87,6 +87,40 @@ fn every_configuration_compiles_for_sm80_and_sm90() {
         failures.len(),
         failures[0]
     );
+}
+
+/// The builds a device check makes beyond the configurations compile and assemble too: the
+/// layout probe's reading switches (each alone and all together) and the benchmark's timing
+/// ablations, on the largest tile (two consumer warpgroups, BN 256, a group kept in flight).
+#[test]
+#[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
+fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
+    require_nvrtc("hopper_reading_switches_and_ablations_compile_for_sm90a");
+    let cfg = wgmma_configs(128)
+        .into_iter()
+        .find(|c| c.bm == 128 && c.bn == 256 && c.keep == 1 && c.split_k == 1)
+        .expect("a 128 x 256 configuration that keeps a group in flight");
+    let mut builds: Vec<Vec<&'static str>> = READING_DEFINES.iter().map(|d| vec![*d]).collect();
+    builds.push(READING_DEFINES.to_vec());
+    builds.push(vec!["ABLATE_MMA"]);
+    builds.push(vec!["ABLATE_B"]);
+    for extra in builds {
+        let mut defines = cfg.defines();
+        defines.extend(extra.iter().map(|d| (*d, 1)));
+        let ptx = compile_ptx(KernelSource::SpmmVnmWgmmaF16, &defines, "sm_90a")
+            .unwrap_or_else(|e| panic!("{cfg} with {extra:?}: {e}"));
+        let op = format!("wgmma.mma_async.sp.sync.aligned.m64n{}k32", cfg.bn);
+        assert_eq!(
+            ptx.contains(&op),
+            extra != ["ABLATE_MMA"],
+            "{cfg} with {extra:?}: {op} present only when the wgmmas are not ablated"
+        );
+        if std::env::var_os("COTUNE_PTXAS").is_some() {
+            let r = ptxas_report(&ptx, "sm_90a")
+                .unwrap_or_else(|| panic!("{cfg} with {extra:?}: ptxas rejected the PTX"));
+            assert_eq!(r.spill_bytes, 0, "{cfg} with {extra:?}: spills");
+        }
+    }
 }
 
 /// The Hopper kernel compiles for sm_90a (the only target with `wgmma`) in every
