@@ -15,6 +15,32 @@ pub const BATCH: usize = 10;
 /// Operand sets rotated between repetitions, so that B and C do not stay in the 60 MB L2.
 pub const SETS: usize = 2;
 
+/// A screening pass times every configuration briefly (one warm-up launch, one sample of
+/// SCREEN_BATCH launches); the FINALISTS fastest are then timed in full (WARMUP, REPS samples
+/// of BATCH). A device session is short: this keeps a whole space per point affordable.
+pub const SCREEN_BATCH: usize = 3;
+pub const FINALISTS: usize = 8;
+
+/// Every configuration `0..count` screened, the finalists timed in full: per configuration its
+/// timing (the full one for finalists) and whether it was a finalist. `launch(config, j)` runs
+/// configuration `config` on operand set `j % SETS`.
+pub fn screen_and_time(
+    dev: &CudaDevice,
+    count: usize,
+    mut launch: impl FnMut(usize, usize) -> Result<(), CudaError>,
+) -> Result<Vec<(Timing, bool)>, CudaError> {
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        out.push((dev.time(1, 1, SCREEN_BATCH, |j| launch(i, j))?, false));
+    }
+    let mut order: Vec<usize> = (0..count).collect();
+    order.sort_by(|&x, &y| out[x].0.median_us.total_cmp(&out[y].0.median_us));
+    for &i in order.iter().take(FINALISTS) {
+        out[i] = (dev.time(WARMUP, REPS, BATCH, |j| launch(i, j))?, true);
+    }
+    Ok(out)
+}
+
 pub struct Row {
     pub kind: &'static str,
     pub rows: usize,
