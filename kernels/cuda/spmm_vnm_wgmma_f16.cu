@@ -8,8 +8,9 @@
 // kp = 2 * ks gathered columns. A block's BM rows must share their column locations (BM | V).
 //
 // A thread block is warp-specialised:
-//   warpgroup 0        the producer: cp.async copies of A's values and metadata and of the
-//                      gathered B rows into a STAGES-deep ring of shared-memory stages;
+//   warpgroup 0        the producer: cp.async copies of A's values and metadata (or bulk
+//                      copies, BULK = 1) and of the gathered B rows into a STAGES-deep ring
+//                      of shared-memory stages;
 //                      `cp.async.mbarrier.arrive.noinc` makes stage s's `full` barrier complete
 //                      when every producer thread's copies have landed;
 //   warpgroups 1..BM/64  the consumers, each owning 64 rows x BN columns of C: wait on `full`,
@@ -26,7 +27,10 @@
 // A is read in the layout of the CPU type `kernels::VnmMatrix` (format/vnm.rs), with ks padded
 // to a multiple of BK / 2 (see spmm_vnm_f16.cu for the arrays).
 // Tunables, passed as #defines: BM BN BK STAGES KEEP (wgmma groups a consumer leaves in flight
-// while it loads the next tile: 0 or 1); and at launch, `splits` (split-K over gridDim.z, for
+// while it loads the next tile: 0 or 1) BULK (1: A's rows and the metadata's 16-row tiles,
+// contiguous in global memory, arrive by `cp.async.bulk` (the TMA unit), one copy per row or
+// tile, completing bytes on the stage's `full` barrier; 0: 16-byte `cp.async` like B); and at
+// launch, `splits` (split-K over gridDim.z, for
 // grids with fewer blocks than SMs: f32 partials in `ws`, then spmm_vnm_wgmma_reduce_f16).
 // No CUDA headers are needed: fp16 is carried as raw 16-bit words and converted with PTX.
 
@@ -35,6 +39,9 @@
 #endif
 #ifndef KEEP
 #error "KEEP must be defined"
+#endif
+#ifndef BULK
+#error "BULK must be defined"
 #endif
 
 #define CONSUMERS (BM / 64)
@@ -114,6 +121,19 @@ static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.as
 // The barrier's pending count is not raised: it was initialised to count these arrivals.
 static __device__ __forceinline__ void cp_async_mbar_arrive_noinc(u64* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// Raises the barrier's expected transaction bytes for the current phase: the phase completes
+// once its arrivals are in and as many bytes have been completed (cp.async.bulk below).
+static __device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+// One bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to
+// this block's shared memory by the TMA unit, completing its bytes on `bar`.
+static __device__ __forceinline__ void cp_async_bulk(void* dst, const void* src, u32 bytes, u64* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
 }
 
 static __device__ __forceinline__ void mbar_init(u64* bar, int count) {
@@ -313,6 +333,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
             u16* dA = sA + s * A_STAGE;
             u16* dB = sB + s * B_STAGE;
             u32* dM = sM + s * M_STAGE;
+#if BULK
+            // Thread r copies A's row r (BK bytes) and, for r < BM / 16, the metadata of the
+            // 16-row tile r (STEPS * 32 bytes: the tile's STEPS steps of this k-tile are
+            // consecutive). Each raises `full`'s expected bytes before its copy, and before its
+            // own arrival below, so the phase cannot complete without them.
+            if (tid < BM) {
+                mbar_expect_tx(&full[s], BK);
+                cp_async_bulk(dA + tid * A_STRIDE, a_vals + (size_t)(row0 + tid) * ks + (kt0 + kt) * (BK / 2), BK, &full[s]);
+            }
+            if (tid < BM / 16) {
+                mbar_expect_tx(&full[s], STEPS * 32);
+                cp_async_bulk(dM + tid * STEPS * 8, a_meta + ((size_t)(row0 / 16 + tid) * (ks / 8) + (kt0 + kt) * STEPS) * 8,
+                              STEPS * 32, &full[s]);
+            }
+#else
             for (int chunk = tid; chunk < A_CHUNKS; chunk += 128) {
                 const int r = chunk / (BK / 16);
                 const int cc = chunk % (BK / 16);
@@ -325,6 +360,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
                 const u32* src = a_meta + ((size_t)(row0 / 16 + t) * (ks / 8) + (kt0 + kt) * STEPS) * 8 + cc * 4;
                 cp_async16(dM + t * STEPS * 8 + cc * 4, src, 16);
             }
+#endif
             // Chunk i is row i % 8 of core matrix i / 8 = (kc, nc): 16-byte rows in chunk order,
             // so that the 8 lanes of each quarter-warp write 8 different banks' groups, while
             // global reads stay 64 bytes contiguous per gathered row.

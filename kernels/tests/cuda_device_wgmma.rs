@@ -190,6 +190,7 @@ fn wgmma_layout_probe() {
         stages: 2,
         keep: 0,
         split_k: 1,
+        bulk: 0,
     };
     let a = random_vnm(128, 300, 64, 8, 3).unwrap();
     let n = 64;

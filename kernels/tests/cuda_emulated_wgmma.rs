@@ -18,7 +18,7 @@ use emu_support::{
 };
 use kernels::cuda::{
     exact_values, pack_vnm, random_vnm, vnm_from_nm, wgmma_configs, WgmmaConfig, WgmmaLaunch,
-    READING_DEFINES, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_SPLIT_K, WGMMA_STAGES,
+    READING_DEFINES, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_SPLIT_K, WGMMA_STAGES,
 };
 use kernels::{build_mask, NmMatrix, Pattern, VnmMatrix};
 
@@ -60,6 +60,7 @@ fn configurations() -> Vec<WgmmaConfig> {
             stages: WGMMA_STAGES[i],
             keep: i % 2,
             split_k: WGMMA_SPLIT_K[i % 3],
+            bulk: WGMMA_BULK[(i / 2) % 2],
         })
         .collect();
     // The largest tile, where shared memory allows only few stages.
@@ -70,6 +71,7 @@ fn configurations() -> Vec<WgmmaConfig> {
         stages: 2,
         keep: 0,
         split_k: 2,
+        bulk: 1,
     });
     for c in &out {
         assert!(all.contains(c), "{c} is not a listed configuration");
@@ -115,7 +117,8 @@ fn the_hopper_kernel_source_computes_the_reference_on_the_emulator() {
 }
 
 /// What makes the test above able to fail: kernels one edit away from the real one must fail
-/// on the emulator (on a configuration that leaves a wgmma group in flight and splits K). The
+/// on the emulator (on a configuration that leaves a wgmma group in flight, splits K and
+/// bulk-copies A). The
 /// readings of the ISA the device check probes are the next test's.
 #[test]
 fn the_emulator_rejects_a_broken_hopper_kernel() {
@@ -134,6 +137,21 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             "one-metadata-lane",
             "kk * 2 + ((quad & 1) ^ META_SWAP)",
             "kk * 2",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+        // A's bulk copies not announced on the barrier: its phase can complete (or, as here,
+        // never complete) regardless of the bytes.
+        (
+            "no-expect-tx",
+            "mbar_expect_tx(&full[s], BK);",
+            "",
+            &[Copies::Lazy][..],
+        ),
+        // A's bulk copy of each row only half as long (and announced so).
+        (
+            "short-bulk-row",
+            "mbar_expect_tx(&full[s], BK);\n                cp_async_bulk(dA + tid * A_STRIDE, a_vals + (size_t)(row0 + tid) * ks + (kt0 + kt) * (BK / 2), BK, &full[s]);",
+            "mbar_expect_tx(&full[s], BK / 2);\n                cp_async_bulk(dA + tid * A_STRIDE, a_vals + (size_t)(row0 + tid) * ks + (kt0 + kt) * (BK / 2), BK / 2, &full[s]);",
             &[Copies::Lazy, Copies::Eager][..],
         ),
         // Every split-K block reduces the first slice of K.
@@ -159,6 +177,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         stages: 3,
         keep: 1,
         split_k: 2,
+        bulk: 1,
     };
     let a = random_vnm(128, 300, 128, 8, 9).unwrap();
     let n = cfg.bn + 12;
@@ -204,6 +223,7 @@ fn the_probe_readings_differ_and_the_ablations_finish() {
         stages: 3,
         keep: 1,
         split_k: 2,
+        bulk: 0,
     };
     let a = random_vnm(128, 300, 128, 8, 11).unwrap();
     let n = cfg.bn + 12;

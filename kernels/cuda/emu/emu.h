@@ -74,11 +74,23 @@ struct WarpGroup {
     uint64_t desc[128];
 };
 
-// An mbarrier: arrivals still expected in the current phase, and the phases completed.
+// An mbarrier: arrivals still expected in the current phase, the phases completed, and the
+// current phase's transaction count (bytes expected minus bytes completed; the phase completes
+// when both it and the pending arrivals are zero).
 struct MBarrier {
     int expected;
     int pending;
     unsigned completed;
+    long tx;
+};
+
+// A cp.async.bulk copy completing its bytes on an mbarrier: it lands when a thread waits on
+// that barrier (lazy) or at issue (eager).
+struct BulkCopy {
+    const void* bar;
+    void* dst;
+    const void* src;
+    int bytes;
 };
 
 // cp.async copies a thread tied to an mbarrier (cp.async.mbarrier.arrive.noinc): they land,
@@ -94,6 +106,7 @@ struct Sm90State {
     std::mutex mu;
     std::map<const void*, MBarrier> bars;
     std::vector<AsyncArrival> arrivals;
+    std::vector<BulkCopy> bulk;
 };
 
 struct Block {
@@ -254,6 +267,7 @@ inline void run_grid(int grid_x, int grid_y, int grid_z, int threads, size_t sha
                     });
                 }
                 for (auto& t : team) t.join();
+                if (!sm90.bulk.empty()) fail("cp.async.bulk copies never landed (no wait on their mbarrier)");
                 std::free(smem);
             }
         }

@@ -2,8 +2,11 @@
 // cp.async tied to an mbarrier, and the sparse warpgroup MMA with B read from shared memory
 // through a matrix descriptor.
 //
-// - mbarrier: init / arrive / try_wait.parity on a block-wide table keyed by the barrier's
-//   shared address. `cp.async.mbarrier.arrive.noinc` ties the thread's pending copies to the
+// - mbarrier: init / arrive / expect_tx / try_wait.parity on a block-wide table keyed by the
+//   barrier's shared address; a phase completes when its arrivals are in and its transaction
+//   count (bytes expected minus bytes completed) is zero. `cp.async.bulk` (global to shared,
+//   completing its bytes on a barrier) lands, lazily, when some thread waits on that barrier,
+//   or at issue (eager); a bulk copy never landed fails at the block's end. `cp.async.mbarrier.arrive.noinc` ties the thread's pending copies to the
 //   barrier: in lazy mode they land, and then arrive, only when some thread waits on that
 //   barrier (or the issuing thread waits for all its copies); in eager mode they landed at
 //   issue and the arrival is immediate. A wait that never completes fails after 20 s.
@@ -55,18 +58,47 @@ inline MBarrier& barrier_at(const void* bar) {
     return it->second;
 }
 
-inline void arrive_locked(const void* bar) {
-    MBarrier& b = barrier_at(bar);
-    if (b.pending <= 0) fail("mbarrier: arrival on a completed phase");
-    if (--b.pending == 0) {
+// The hardware's transaction count range (PTX ISA: mbarrier, tx-count).
+constexpr long TX_LIMIT = (1L << 20) - 1;
+
+inline void complete_if_done(MBarrier& b) {
+    if (b.pending == 0 && b.tx == 0) {
         b.completed += 1;
         b.pending = b.expected;
     }
 }
 
+inline void arrive_locked(const void* bar) {
+    MBarrier& b = barrier_at(bar);
+    if (b.pending <= 0) fail("mbarrier: arrival on a completed phase");
+    --b.pending;
+    complete_if_done(b);
+}
+
+inline void add_tx_locked(const void* bar, long bytes) {
+    MBarrier& b = barrier_at(bar);
+    b.tx += bytes;
+    if (b.tx > TX_LIMIT || b.tx < -TX_LIMIT) fail("mbarrier: tx-count out of range");
+    complete_if_done(b);
+}
+
 // Lands the copies tied to `bar` (all barriers if null) by `thread` (any if negative), each
-// entry followed by its arrival. The caller holds the lock.
+// entry followed by its arrival, and (for any thread) the bulk copies completing on `bar`,
+// each followed by its bytes' completion. The caller holds the lock.
 inline void land_locked(const void* bar, int thread) {
+    if (thread < 0) {
+        auto& bulk = block.sm90->bulk;
+        for (size_t i = 0; i < bulk.size();) {
+            if (bar == nullptr || bulk[i].bar == bar) {
+                const BulkCopy c = bulk[i];
+                bulk.erase(bulk.begin() + static_cast<long>(i));
+                std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+                add_tx_locked(c.bar, -c.bytes);
+            } else {
+                ++i;
+            }
+        }
+    }
     auto& list = block.sm90->arrivals;
     for (size_t i = 0; i < list.size();) {
         if ((bar == nullptr || list[i].bar == bar) && (thread < 0 || list[i].thread == thread)) {
@@ -167,7 +199,28 @@ inline void mbar_init(u64* bar, int count) {
     if (reinterpret_cast<uintptr_t>(bar) % 8 != 0) emu::fail("mbarrier: not 8-byte aligned");
     emu::check_shared(bar, 8, "mbarrier: outside shared memory");
     std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
-    emu::block.sm90->bars[bar] = {count, count, 0};
+    emu::block.sm90->bars[bar] = {count, count, 0, 0};
+}
+
+inline void mbar_expect_tx(u64* bar, u32 bytes) {
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    emu::add_tx_locked(bar, static_cast<long>(bytes));
+}
+
+inline void cp_async_bulk(void* dst, const void* src, u32 bytes, u64* bar) {
+    if (bytes == 0 || bytes % 16 != 0) emu::fail("cp.async.bulk: size not a positive multiple of 16");
+    if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) emu::fail("cp.async.bulk: destination not 16-byte aligned");
+    if (reinterpret_cast<uintptr_t>(src) % 16 != 0) emu::fail("cp.async.bulk: source not 16-byte aligned");
+    emu::check_shared(dst, bytes, "cp.async.bulk: destination outside shared memory");
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    emu::barrier_at(bar);
+    const emu::BulkCopy c{bar, dst, src, static_cast<int>(bytes)};
+    if (emu::copy_mode == emu::CopyMode::Eager) {
+        std::memcpy(dst, src, bytes);
+        emu::add_tx_locked(bar, -static_cast<long>(bytes));
+    } else {
+        emu::block.sm90->bulk.push_back(c);
+    }
 }
 
 inline void mbar_arrive(u64* bar) {

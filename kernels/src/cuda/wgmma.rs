@@ -2,8 +2,8 @@
 //! their constraints and costs in threads and shared memory, and its launch. Pure data: no
 //! CUDA needed.
 //!
-//! A thread block is one producer warpgroup (cp.async gathers of A, metadata and B rows into a
-//! `STAGES`-deep ring, signalled through mbarriers) and `BM / 64` consumer warpgroups, each
+//! A thread block is one producer warpgroup (cp.async gathers of B rows, and of A and metadata
+//! or bulk copies of them (`BULK`), into a `STAGES`-deep ring, signalled through mbarriers) and `BM / 64` consumer warpgroups, each
 //! owning 64 rows × BN columns of C and issuing `wgmma.mma_async.sp.m64n{BN}k32` per 32
 //! gathered columns, leaving up to `KEEP` groups in flight while it loads the next tile. The
 //! block's rows must share their column locations: BM divides V.
@@ -23,6 +23,9 @@ pub const WGMMA_STAGES: [usize; 4] = [2, 3, 4, 6];
 /// wgmma groups a consumer leaves in flight while it loads the next tile (1 needs 3+ stages:
 /// the stage still read by the group in flight is released one tile late).
 pub const WGMMA_KEEP: [usize; 2] = [0, 1];
+/// How A's rows and the metadata arrive: 16-byte `cp.async` (0) or one `cp.async.bulk` per row
+/// or 16-row metadata tile, by the TMA unit (1).
+pub const WGMMA_BULK: [usize; 2] = [0, 1];
 /// Split-K factors: blocks along K (grid z), for products whose grid has fewer blocks than the
 /// device has SMs. A launch-time choice: every factor runs the same compiled program.
 pub const WGMMA_SPLIT_K: [usize; 3] = [1, 2, 4];
@@ -47,14 +50,16 @@ pub struct WgmmaConfig {
     pub keep: usize,
     /// Blocks along K, each writing f32 partials that a second kernel sums: 1, 2 or 4.
     pub split_k: usize,
+    /// A and metadata by bulk copies (1) or 16-byte `cp.async` (0).
+    pub bulk: usize,
 }
 
 impl fmt::Display for WgmmaConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "wgmma BM={} BN={} BK={} STAGES={} KEEP={} SPLIT_K={}",
-            self.bm, self.bn, self.bk, self.stages, self.keep, self.split_k
+            "wgmma BM={} BN={} BK={} STAGES={} KEEP={} SPLIT_K={} BULK={}",
+            self.bm, self.bn, self.bk, self.stages, self.keep, self.split_k, self.bulk
         )
     }
 }
@@ -86,6 +91,9 @@ impl WgmmaConfig {
         }
         if !WGMMA_SPLIT_K.contains(&self.split_k) {
             return fail(format!("SPLIT_K must be one of {WGMMA_SPLIT_K:?}"));
+        }
+        if !WGMMA_BULK.contains(&self.bulk) {
+            return fail(format!("BULK must be one of {WGMMA_BULK:?}"));
         }
         if self.shared_bytes() > SM90_MAX_SHARED_BYTES {
             return fail(format!(
@@ -132,6 +140,7 @@ impl WgmmaConfig {
             ("BK", self.bk),
             ("STAGES", self.stages),
             ("KEEP", self.keep),
+            ("BULK", self.bulk),
         ]
     }
 }
@@ -146,16 +155,19 @@ pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
                 for &stages in &WGMMA_STAGES {
                     for &keep in &WGMMA_KEEP {
                         for &split_k in &WGMMA_SPLIT_K {
-                            let c = WgmmaConfig {
-                                bm,
-                                bn,
-                                bk,
-                                stages,
-                                keep,
-                                split_k,
-                            };
-                            if c.validate().is_ok() {
-                                out.push(c);
+                            for &bulk in &WGMMA_BULK {
+                                let c = WgmmaConfig {
+                                    bm,
+                                    bn,
+                                    bk,
+                                    stages,
+                                    keep,
+                                    split_k,
+                                    bulk,
+                                };
+                                if c.validate().is_ok() {
+                                    out.push(c);
+                                }
                             }
                         }
                     }
@@ -280,6 +292,7 @@ mod tests {
             stages,
             keep: 0,
             split_k: 1,
+            bulk: 0,
         };
         assert!(big(2).validate().is_ok());
         assert!(big(3).validate().is_err());
@@ -291,6 +304,7 @@ mod tests {
             stages: 2,
             keep: 1,
             split_k: 1,
+            bulk: 0,
         };
         assert!(shallow.validate().is_err());
         assert!(WgmmaConfig {
@@ -310,6 +324,7 @@ mod tests {
             stages: 2,
             keep: 0,
             split_k: 1,
+            bulk: 0,
         };
         // B 32 x 64 halves, A 64 x (16 + 8) halves, metadata 4 tiles x 2 steps x 8 words,
         // two mbarriers; two stages.
@@ -329,6 +344,7 @@ mod tests {
             stages: 3,
             keep: 1,
             split_k: 1,
+            bulk: 0,
         };
         let p = pack_vnm(&a, cfg.bk).unwrap();
         let ld = padded_ld(70);

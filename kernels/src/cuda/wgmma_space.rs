@@ -4,8 +4,8 @@
 
 use super::space::{cuda_space, size_param};
 use super::wgmma::{
-    WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_KEEP, WGMMA_SPLIT_K,
-    WGMMA_STAGES,
+    WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_KEEP,
+    WGMMA_SPLIT_K, WGMMA_STAGES,
 };
 use crate::{
     Constraint, FormatSignature, KernelError, KernelSpace, ParamDef, ParamPoint, PatternKind,
@@ -33,7 +33,7 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 }
 
 /// The Hopper kernel's space with thread blocks of any of the heights `bms`: `bm`, `bn`, `bk`,
-/// `stages`, `keep`, `split_k`, constrained to what the kernel accepts (`keep` = 1 needs 3+
+/// `stages`, `keep`, `split_k`, `bulk`, constrained to what the kernel accepts (`keep` = 1 needs 3+
 /// stages; the pipeline must fit sm_90's shared memory; see [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize]) -> KernelSpace {
     let def = |name, values: &[usize]| ParamDef {
@@ -46,6 +46,7 @@ pub fn wgmma_space(bms: &[usize]) -> KernelSpace {
             def("bk", &WGMMA_BK),
             def("bm", bms),
             def("bn", &WGMMA_BN),
+            def("bulk", &WGMMA_BULK),
             def("keep", &WGMMA_KEEP),
             def("split_k", &WGMMA_SPLIT_K),
             def("stages", &WGMMA_STAGES),
@@ -86,7 +87,7 @@ pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelE
 
 impl WgmmaConfig {
     /// The names of its parameters in [`wgmma_space`].
-    pub const PARAMS: [&'static str; 6] = ["bm", "bn", "bk", "stages", "keep", "split_k"];
+    pub const PARAMS: [&'static str; 7] = ["bm", "bn", "bk", "stages", "keep", "split_k", "bulk"];
 
     /// The configuration at `p` (a point of [`wgmma_space`]); checked like
     /// [`WgmmaConfig::validate`].
@@ -99,6 +100,7 @@ impl WgmmaConfig {
             stages: get("stages")?,
             keep: get("keep")?,
             split_k: get("split_k")?,
+            bulk: get("bulk")?,
         };
         c.validate().map_err(|e| KernelError::ParamConstraint {
             name: "stages".into(),
@@ -119,6 +121,7 @@ impl WgmmaConfig {
                     self.stages,
                     self.keep,
                     self.split_k,
+                    self.bulk,
                 ]
                 .map(|v| v as i64),
             ),
@@ -172,6 +175,7 @@ mod tests {
             stages: 4,
             keep: 1,
             split_k: 2,
+            bulk: 0,
         };
         assert!(space.contains(&ok.to_point()).is_ok());
         let two_stages = WgmmaConfig { stages: 2, ..ok };

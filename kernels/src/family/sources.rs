@@ -124,6 +124,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
                 "src/cuda/device_wgmma.rs",
                 "src/cuda/pack.rs",
                 "src/cuda/wgmma.rs",
+                "src/cuda/wgmma_reading.rs",
                 "src/format/nm.rs",
                 "src/format/vnm.rs",
             ],
