@@ -31,7 +31,8 @@
 // contiguous in global memory, arrive by `cp.async.bulk` (the TMA unit), one copy per row or
 // tile, completing bytes on the stage's `full` barrier; 0: 16-byte `cp.async` like B); and at
 // launch, `splits` (split-K over gridDim.z, for
-// grids with fewer blocks than SMs: f32 partials in `ws`, then spmm_vnm_wgmma_reduce_f16).
+// grids with fewer blocks than SMs: f32 partials in `ws`, then spmm_vnm_wgmma_reduce_f16) and
+// `raster` (the tile order, below).
 // No CUDA headers are needed: fp16 is carried as raw 16-bit words and converted with PTX.
 
 #ifndef BM
@@ -289,7 +290,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
     const u16* __restrict__ a_vals, const u32* __restrict__ a_meta,
     const unsigned char* __restrict__ col_loc, const u16* __restrict__ b, u16* __restrict__ c,
     float* __restrict__ ws, int rows, int n, int ks, int groups, int m, int k, int ldb, int ldc,
-    int v, int splits) {
+    int v, int splits, int raster) {
     DYNAMIC_SHARED(smem);
     // B stages first: descriptors want 16-byte aligned core matrices, and B is the largest.
     u16* sB = reinterpret_cast<u16*>(smem);
@@ -300,8 +301,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
     unsigned char* sLoc = reinterpret_cast<unsigned char*>(empty + STAGES);
 
     const int tid = threadIdx.x;
-    const int row0 = blockIdx.y * BM;
-    const int col0 = blockIdx.x * BN;
+    // Tile order (`raster`): 0 walks C's column tiles fastest (blockIdx.x), 1 its row blocks
+    // (blockIdx.x): then the blocks resident at once share B's column tiles, so a B larger than
+    // L2 streams from DRAM about once instead of once per wave of row blocks.
+    const int row0 = (raster ? blockIdx.x : blockIdx.y) * BM;
+    const int col0 = (raster ? blockIdx.y : blockIdx.x) * BN;
     // Split-K: block z of `splits` reduces k-tiles kt0 .. kt0 + ktiles of the row's 2 ks / BK.
     const int total = 2 * ks / BK;
     const int per = (total + splits - 1) / splits;

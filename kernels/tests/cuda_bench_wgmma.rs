@@ -62,7 +62,7 @@ fn bench_wgmma_vs_cublas_bert() {
             let dev = &dev;
             s.spawn(move || {
                 part.iter()
-                    .filter(|c| c.split_k == 1)
+                    .filter(|c| c.is_program_canonical())
                     .for_each(|c| dev.prepare_wgmma(c).unwrap())
             });
         }

@@ -98,7 +98,7 @@ fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
     require_nvrtc("hopper_reading_switches_and_ablations_compile_for_sm90a");
     let cfg = wgmma_configs(128)
         .into_iter()
-        .find(|c| c.bm == 128 && c.bn == 256 && c.keep == 1 && c.split_k == 1)
+        .find(|c| c.bm == 128 && c.bn == 256 && c.keep == 1 && c.is_program_canonical())
         .expect("a 128 x 256 configuration that keeps a group in flight");
     let mut builds: Vec<Vec<&'static str>> = READING_DEFINES.iter().map(|d| vec![*d]).collect();
     builds.push(READING_DEFINES.to_vec());
@@ -131,10 +131,10 @@ fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
 fn every_hopper_configuration_compiles_for_sm90a() {
     require_nvrtc("every_hopper_configuration_compiles_for_sm90a");
     let assemble = std::env::var_os("COTUNE_PTXAS").is_some();
-    // Each program once: the split-K factor is a launch argument.
+    // Each program once: the split-K factor and the raster are launch arguments.
     let configs: Vec<_> = wgmma_configs(128)
         .into_iter()
-        .filter(|c| c.split_k == 1)
+        .filter(|c| c.is_program_canonical())
         .collect();
     let next = AtomicUsize::new(0);
     let failures = Mutex::new(Vec::new());

@@ -48,9 +48,13 @@ fn fp16_mismatch(got: &[f32], want: &[f32]) -> Option<String> {
 }
 
 /// Compiles `configs` on all cores at once (NVRTC is the slow part), each program once (the
-/// split-K factor is a launch argument).
+/// split-K factor and the raster are launch arguments).
 fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
-    let configs: Vec<WgmmaConfig> = configs.iter().filter(|c| c.split_k == 1).copied().collect();
+    let configs: Vec<WgmmaConfig> = configs
+        .iter()
+        .filter(|c| c.is_program_canonical())
+        .copied()
+        .collect();
     let configs = &configs[..];
     let threads = std::thread::available_parallelism()
         .map_or(4, |n| n.get())
@@ -191,6 +195,7 @@ fn wgmma_layout_probe() {
         keep: 0,
         split_k: 1,
         bulk: 0,
+        raster: 0,
     };
     let a = random_vnm(128, 300, 64, 8, 3).unwrap();
     let n = 64;

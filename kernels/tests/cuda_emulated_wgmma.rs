@@ -18,7 +18,8 @@ use emu_support::{
 };
 use kernels::cuda::{
     exact_values, pack_vnm, random_vnm, vnm_from_nm, wgmma_configs, WgmmaConfig, WgmmaLaunch,
-    READING_DEFINES, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_SPLIT_K, WGMMA_STAGES,
+    READING_DEFINES, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_RASTER, WGMMA_SPLIT_K,
+    WGMMA_STAGES,
 };
 use kernels::{build_mask, NmMatrix, Pattern, VnmMatrix};
 
@@ -61,6 +62,7 @@ fn configurations() -> Vec<WgmmaConfig> {
             keep: i % 2,
             split_k: WGMMA_SPLIT_K[i % 3],
             bulk: WGMMA_BULK[(i / 2) % 2],
+            raster: WGMMA_RASTER[(i + 1) % 2],
         })
         .collect();
     // The largest tile, where shared memory allows only few stages.
@@ -72,6 +74,7 @@ fn configurations() -> Vec<WgmmaConfig> {
         keep: 0,
         split_k: 2,
         bulk: 1,
+        raster: 0,
     });
     for c in &out {
         assert!(all.contains(c), "{c} is not a listed configuration");
@@ -178,6 +181,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         keep: 1,
         split_k: 2,
         bulk: 1,
+        raster: 1,
     };
     let a = random_vnm(128, 300, 128, 8, 9).unwrap();
     let n = cfg.bn + 12;
@@ -224,6 +228,7 @@ fn the_probe_readings_differ_and_the_ablations_finish() {
         keep: 1,
         split_k: 2,
         bulk: 0,
+        raster: 0,
     };
     let a = random_vnm(128, 300, 128, 8, 11).unwrap();
     let n = cfg.bn + 12;

@@ -26,6 +26,9 @@ pub const WGMMA_KEEP: [usize; 2] = [0, 1];
 /// How A's rows and the metadata arrive: 16-byte `cp.async` (0) or one `cp.async.bulk` per row
 /// or 16-row metadata tile, by the TMA unit (1).
 pub const WGMMA_BULK: [usize; 2] = [0, 1];
+/// Tile orders: C's column tiles fastest (0) or its row blocks fastest (1: the blocks resident
+/// at once share B's column tiles). A launch-time choice, like split-K.
+pub const WGMMA_RASTER: [usize; 2] = [0, 1];
 /// Split-K factors: blocks along K (grid z), for products whose grid has fewer blocks than the
 /// device has SMs. A launch-time choice: every factor runs the same compiled program.
 pub const WGMMA_SPLIT_K: [usize; 3] = [1, 2, 4];
@@ -52,14 +55,16 @@ pub struct WgmmaConfig {
     pub split_k: usize,
     /// A and metadata by bulk copies (1) or 16-byte `cp.async` (0).
     pub bulk: usize,
+    /// Tile order: column tiles fastest (0) or row blocks fastest (1).
+    pub raster: usize,
 }
 
 impl fmt::Display for WgmmaConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "wgmma BM={} BN={} BK={} STAGES={} KEEP={} SPLIT_K={} BULK={}",
-            self.bm, self.bn, self.bk, self.stages, self.keep, self.split_k, self.bulk
+            "wgmma BM={} BN={} BK={} STAGES={} KEEP={} SPLIT_K={} BULK={} RASTER={}",
+            self.bm, self.bn, self.bk, self.stages, self.keep, self.split_k, self.bulk, self.raster
         )
     }
 }
@@ -94,6 +99,9 @@ impl WgmmaConfig {
         }
         if !WGMMA_BULK.contains(&self.bulk) {
             return fail(format!("BULK must be one of {WGMMA_BULK:?}"));
+        }
+        if !WGMMA_RASTER.contains(&self.raster) {
+            return fail(format!("RASTER must be one of {WGMMA_RASTER:?}"));
         }
         if self.shared_bytes() > SM90_MAX_SHARED_BYTES {
             return fail(format!(
@@ -131,8 +139,14 @@ impl WgmmaConfig {
         self.stages * (self.b_stage_bytes() + self.a_stage_bytes() + self.meta_stage_bytes() + 16)
     }
 
-    /// The `#define`s of this configuration, in a fixed order (the split-K factor is a launch
-    /// argument, not one of them).
+    /// Whether this is the one configuration per compiled program that compiles and loads it:
+    /// the launch-time choices (split-K, raster) at their first values.
+    pub fn is_program_canonical(&self) -> bool {
+        self.split_k == WGMMA_SPLIT_K[0] && self.raster == WGMMA_RASTER[0]
+    }
+
+    /// The `#define`s of this configuration, in a fixed order (the split-K factor and the
+    /// raster are launch arguments, not among them).
     pub fn defines(&self) -> Vec<(&'static str, usize)> {
         vec![
             ("BM", self.bm),
@@ -156,17 +170,20 @@ pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
                     for &keep in &WGMMA_KEEP {
                         for &split_k in &WGMMA_SPLIT_K {
                             for &bulk in &WGMMA_BULK {
-                                let c = WgmmaConfig {
-                                    bm,
-                                    bn,
-                                    bk,
-                                    stages,
-                                    keep,
-                                    split_k,
-                                    bulk,
-                                };
-                                if c.validate().is_ok() {
-                                    out.push(c);
+                                for &raster in &WGMMA_RASTER {
+                                    let c = WgmmaConfig {
+                                        bm,
+                                        bn,
+                                        bk,
+                                        stages,
+                                        keep,
+                                        split_k,
+                                        bulk,
+                                        raster,
+                                    };
+                                    if c.validate().is_ok() {
+                                        out.push(c);
+                                    }
                                 }
                             }
                         }
@@ -186,15 +203,17 @@ pub const WGMMA_REDUCE_PER_THREAD: u32 = 8;
 /// One launch of `spmm_vnm_wgmma_f16` (and, with split-K, of its reduction).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WgmmaLaunch {
-    /// Thread blocks along the columns of C (BN each), the rows (BM each) and K (split-K).
+    /// Thread blocks along the columns of C (BN each), the rows (BM each) and K (split-K); the
+    /// first two swapped with `RASTER` 1.
     pub grid: (u32, u32, u32),
     /// Threads per block.
     pub threads: u32,
     /// Dynamic shared memory per block, in bytes: [`WgmmaConfig::shared_bytes`], then the
     /// row block's column locations (4 per group, rounded up to 16 bytes).
     pub shared_bytes: usize,
-    /// The kernel's integer arguments in order: rows, n, ks, groups, m, k, ldb, ldc, v, splits.
-    pub ints: [i32; 10],
+    /// The kernel's integer arguments in order: rows, n, ks, groups, m, k, ldb, ldc, v, splits,
+    /// raster.
+    pub ints: [i32; 11],
     /// f32 elements of the split-K workspace (`splits × rows × ldc`; 0 without split-K).
     pub workspace: usize,
     /// Blocks of the reduction (0 without split-K), each of [`WGMMA_REDUCE_THREADS`] threads
@@ -230,7 +249,7 @@ impl WgmmaLaunch {
         let int = |x: usize| {
             i32::try_from(x).map_err(|_| CudaError::Shape(format!("{x} exceeds the kernel's int")))
         };
-        let mut ints = [0; 10];
+        let mut ints = [0; 11];
         for (slot, x) in ints.iter_mut().zip([
             a.rows,
             n,
@@ -242,16 +261,21 @@ impl WgmmaLaunch {
             ldc,
             a.v,
             cfg.split_k,
+            cfg.raster,
         ]) {
             *slot = int(x)?;
         }
         let split = cfg.split_k > 1;
+        let (tiles, blocks) = (
+            int(n.div_ceil(cfg.bn))? as u32,
+            int(a.rows / cfg.bm)? as u32,
+        );
         Ok(WgmmaLaunch {
-            grid: (
-                int(n.div_ceil(cfg.bn))? as u32,
-                int(a.rows / cfg.bm)? as u32,
-                cfg.split_k as u32,
-            ),
+            grid: if cfg.raster == 1 {
+                (blocks, tiles, cfg.split_k as u32)
+            } else {
+                (tiles, blocks, cfg.split_k as u32)
+            },
             threads: cfg.threads() as u32,
             shared_bytes: cfg.shared_bytes() + (4 * a.groups).div_ceil(16) * 16,
             ints,
@@ -293,6 +317,7 @@ mod tests {
             keep: 0,
             split_k: 1,
             bulk: 0,
+            raster: 0,
         };
         assert!(big(2).validate().is_ok());
         assert!(big(3).validate().is_err());
@@ -305,6 +330,7 @@ mod tests {
             keep: 1,
             split_k: 1,
             bulk: 0,
+            raster: 0,
         };
         assert!(shallow.validate().is_err());
         assert!(WgmmaConfig {
@@ -325,6 +351,7 @@ mod tests {
             keep: 0,
             split_k: 1,
             bulk: 0,
+            raster: 0,
         };
         // B 32 x 64 halves, A 64 x (16 + 8) halves, metadata 4 tiles x 2 steps x 8 words,
         // two mbarriers; two stages.
@@ -345,6 +372,7 @@ mod tests {
             keep: 1,
             split_k: 1,
             bulk: 0,
+            raster: 0,
         };
         let p = pack_vnm(&a, cfg.bk).unwrap();
         let ld = padded_ld(70);
@@ -365,10 +393,15 @@ mod tests {
                 ld as i32,
                 ld as i32,
                 128,
-                1
+                1,
+                0
             ]
         );
         assert_eq!((l.workspace, l.reduce_blocks), (0, 0));
+        // Row blocks fastest: the grid's first two dimensions swap, the kernel is told.
+        let rows_first = WgmmaConfig { raster: 1, ..cfg };
+        let l = WgmmaLaunch::new(p.dims, 70, ld, ld, &rows_first).unwrap();
+        assert_eq!((l.grid, l.ints[10]), ((4, 1, 1), 1));
         // Split-K: blocks along K, a workspace of f32 partials, a reduction over the product.
         let split = WgmmaConfig { split_k: 4, ..cfg };
         let l = WgmmaLaunch::new(p.dims, 70, ld, ld, &split).unwrap();

@@ -16,7 +16,9 @@
 //!   after `STAGES − 1` tiles in flight) divided by the blocks resident on the SM.
 //!
 //! Split-K divides the k-tiles over more blocks, then pays the f32 partials' traffic and the
-//! reduction's launch.
+//! reduction's launch. The whole product takes at least the time to stream B from DRAM: once
+//! when B fits in L2 or the tile order walks row blocks fastest (`RASTER` 1), otherwise once
+//! per wave of resident row blocks.
 
 use super::cost::{blocks_per_sm, GpuModel, COPY_ISSUE, COPY_LATENCY, L2_BYTES_PER_CYCLE, SYNC};
 use super::wgmma::WgmmaConfig;
@@ -99,6 +101,9 @@ impl WgmmaConstants {
     }
 }
 
+/// The H100's and H200's L2 (50 MB): a B that fits is read from DRAM once in any tile order.
+const L2_BYTES: f64 = 50e6;
+
 /// Registers per thread of a block with two consumer warpgroups: `setmaxnreg` gives the
 /// producer 40 and each consumer 232, the whole register file (128·40 + 256·232 = 64,512).
 const TWO_CONSUMER_REGISTERS: usize = 168;
@@ -167,6 +172,19 @@ pub fn wgmma_cycles_with(
     let latency = k.sync + drain + tensor + k.copy_latency / f(cfg.stages.saturating_sub(1).max(1));
     let step = (latency / overlapped).max(throughput);
     let product = per_sm.ceil() * tiles_per_block * step;
+    // DRAM: B (K × n halves; some row block wants every row of it) once where it fits in L2 or
+    // the blocks walk the row blocks fastest (RASTER 1: the resident blocks share B's column
+    // tiles); walking the column tiles fastest, once per wave of the row blocks resident at a
+    // time.
+    let b_bytes = f(cols * n * 2);
+    let waves = if cfg.raster == 1 || b_bytes <= L2_BYTES {
+        1.0
+    } else {
+        let col_tiles = f(n.div_ceil(cfg.bn) * split);
+        let resident_rows = (resident * f(gpu.multiprocessors) / col_tiles).max(1.0);
+        (f((rows / cfg.bm).max(1)) / resident_rows).ceil()
+    };
+    let stream = waves * b_bytes / (k.dram_bytes_per_cycle * f(gpu.multiprocessors.max(1)));
 
     // C: fp16 written once, or f32 partials written, read back and reduced.
     let c = f(rows * n);
@@ -176,7 +194,7 @@ pub fn wgmma_cycles_with(
     } else {
         0.0
     };
-    product + reduce
+    product.max(stream) + reduce
 }
 
 #[cfg(test)]
@@ -215,6 +233,21 @@ mod tests {
         assert!(best((768, 3072, 8), 16).split_k > 1);
         // 3072 × 768 at 16,384 columns: thousands of blocks.
         assert_eq!(best((3072, 768, 8), 16384).split_k, 1);
+    }
+
+    #[test]
+    fn row_blocks_first_pays_where_b_exceeds_l2() {
+        let gpu = GpuModel::h200();
+        let cfg = best((768, 3072, 8), 16384);
+        let at = |raster, n| {
+            let c = WgmmaConfig { raster, ..cfg };
+            wgmma_cycles(&c, (768, 3072, 8), n, &gpu)
+        };
+        // B is 3072 × 16,384 halves (100 MB): walking column tiles first re-reads it.
+        assert!(at(0, 16384) > at(1, 16384));
+        assert_eq!(best((768, 3072, 8), 16384).raster, 1);
+        // At 4,096 columns (25 MB) it fits in L2 and the order does not matter.
+        assert_eq!(at(0, 4096), at(1, 4096));
     }
 
     #[test]

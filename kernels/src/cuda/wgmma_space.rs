@@ -5,7 +5,7 @@
 use super::space::{cuda_space, size_param};
 use super::wgmma::{
     WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_KEEP,
-    WGMMA_SPLIT_K, WGMMA_STAGES,
+    WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES,
 };
 use crate::{
     Constraint, FormatSignature, KernelError, KernelSpace, ParamDef, ParamPoint, PatternKind,
@@ -33,7 +33,7 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 }
 
 /// The Hopper kernel's space with thread blocks of any of the heights `bms`: `bm`, `bn`, `bk`,
-/// `stages`, `keep`, `split_k`, `bulk`, constrained to what the kernel accepts (`keep` = 1 needs 3+
+/// `stages`, `keep`, `split_k`, `bulk`, `raster`, constrained to what the kernel accepts (`keep` = 1 needs 3+
 /// stages; the pipeline must fit sm_90's shared memory; see [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize]) -> KernelSpace {
     let def = |name, values: &[usize]| ParamDef {
@@ -48,6 +48,7 @@ pub fn wgmma_space(bms: &[usize]) -> KernelSpace {
             def("bn", &WGMMA_BN),
             def("bulk", &WGMMA_BULK),
             def("keep", &WGMMA_KEEP),
+            def("raster", &WGMMA_RASTER),
             def("split_k", &WGMMA_SPLIT_K),
             def("stages", &WGMMA_STAGES),
         ],
@@ -87,7 +88,9 @@ pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelE
 
 impl WgmmaConfig {
     /// The names of its parameters in [`wgmma_space`].
-    pub const PARAMS: [&'static str; 7] = ["bm", "bn", "bk", "stages", "keep", "split_k", "bulk"];
+    pub const PARAMS: [&'static str; 8] = [
+        "bm", "bn", "bk", "stages", "keep", "split_k", "bulk", "raster",
+    ];
 
     /// The configuration at `p` (a point of [`wgmma_space`]); checked like
     /// [`WgmmaConfig::validate`].
@@ -101,6 +104,7 @@ impl WgmmaConfig {
             keep: get("keep")?,
             split_k: get("split_k")?,
             bulk: get("bulk")?,
+            raster: get("raster")?,
         };
         c.validate().map_err(|e| KernelError::ParamConstraint {
             name: "stages".into(),
@@ -122,6 +126,7 @@ impl WgmmaConfig {
                     self.keep,
                     self.split_k,
                     self.bulk,
+                    self.raster,
                 ]
                 .map(|v| v as i64),
             ),
@@ -176,6 +181,7 @@ mod tests {
             keep: 1,
             split_k: 2,
             bulk: 0,
+            raster: 1,
         };
         assert!(space.contains(&ok.to_point()).is_ok());
         let two_stages = WgmmaConfig { stages: 2, ..ok };
