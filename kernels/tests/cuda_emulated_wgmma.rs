@@ -119,6 +119,31 @@ fn the_hopper_kernel_source_computes_the_reference_on_the_emulator() {
     );
 }
 
+/// A configuration that leaves a wgmma group in flight and splits K (with the given `bulk` and
+/// `raster`), a 2:8 matrix of one V = 128 block, B of a partial column tile, and the expected
+/// product: `(cfg, a, n, b, want)`.
+fn in_flight_case(
+    bulk: usize,
+    raster: usize,
+    seed: u64,
+) -> (WgmmaConfig, VnmMatrix, usize, Vec<f32>, Vec<f32>) {
+    let cfg = WgmmaConfig {
+        bm: 128,
+        bn: 64,
+        bk: 64,
+        stages: 3,
+        keep: 1,
+        split_k: 2,
+        bulk,
+        raster,
+    };
+    let a = random_vnm(128, 300, 128, 8, seed).unwrap();
+    let n = cfg.bn + 12;
+    let b = exact_values(a.cols() * n, seed + 1);
+    let want = expected(&a, &b, n);
+    (cfg, a, n, b, want)
+}
+
 /// What makes the test above able to fail: kernels one edit away from the real one must fail
 /// on the emulator (on a configuration that leaves a wgmma group in flight, splits K and
 /// bulk-copies A). The
@@ -173,20 +198,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             &[Copies::Lazy][..],
         ),
     ];
-    let cfg = WgmmaConfig {
-        bm: 128,
-        bn: 64,
-        bk: 64,
-        stages: 3,
-        keep: 1,
-        split_k: 2,
-        bulk: 1,
-        raster: 1,
-    };
-    let a = random_vnm(128, 300, 128, 8, 9).unwrap();
-    let n = cfg.bn + 12;
-    let b = exact_values(a.cols() * n, 10);
-    let want = expected(&a, &b, n);
+    let (cfg, a, n, b, want) = in_flight_case(1, 1, 9);
     let kernel = std::fs::read_to_string(format!("{CUDA_DIR}/spmm_vnm_wgmma_f16.cu")).unwrap();
     for (name, from, to, timings) in mutants {
         assert_eq!(
@@ -220,20 +232,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
 fn the_probe_readings_differ_and_the_ablations_finish() {
     let cxx = compiler("the_probe_readings_differ_and_the_ablations_finish");
     let dir = build_dir();
-    let cfg = WgmmaConfig {
-        bm: 128,
-        bn: 64,
-        bk: 64,
-        stages: 3,
-        keep: 1,
-        split_k: 2,
-        bulk: 0,
-        raster: 0,
-    };
-    let a = random_vnm(128, 300, 128, 8, 11).unwrap();
-    let n = cfg.bn + 12;
-    let b = exact_values(a.cols() * n, 12);
-    let want = expected(&a, &b, n);
+    let (cfg, a, n, b, want) = in_flight_case(0, 0, 11);
     let variants = READING_DEFINES
         .iter()
         .chain(&["ABLATE_MMA", "ABLATE_B"])
