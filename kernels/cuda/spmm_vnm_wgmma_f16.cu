@@ -30,9 +30,8 @@
 // while it loads the next tile: 0 or 1) BULK (1: A's rows and the metadata's 16-row tiles,
 // contiguous in global memory, arrive by `cp.async.bulk` (the TMA unit), one copy per row or
 // tile, completing bytes on the stage's `full` barrier; 0: 16-byte `cp.async` like B); and at
-// launch, `splits` (split-K over gridDim.z, for
-// grids with fewer blocks than SMs: f32 partials in `ws`, then spmm_vnm_wgmma_reduce_f16) and
-// `raster` (the tile order, below).
+// launch, `splits` (split-K over gridDim.z, for grids with fewer blocks than SMs: f32 partials
+// in `ws`, then spmm_vnm_wgmma_reduce_f16) and `raster` (the tile order, below).
 // No CUDA headers are needed: fp16 is carried as raw 16-bit words and converted with PTX.
 
 #ifndef BM

@@ -21,12 +21,13 @@ use kernels::cuda::{
 /// run, on the BERT shapes: every Hopper configuration per point (V = 128, so BM 64 and 128),
 /// the `mma.sp` kernel over its 3-stage configurations, each screened briefly and the
 /// `FINALISTS` fastest of each kernel timed in full; the fastest finalist that computes the
-/// right product (checked against cuBLAS on the same matrix) wins. Also reports each speedup's fraction of min(M/2, memory cap), the cap being
-/// cuBLAS's time over the time to move the sparse product's bytes (A's kept values and
-/// metadata, B, C) at the device-to-device copy bandwidth measured in this run. Writes
-/// `wgmma.csv` (every configuration: the full timing for finalists, the screening sample for the
-/// rest) and `wgmma_summary.csv`; `COTUNE_BENCH_WGMMA_M` (default
-/// 4,8,16) and `COTUNE_BENCH_N` choose the points, `COTUNE_BENCH_QUICK=1` one point.
+/// right product (checked against cuBLAS on the same matrix) wins. Also reports each speedup's
+/// fraction of min(M/2, memory cap), the cap being cuBLAS's time over the time to move the
+/// sparse product's bytes (A's kept values and metadata, B, C) at the device-to-device copy
+/// bandwidth measured in this run. Writes `wgmma.csv` (every configuration: the full timing
+/// for finalists, the screening sample for the rest) and `wgmma_summary.csv`, then the
+/// winners' ablations ([`ablations`]); `COTUNE_BENCH_WGMMA_M` (default 4,8,16) and
+/// `COTUNE_BENCH_N` choose the points, `COTUNE_BENCH_QUICK=1` one point.
 #[test]
 #[ignore = "device benchmark: run by scripts/device-check.sh"]
 fn bench_wgmma_vs_cublas_bert() {
@@ -275,19 +276,17 @@ type Point = (usize, usize, usize, usize);
 /// builds of it timed beside it (interleaved, same inputs): without the consumers' wgmmas
 /// (`ABLATE_MMA`: the producer's copies and the hand-offs) and without the producer's gather
 /// of B (`ABLATE_B`: the wgmmas, A's copies and the hand-offs). Close to the first: the gather
-/// bounds it; close to the second: the tensor cores or the consumers do. Writes
-/// `wgmma_ablation.csv` and prints a table.
+/// bounds it; close to the second: the tensor cores or the consumers do. One operand set (B
+/// stays in L2 where it fits, for all three alike). Writes `wgmma_ablation.csv` and prints a
+/// table.
 fn ablations(
     dev: &kernels::cuda::CudaDevice,
     v: usize,
     winners: &[(Point, WgmmaConfig)],
     out: &std::path::Path,
 ) {
-    let variants: [(&str, Option<&'static str>); 3] = [
-        ("full", None),
-        ("no_mma", Some("ABLATE_MMA")),
-        ("no_b", Some("ABLATE_B")),
-    ];
+    // The kernel, then its two ablations (full, no_mma, no_b).
+    let variants: [Option<&'static str>; 3] = [None, Some("ABLATE_MMA"), Some("ABLATE_B")];
     let Some(first) = winners.first() else {
         return;
     };
@@ -304,7 +303,7 @@ fn ablations(
     // Compile the ablated builds in parallel (a launch compiles on first use).
     std::thread::scope(|s| {
         for cfg in &configs {
-            for (_, ablate) in &variants[1..] {
+            for ablate in &variants[1..] {
                 let d = defines(*ablate);
                 s.spawn(move || dev.prepare_wgmma_with(cfg, d).unwrap());
             }
@@ -329,7 +328,7 @@ fn ablations(
         // Rounds of the three builds in turn; each one's median over the rounds.
         let mut samples = [vec![], vec![], vec![]];
         for _ in 0..5 {
-            for (i, (_, ablate)) in variants.iter().enumerate() {
+            for (i, ablate) in variants.iter().enumerate() {
                 let d = defines(*ablate);
                 let t = dev
                     .time(2, 3, BATCH, |_| {

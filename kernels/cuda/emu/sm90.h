@@ -6,10 +6,11 @@
 //   barrier's shared address; a phase completes when its arrivals are in and its transaction
 //   count (bytes expected minus bytes completed) is zero. `cp.async.bulk` (global to shared,
 //   completing its bytes on a barrier) lands, lazily, when some thread waits on that barrier,
-//   or at issue (eager); a bulk copy never landed fails at the block's end. `cp.async.mbarrier.arrive.noinc` ties the thread's pending copies to the
-//   barrier: in lazy mode they land, and then arrive, only when some thread waits on that
-//   barrier (or the issuing thread waits for all its copies); in eager mode they landed at
-//   issue and the arrival is immediate. A wait that never completes fails after 20 s.
+//   or at issue (eager); a bulk copy never landed fails at the block's end.
+//   `cp.async.mbarrier.arrive.noinc` ties the thread's pending copies to the barrier: in lazy
+//   mode they land, and then arrive, only when some thread waits on that barrier (or the
+//   issuing thread waits for all its copies); in eager mode they landed at issue and the
+//   arrival is immediate. A wait that never completes fails after 20 s.
 // - wgmma.mma_async.sp m64nNk32 f32.f16.f16, A from registers, sparsity selector 0, B N-major
 //   (imm-trans-b = 1) without swizzle: each warp gives the A fragment of its 16 rows in the
 //   mma.sp m16n8k32 order (register q: row g + 8 (q & 1), kept columns 8 (q >> 1) + 2t, +1) and
