@@ -121,11 +121,12 @@ impl CudaDevice {
         let ws = workspace.as_ref().expect("allocated above");
         // SAFETY (of the launch inside): the arguments match `spmm_vnm_wgmma_f16(a_vals,
         // a_meta, col_loc, b, c, ws, rows, n, ks, groups, m, k, ldb, ldc, v, splits,
-        // raster)`; `validate` bounds the block size and shared memory; A was packed by `pack_vnm` (2·ks
-        // a multiple of BK and BM dividing V, checked by `WgmmaLaunch::new`, so a block's rows
-        // share their column locations); gathered rows are < K or skipped; B and C are b.rows ×
-        // b.ld and a.rows × c.ld with ld multiples of 8 (checked), the kernel guards columns
-        // ≥ n, and with split-K `ws` holds splits × rows × ldc floats (checked above).
+        // raster)`; `validate` bounds the block size and shared memory; A was packed by
+        // `pack_vnm` (2·ks a multiple of BK and BM dividing V, checked by `WgmmaLaunch::new`,
+        // so a block's rows share their column locations); gathered rows are < K or skipped; B
+        // and C are b.rows × b.ld and a.rows × c.ld with ld multiples of 8 (checked), the kernel
+        // guards columns ≥ n (a raster only swaps which grid dimension walks which), and with
+        // split-K `ws` holds splits × rows × ldc floats (checked above).
         self.launch_packed(
             || entry("spmm_vnm_wgmma_f16"),
             a,

@@ -5,6 +5,8 @@
 //! to the later steps of the same run as `COTUNE_WGMMA_READING`, so that a device session
 //! yields a benchmark table even when the emulator's reading is wrong in one place.
 
+use std::sync::OnceLock;
+
 /// The environment variable the device compile path reads: comma-separated names from
 /// [`READING_DEFINES`], or empty / `none` for the kernel as written.
 pub const WGMMA_READING_ENV: &str = "COTUNE_WGMMA_READING";
@@ -55,11 +57,17 @@ pub fn reading_defines(switches: &[&'static str]) -> Vec<(&'static str, usize)> 
     switches.iter().map(|&d| (d, 1)).collect()
 }
 
-/// The reading chosen through [`WGMMA_READING_ENV`] (none when unset).
+/// The reading chosen through [`WGMMA_READING_ENV`] (none when unset), read once per process:
+/// every Hopper launch asks for it, inside the benchmarks' timing loops too.
 pub fn env_reading() -> Result<Vec<&'static str>, String> {
-    std::env::var(WGMMA_READING_ENV).map_or(Ok(vec![]), |v| {
-        parse_reading(&v).map_err(|e| format!("{WGMMA_READING_ENV}: {e}"))
-    })
+    static READING: OnceLock<Result<Vec<&'static str>, String>> = OnceLock::new();
+    READING
+        .get_or_init(|| {
+            std::env::var(WGMMA_READING_ENV).map_or(Ok(vec![]), |v| {
+                parse_reading(&v).map_err(|e| format!("{WGMMA_READING_ENV}: {e}"))
+            })
+        })
+        .clone()
 }
 
 /// Every reading, the kernel as written first, then by the number of switches flipped: the
