@@ -19,19 +19,26 @@
 //                      matrix descriptor, wait for them, and arrive on the stage's `empty`
 //                      barrier, which the producer waits on before refilling the stage.
 //
-// B's stage is BK x BN halves in 8 x 8 core matrices (8 gathered rows x 8 columns = 128
-// contiguous bytes, one 16-byte row per gathered row): core matrix (kc, nc) at byte
-// (kc * BN / 8 + nc) * 128, so core matrices adjacent along n are 128 bytes apart and along k
-// 16 * BN bytes apart. wgmma reads it N-major (imm-trans-b = 1), without swizzle.
+// B's stage is BK x BN halves, read by wgmma N-major (imm-trans-b = 1) in one of two layouts:
+// - SWIZZLE = 0: 8 x 8 core matrices (8 gathered rows x 8 columns = 128 contiguous bytes, one
+//   16-byte row per gathered row), core matrix (kc, nc) at byte (kc * BN / 8 + nc) * 128, so
+//   core matrices adjacent along n are 128 bytes apart and along k 16 * BN bytes apart; no
+//   swizzle.
+// - SWIZZLE = 1: the 128-byte swizzle. Column group cg (64 columns) of gathered row r is the
+//   128 bytes at cg * BK * 128 + r * 128, its 16-byte pieces permuted: piece c at
+//   (c ^ (r % 8)) * 16. 8-row atoms (1024 bytes, 1024-aligned) follow each other along k. A
+//   gathered row's columns then come from 128 contiguous bytes of B, and this is the layout a
+//   TMA tensor copy with 128-byte swizzle writes.
 //
 // A is read in the layout of the CPU type `kernels::VnmMatrix` (format/vnm.rs), with ks padded
 // to a multiple of BK / 2 (see spmm_vnm_f16.cu for the arrays).
 // Tunables, passed as #defines: BM BN BK STAGES KEEP (wgmma groups a consumer leaves in flight
-// while it loads the next tile: 0 or 1) BULK (1: A's rows and the metadata's 16-row tiles,
-// contiguous in global memory, arrive by `cp.async.bulk` (the TMA unit), one copy per row or
-// tile, completing bytes on the stage's `full` barrier; 0: 16-byte `cp.async` like B); and at
-// launch, `splits` (split-K over gridDim.z, for grids with fewer blocks than SMs: f32 partials
-// in `ws`, then spmm_vnm_wgmma_reduce_f16) and `raster` (the tile order, below).
+// while it loads the next tile: 0 or 1) SWIZZLE (B's layout, above) BULK (1: A's rows and the
+// metadata's 16-row tiles, contiguous in global memory, arrive by `cp.async.bulk` (the TMA
+// unit), one copy per row or tile, completing bytes on the stage's `full` barrier; 0: 16-byte
+// `cp.async` like B); and at launch, `splits` (split-K over gridDim.z, for grids with fewer
+// blocks than SMs: f32 partials in `ws`, then spmm_vnm_wgmma_reduce_f16) and `raster` (the tile
+// order, below).
 // No CUDA headers are needed: fp16 is carried as raw 16-bit words and converted with PTX.
 
 #ifndef BM
@@ -42,6 +49,9 @@
 #endif
 #ifndef BULK
 #error "BULK must be defined"
+#endif
+#ifndef SWIZZLE
+#error "SWIZZLE must be defined"
 #endif
 
 #define CONSUMERS (BM / 64)
@@ -56,10 +66,13 @@
 #define B_CHUNKS (BK * BN / 8)          // 16-byte chunks of B per k-tile
 #define M_CHUNKS (M_STAGE / 4)          // 16-byte chunks of metadata per k-tile
 #define NACC (BN / 2)                   // f32 accumulators per consumer thread
-// The B descriptor's byte offsets between core matrices, N-major without swizzle: the leading
-// byte offset between core matrices adjacent along k, the stride byte offset along n (the PTX
-// ISA's canonical layout ((8,1,m),(8,k)):((1,8,SBO),(8,LBO)) in halves; NOTES.md, "wgmma
-// layouts"). B_DESC_SWAP=1 swaps the two: the device check's probe of that reading.
+// The B descriptor's byte offsets (NOTES.md, "wgmma layouts"). N-major without swizzle: the
+// leading byte offset between core matrices adjacent along k, the stride byte offset along n
+// (the PTX ISA's canonical layout ((8,1,m),(8,k)):((1,8,SBO),(8,LBO)) in halves). N-major with
+// the 128-byte swizzle the roles trade: LBO between 64-column groups (along n), SBO between
+// 8-row atoms (along k) (((64,m),(8,k)):((1,LBO),(64,SBO)) in halves). B_DESC_SWAP=1 swaps the
+// two in either layout: the device check's probe of that reading. B_KSTEP: bytes between
+// 8-row groups of gathered rows (the descriptor's start moves by 4 of them per k32 step).
 #ifndef B_DESC_SWAP
 #define B_DESC_SWAP 0
 #endif
@@ -89,12 +102,25 @@
 #ifndef ABLATE_B
 #define ABLATE_B 0
 #endif
-#if B_DESC_SWAP
-#define B_LBO 128
-#define B_SBO (16 * BN)
+#if SWIZZLE
+#define B_LAYOUT 1ull                   // the descriptor's layout type: 128-byte swizzle
+#define B_KSTEP 1024
+#define B_NSTEP (BK * 128)
+#define B_LEAD B_NSTEP
+#define B_STRIDE B_KSTEP
 #else
-#define B_LBO (16 * BN)
-#define B_SBO 128
+#define B_LAYOUT 0ull                   // no swizzle
+#define B_KSTEP (16 * BN)
+#define B_NSTEP 128
+#define B_LEAD B_KSTEP
+#define B_STRIDE B_NSTEP
+#endif
+#if B_DESC_SWAP
+#define B_LBO B_STRIDE
+#define B_SBO B_LEAD
+#else
+#define B_LBO B_LEAD
+#define B_SBO B_STRIDE
 #endif
 
 typedef unsigned short u16;
@@ -104,7 +130,9 @@ typedef unsigned long long u64;
 // The PTX this kernel uses, one helper per instruction. The host emulator (kernels/cuda/emu/)
 // defines COTUNE_EMULATE and its own versions, so that CI runs this very source on the CPU.
 #ifndef COTUNE_EMULATE
-#define DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
+// 1024-aligned: the 128-byte swizzle's atoms (SWIZZLE = 1) must start at 1024-byte
+// boundaries of the shared window (the descriptors' base offset is 0).
+#define DYNAMIC_SHARED(name) extern __shared__ __align__(1024) unsigned char name[]
 
 static __device__ __forceinline__ u32 smem_addr(const void* p) {
     u32 r;
@@ -278,11 +306,12 @@ static __device__ __forceinline__ void wgmma_sp(float* d, const u32* a, unsigned
 #endif
 #endif
 
-// A shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4),
-// no swizzle (bits 62-63 = 0).
+// B's shared-memory matrix descriptor: start address, leading and stride byte offsets (all
+// >> 4), base offset 0 (bits 49-51: swizzled atoms start 1024-aligned), layout type in bits
+// 62-63 (0: no swizzle, 1: 128-byte swizzle).
 static __device__ __forceinline__ u64 matrix_descriptor(const void* p, u32 lbo, u32 sbo) {
     return (u64)((smem_addr(p) & 0x3FFFF) >> 4) | (u64)((lbo >> 4) & 0x3FFF) << 16 |
-           (u64)((sbo >> 4) & 0x3FFF) << 32;
+           (u64)((sbo >> 4) & 0x3FFF) << 32 | B_LAYOUT << 62;
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
@@ -291,7 +320,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
     float* __restrict__ ws, int rows, int n, int ks, int groups, int m, int k, int ldb, int ldc,
     int v, int splits, int raster) {
     DYNAMIC_SHARED(smem);
-    // B stages first: descriptors want 16-byte aligned core matrices, and B is the largest.
+    // B stages first: descriptors want 16-byte aligned core matrices (and, swizzled,
+    // 1024-aligned atoms; every stage is a multiple of 4 KiB), and B is the largest.
     u16* sB = reinterpret_cast<u16*>(smem);
     u16* sA = sB + STAGES * B_STAGE;
     u32* sM = reinterpret_cast<u32*>(sA + STAGES * A_STAGE);
@@ -325,9 +355,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
     }
 
     if (tid < 128) {
-        // Producer. Two consumer warpgroups need more registers than an even split gives.
+        // Producer. Two consumer warpgroups need more registers than an even split gives:
+        // 56 here, 224 each there, the block's 384 x 168 (the swizzled gather spills in 40).
 #if CONSUMERS == 2
-        setmaxnreg_dec<40>();
+        setmaxnreg_dec<56>();
 #endif
         for (int kt = 0; kt < ktiles; ++kt) {
             const int s = kt % STAGES;
@@ -364,23 +395,43 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
                 cp_async16(dM + t * STEPS * 8 + cc * 4, src, 16);
             }
 #endif
+            // B's gathered row kg (of all the row's 2 ks) is row `source_row(kg)` of B, or
+            // none (-1: padding, or columns past K), which lands as zeros.
+            auto source_row = [&](int kg) {
+                const int g = kg >> 2;
+                if (g >= groups) return -1;
+                const int col = g * m + (int)sLoc[g * 4 + (kg & 3)];
+                return col < k ? col : -1;
+            };
+            auto copy_b = [&](u16* dst, int src_row, int col) {
+                const bool ok = src_row >= 0 && col < n;
+                cp_async16(dst, ok ? b + (size_t)src_row * ldb + col : b, ok ? 16 : 0);
+            };
+#if SWIZZLE
+            // Thread t copies piece t % 8 of gathered rows t / 8, t / 8 + 16, ... in every
+            // column group: 8 lanes read 128 contiguous bytes of a B row and write one 128-byte
+            // row of the stage, its pieces permuted (so the banks differ). A thread's rows step
+            // by 16, so its piece's place stays the same; each row is looked up once for all
+            // column groups (the rows not unrolled: unrolled, the lookups' registers spill in
+            // the producer's 56 with two consumers).
+            const int piece = tid % 8;
+            const int swizzled = (piece ^ (tid / 8 % 8)) * 8;
+#pragma unroll 1
+            for (int r = tid / 8; r < BK * !ABLATE_B; r += 16) {
+                const int src_row = source_row((kt0 + kt) * BK + r);
+#pragma unroll
+                for (int cg = 0; cg < BN / 64; ++cg)
+                    copy_b(dB + (cg * BK + r) * 64 + swizzled, src_row, col0 + cg * 64 + piece * 8);
+            }
+#else
             // Chunk i is row i % 8 of core matrix i / 8 = (kc, nc): 16-byte rows in chunk order,
             // so that the 8 lanes of each quarter-warp write 8 different banks' groups, while
             // global reads stay 64 bytes contiguous per gathered row.
             for (int chunk = tid; chunk < B_CHUNKS * !ABLATE_B; chunk += 128) {
-                const int nc = (chunk / 8) % (BN / 8);
                 const int kg = (kt0 + kt) * BK + (chunk / BN) * 8 + chunk % 8;
-                const int g = kg >> 2;
-                int src_row = -1;
-                if (g < groups) {
-                    const int col = g * m + (int)sLoc[g * 4 + (kg & 3)];
-                    if (col < k) src_row = col;
-                }
-                const int col = col0 + nc * 8;
-                const bool ok = src_row >= 0 && col < n;
-                const u16* src = ok ? b + (size_t)src_row * ldb + col : b;
-                cp_async16(dB + chunk * 8, src, ok ? 16 : 0);
+                copy_b(dB + chunk * 8, source_row(kg), col0 + ((chunk / 8) % (BN / 8)) * 8);
             }
+#endif
             cp_async_mbar_arrive_noinc(&full[s]);
         }
         // Copies in flight when a thread exits would land in a block that may be gone.
@@ -390,7 +441,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
 
     // Consumers.
 #if CONSUMERS == 2
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<224>();
 #endif
     const int wg = tid / 128 - 1;          // consumer warpgroup: rows 64 wg .. 64 wg + 63
     const int warp = (tid % 128) / 32;     // rows 16 warp .. + 15 of them
@@ -441,8 +492,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < KSTEPS * !ABLATE_MMA; ++kk) {
-            // Gathered rows 32 kk .. 32 kk + 31: core-matrix rows 4 kk .. 4 kk + 3.
-            wgmma_sp(acc, af[kk], matrix_descriptor(tB + kk * 4 * 8 * BN, B_LBO, B_SBO), me[kk]);
+            // Gathered rows 32 kk .. 32 kk + 31: 8-row groups 4 kk .. 4 kk + 3.
+            wgmma_sp(acc, af[kk], matrix_descriptor(tB + kk * 4 * (B_KSTEP / 2), B_LBO, B_SBO), me[kk]);
         }
         wgmma_commit();
 #if KEEP

@@ -195,6 +195,7 @@ fn wgmma_layout_probe() {
         keep: 0,
         split_k: 1,
         bulk: 0,
+        swizzle: 0,
         raster: 0,
     };
     let a = random_vnm(128, 300, 64, 8, 3).unwrap();
@@ -224,5 +225,34 @@ fn wgmma_layout_probe() {
             format_reading(&reading),
         )
         .unwrap();
+    }
+    // B with the 128-byte swizzle (two 64-column groups, so both offsets matter) under the
+    // reading found and with B_DESC_SWAP the other way: only reported (the correctness tests
+    // judge every swizzled configuration), so that a device whose swizzled descriptor takes
+    // the offsets' other reading is seen in one run.
+    let swizzled = WgmmaConfig {
+        bn: 128,
+        swizzle: 1,
+        ..cfg
+    };
+    let n = 2 * 64 + 8;
+    let b = exact_values(a.cols() * n, 5);
+    let want = reference(&SparseMatrix::Vnm(a.clone()), &b, n);
+    let mut flipped: Vec<&'static str> = reading.clone();
+    match flipped.iter().position(|d| *d == "B_DESC_SWAP") {
+        Some(i) => {
+            flipped.remove(i);
+        }
+        None => flipped.insert(0, "B_DESC_SWAP"),
+    }
+    for r in [&reading, &flipped] {
+        let verdict = match dev.spmm_wgmma_variant(&a, &b, n, &swizzled, &reading_defines(r)) {
+            Err(e) => format!("error: {e}"),
+            Ok(got) => fp16_mismatch(&got, &want).unwrap_or_else(|| "agrees".into()),
+        };
+        println!(
+            "wgmma layout probe, 128-byte swizzled B, {}: {verdict}",
+            format_reading(r)
+        );
     }
 }

@@ -19,7 +19,7 @@ use emu_support::{
 use kernels::cuda::{
     exact_values, pack_vnm, random_vnm, vnm_from_nm, wgmma_configs, WgmmaConfig, WgmmaLaunch,
     READING_DEFINES, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_RASTER, WGMMA_SPLIT_K,
-    WGMMA_STAGES,
+    WGMMA_STAGES, WGMMA_SWIZZLE,
 };
 use kernels::{build_mask, NmMatrix, Pattern, VnmMatrix};
 
@@ -62,6 +62,7 @@ fn configurations() -> Vec<WgmmaConfig> {
             keep: i % 2,
             split_k: WGMMA_SPLIT_K[i % 3],
             bulk: WGMMA_BULK[(i / 2) % 2],
+            swizzle: WGMMA_SWIZZLE[[0, 1, 1, 0][i]],
             raster: WGMMA_RASTER[(i + 1) % 2],
         })
         .collect();
@@ -74,6 +75,7 @@ fn configurations() -> Vec<WgmmaConfig> {
         keep: 0,
         split_k: 2,
         bulk: 1,
+        swizzle: 1,
         raster: 0,
     });
     for c in &out {
@@ -119,11 +121,12 @@ fn the_hopper_kernel_source_computes_the_reference_on_the_emulator() {
     );
 }
 
-/// A configuration that leaves a wgmma group in flight and splits K (with the given `bulk` and
-/// `raster`), a 2:8 matrix of one V = 128 block, B of a partial column tile, and the expected
+/// A configuration that leaves a wgmma group in flight and splits K (with the given `bulk`,
+/// `swizzle` and `raster`), a 2:8 matrix of one V = 128 block, B of a partial column tile, and the expected
 /// product: `(cfg, a, n, b, want)`.
 fn in_flight_case(
     bulk: usize,
+    swizzle: usize,
     raster: usize,
     seed: u64,
 ) -> (WgmmaConfig, VnmMatrix, usize, Vec<f32>, Vec<f32>) {
@@ -135,6 +138,7 @@ fn in_flight_case(
         keep: 1,
         split_k: 2,
         bulk,
+        swizzle,
         raster,
     };
     let a = random_vnm(128, 300, 128, 8, seed).unwrap();
@@ -175,6 +179,13 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             "",
             &[Copies::Lazy][..],
         ),
+        // B's gathered rows land in the swizzled stage unpermuted.
+        (
+            "unswizzled-pieces",
+            "(piece ^ (tid / 8 % 8)) * 8",
+            "piece * 8",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
         // A's bulk copy of each row only half as long (and announced so).
         (
             "short-bulk-row",
@@ -198,7 +209,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             &[Copies::Lazy][..],
         ),
     ];
-    let (cfg, a, n, b, want) = in_flight_case(1, 1, 9);
+    let (cfg, a, n, b, want) = in_flight_case(1, 1, 1, 9);
     let kernel = std::fs::read_to_string(format!("{CUDA_DIR}/spmm_vnm_wgmma_f16.cu")).unwrap();
     for (name, from, to, timings) in mutants {
         assert_eq!(
@@ -232,7 +243,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
 fn the_probe_readings_differ_and_the_ablations_finish() {
     let cxx = compiler("the_probe_readings_differ_and_the_ablations_finish");
     let dir = build_dir();
-    let (cfg, a, n, b, want) = in_flight_case(0, 0, 11);
+    let (cfg, a, n, b, want) = in_flight_case(0, 0, 0, 11);
     let variants = READING_DEFINES
         .iter()
         .chain(&["ABLATE_MMA", "ABLATE_B"])
@@ -253,4 +264,14 @@ fn the_probe_readings_differ_and_the_ablations_finish() {
             }
         }
     }
+    // The descriptor's two offsets trade roles in the swizzled layout too.
+    let (cfg, a, n, b, want) = in_flight_case(0, 1, 0, 13);
+    let mut defines = cfg.defines();
+    defines.push(("B_DESC_SWAP", 1));
+    let exe = build(&cxx, &dir, Path::new(CUDA_DIR), "run_wgmma", &defines);
+    let got = try_run(&exe, &a, &b, n, &cfg, Copies::Eager);
+    assert!(
+        got.map_or(true, |got| got != want),
+        "B_DESC_SWAP computes the product with the swizzled B"
+    );
 }

@@ -307,8 +307,11 @@ fn killing_one_cluster_process_stops_the_other_and_a_rerun_resumes() {
     let (p0, p1) = (free_port(), free_port());
     ws.write("hosts", &format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n"));
     let hosts = ws.path("hosts").display().to_string();
-    let mut first = cluster_process(&ws, "s", "o", &hosts, "0", &[]);
-    let mut second = cluster_process(&ws, "s", "o", &hosts, "1", &[]);
+    // A longer connect timeout than the default 30 s: on a loaded 2-core machine (CI runs the
+    // other tests beside this one) a process once took longer than that to come up.
+    let patient = ["--connect-timeout", "90"];
+    let mut first = cluster_process(&ws, "s", "o", &hosts, "0", &patient);
+    let mut second = cluster_process(&ws, "s", "o", &hosts, "1", &patient);
     let log = ws.path("s.log");
     let t0 = Instant::now();
     while log_lines(&log).len() < 6 && t0.elapsed() < Duration::from_secs(60) {
@@ -332,11 +335,16 @@ fn killing_one_cluster_process_stops_the_other_and_a_rerun_resumes() {
     let (p0, p1) = (free_port(), free_port());
     ws.write("hosts2", &format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n"));
     let hosts2 = ws.path("hosts2").display().to_string();
-    let mut a = cluster_process(&ws, "s", "o", &hosts2, "0", &[]);
-    let mut b = cluster_process(&ws, "s", "o", &hosts2, "1", &[]);
-    let (sa, _) = exit_within(&mut a, Duration::from_secs(120));
-    let (sb, _) = exit_within(&mut b, Duration::from_secs(120));
-    assert!(sa.success() && sb.success(), "{}", stderr_of(&mut a));
+    let mut a = cluster_process(&ws, "s", "o", &hosts2, "0", &patient);
+    let mut b = cluster_process(&ws, "s", "o", &hosts2, "1", &patient);
+    let (sa, _) = exit_within(&mut a, Duration::from_secs(150));
+    let (sb, _) = exit_within(&mut b, Duration::from_secs(150));
+    assert!(
+        sa.success() && sb.success(),
+        "process 0: {}\nprocess 1: {}",
+        stderr_of(&mut a),
+        stderr_of(&mut b)
+    );
     let r = run_json(&ws.path("o"), "rob");
     let cached: u64 = STAGE_TABLES.iter().map(|s| counts(&r, s).1).sum();
     assert!(

@@ -12,17 +12,18 @@
 //   issuing thread waits for all its copies); in eager mode they landed at issue and the
 //   arrival is immediate. A wait that never completes fails after 20 s.
 // - wgmma.mma_async.sp m64nNk32 f32.f16.f16, A from registers, sparsity selector 0, B N-major
-//   (imm-trans-b = 1) without swizzle: each warp gives the A fragment of its 16 rows in the
-//   mma.sp m16n8k32 order (register q: row g + 8 (q & 1), kept columns 8 (q >> 1) + 2t, +1) and
-//   the metadata of threads 0 and 1 of each quad (thread p: kept columns 8p .. 8p + 7, row g in
-//   bits 0..16, row g + 8 in bits 16..32); a kept value's logical column is 4 (kept / 2) plus
-//   its 2-bit position, and the two positions of a group must differ. B element (k, n) is at
-//   start + (n / 8) SBO + (k / 8) LBO + (k % 8) 16 + (n % 8) 2 bytes. Accumulator 4j + e of a
-//   thread is row g + 8 (e / 2) of its warp's 16, column 8j + 2t + e % 2. In lazy mode a
-//   wgmma reads B and writes its accumulators at the `wgmma.wait_group` that covers it (so a
-//   stage released too early, or accumulators read too early, show in C, and A fragment
-//   registers written before then fail); in eager mode, at issue. Every wgmma needs a
-//   `wgmma.fence` since the thread's last wait.
+//   (imm-trans-b = 1) without swizzle or with the 128-byte one: each warp gives the A fragment
+//   of its 16 rows in the mma.sp m16n8k32 order (register q: row g + 8 (q & 1), kept columns 8
+//   (q >> 1) + 2t, +1) and the metadata of threads 0 and 1 of each quad (thread p: kept
+//   columns 8p .. 8p + 7, row g in bits 0..16, row g + 8 in bits 16..32); a kept value's
+//   logical column is 4 (kept / 2) plus its 2-bit position, and the two positions of a group
+//   must differ. B element (k, n) is at start + (n / 8) SBO + (k / 8) LBO + (k % 8) 16
+//   + (n % 8) 2 bytes (or, with the 128-byte swizzle, as `b_at` says). Accumulator 4j + e of a thread
+//   is row g + 8 (e / 2) of its warp's 16, column 8j + 2t + e % 2. In lazy mode a wgmma reads
+//   B and writes its accumulators at the `wgmma.wait_group` that covers it (so a stage
+//   released too early, or accumulators read too early, show in C, and A fragment registers
+//   written before then fail); in eager mode, at issue. Every wgmma needs a `wgmma.fence`
+//   since the thread's last wait.
 //
 // These layouts are the PTX ISA's as read in kernels/cuda/NOTES.md ("wgmma layouts"), some of
 // them through CUTLASS's encodings where the ISA gives only a figure; the device check is the
@@ -133,12 +134,29 @@ inline void dense_rows(const WarpGroup& g, int warp, int row, float* out) {
     }
 }
 
+// Where this block's dynamic shared memory starts in the shared window, as `smem_addr` reports
+// it: after the 1 KiB a device reserves (sm_80 on), 1024-aligned as the kernel declares it. Not
+// at 0, so that a descriptor's start is decoded as an address, not an offset.
+constexpr uint32_t SMEM_WINDOW = 0x400;
+
+// B element (k, n) through the descriptor, by layout type (bits 62-63): 0, no swizzle: core
+// matrices of 8 k-rows x 16 bytes, LBO apart along k and SBO along n; 1, 128-byte swizzle
+// (N-major): 64-column groups LBO apart, 8-row atoms SBO apart, k-row r of an atom 128 bytes
+// at r * 128 whose 16-byte pieces sit at (piece ^ address bits 7-9) — the swizzle is of the
+// shared address, so the atoms must be 1024-aligned when the base offset (bits 49-51) is 0.
 inline float b_at(uint64_t desc, int k, int n) {
     const uint64_t start = (desc & 0x3FFF) << 4;
     const uint64_t lbo = ((desc >> 16) & 0x3FFF) << 4;
     const uint64_t sbo = ((desc >> 32) & 0x3FFF) << 4;
-    const uint64_t offset = start + (n / 8) * sbo + (k / 8) * lbo + (k % 8) * 16 + (n % 8) * 2;
-    const unsigned char* p = block.smem + offset;
+    uint64_t addr;
+    if ((desc >> 62) == 0) {
+        addr = start + (n / 8) * sbo + (k / 8) * lbo + (k % 8) * 16 + (n % 8) * 2;
+    } else {
+        addr = start + (n / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + (n % 64) * 2;
+        addr ^= ((addr >> 7) & 7) << 4;
+    }
+    if (addr < SMEM_WINDOW) fail("wgmma: B element below the block's shared memory");
+    const unsigned char* p = block.smem + (addr - SMEM_WINDOW);
     check_shared(p, 2, "wgmma: B element outside shared memory");
     return f16_to_f32(half_at(p, 0));
 }
@@ -158,7 +176,10 @@ inline void evaluate(const WgmmaOp& op) {
 
 inline void wgmma_sp(float* acc, const uint32_t* a, uint64_t desc, uint32_t meta, int n) {
     if (!wgmma_fenced) fail("wgmma: no wgmma.fence since the thread's last wgmma.wait_group");
-    if ((desc >> 62) != 0) fail("wgmma: only descriptors without swizzle are emulated");
+    if ((desc >> 62) > 1) fail("wgmma: only B without swizzle or with the 128-byte swizzle is emulated");
+    if (((desc >> 49) & 7) != 0) fail("wgmma: only base offset 0 is emulated");
+    if ((desc >> 62) == 1 && (((desc & 0x3FFF) << 4) & 1023) != 0)
+        fail("wgmma: a 128-byte-swizzled B whose start is not 1024-aligned (base offset 0)");
     const int me = thread_idx.x % 128;
     WarpGroup& g = block.groups[thread_idx.x / 128];
     for (int q = 0; q < 4; ++q) g.a[me][q] = a[q];
@@ -187,7 +208,7 @@ using std::min;
 
 inline u32 smem_addr(const void* p) {
     emu::check_shared(p, 1, "shared address outside shared memory");
-    return static_cast<u32>(static_cast<const unsigned char*>(p) - emu::block.smem);
+    return static_cast<u32>(static_cast<const unsigned char*>(p) - emu::block.smem) + emu::SMEM_WINDOW;
 }
 
 inline void fence_proxy_async() {}

@@ -26,6 +26,10 @@ pub const WGMMA_KEEP: [usize; 2] = [0, 1];
 /// How A's rows and the metadata arrive: 16-byte `cp.async` (0) or one `cp.async.bulk` per row
 /// or 16-row metadata tile, by the TMA unit (1).
 pub const WGMMA_BULK: [usize; 2] = [0, 1];
+/// B's layout in shared memory: 8 × 8 core matrices without swizzle (0), or 64-column groups of
+/// 128-byte rows under the 128-byte swizzle (1: a gathered row's columns come from 128
+/// contiguous bytes of B; the layout TMA tensor copies write).
+pub const WGMMA_SWIZZLE: [usize; 2] = [0, 1];
 /// Tile orders: C's column tiles fastest (0) or its row blocks fastest (1: the blocks resident
 /// at once share B's column tiles). A launch-time choice, like split-K.
 pub const WGMMA_RASTER: [usize; 2] = [0, 1];
@@ -55,6 +59,8 @@ pub struct WgmmaConfig {
     pub split_k: usize,
     /// A and metadata by bulk copies (1) or 16-byte `cp.async` (0).
     pub bulk: usize,
+    /// B's shared-memory layout: no swizzle (0) or the 128-byte swizzle (1).
+    pub swizzle: usize,
     /// Tile order: column tiles fastest (0) or row blocks fastest (1).
     pub raster: usize,
 }
@@ -63,8 +69,16 @@ impl fmt::Display for WgmmaConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "wgmma BM={} BN={} BK={} STAGES={} KEEP={} SPLIT_K={} BULK={} RASTER={}",
-            self.bm, self.bn, self.bk, self.stages, self.keep, self.split_k, self.bulk, self.raster
+            "wgmma BM={} BN={} BK={} STAGES={} KEEP={} SPLIT_K={} BULK={} SWIZZLE={} RASTER={}",
+            self.bm,
+            self.bn,
+            self.bk,
+            self.stages,
+            self.keep,
+            self.split_k,
+            self.bulk,
+            self.swizzle,
+            self.raster
         )
     }
 }
@@ -99,6 +113,9 @@ impl WgmmaConfig {
         }
         if !WGMMA_BULK.contains(&self.bulk) {
             return fail(format!("BULK must be one of {WGMMA_BULK:?}"));
+        }
+        if !WGMMA_SWIZZLE.contains(&self.swizzle) {
+            return fail(format!("SWIZZLE must be one of {WGMMA_SWIZZLE:?}"));
         }
         if !WGMMA_RASTER.contains(&self.raster) {
             return fail(format!("RASTER must be one of {WGMMA_RASTER:?}"));
@@ -155,6 +172,7 @@ impl WgmmaConfig {
             ("STAGES", self.stages),
             ("KEEP", self.keep),
             ("BULK", self.bulk),
+            ("SWIZZLE", self.swizzle),
         ]
     }
 }
@@ -170,19 +188,22 @@ pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
                     for &keep in &WGMMA_KEEP {
                         for &split_k in &WGMMA_SPLIT_K {
                             for &bulk in &WGMMA_BULK {
-                                for &raster in &WGMMA_RASTER {
-                                    let c = WgmmaConfig {
-                                        bm,
-                                        bn,
-                                        bk,
-                                        stages,
-                                        keep,
-                                        split_k,
-                                        bulk,
-                                        raster,
-                                    };
-                                    if c.validate().is_ok() {
-                                        out.push(c);
+                                for &swizzle in &WGMMA_SWIZZLE {
+                                    for &raster in &WGMMA_RASTER {
+                                        let c = WgmmaConfig {
+                                            bm,
+                                            bn,
+                                            bk,
+                                            stages,
+                                            keep,
+                                            split_k,
+                                            bulk,
+                                            swizzle,
+                                            raster,
+                                        };
+                                        if c.validate().is_ok() {
+                                            out.push(c);
+                                        }
                                     }
                                 }
                             }
@@ -317,6 +338,7 @@ mod tests {
             keep: 0,
             split_k: 1,
             bulk: 0,
+            swizzle: 0,
             raster: 0,
         };
         assert!(big(2).validate().is_ok());
@@ -330,6 +352,7 @@ mod tests {
             keep: 1,
             split_k: 1,
             bulk: 0,
+            swizzle: 0,
             raster: 0,
         };
         assert!(shallow.validate().is_err());
@@ -351,6 +374,7 @@ mod tests {
             keep: 0,
             split_k: 1,
             bulk: 0,
+            swizzle: 0,
             raster: 0,
         };
         // B 32 x 64 halves, A 64 x (16 + 8) halves, metadata 4 tiles x 2 steps x 8 words,
@@ -372,6 +396,7 @@ mod tests {
             keep: 1,
             split_k: 1,
             bulk: 0,
+            swizzle: 0,
             raster: 0,
         };
         let p = pack_vnm(&a, cfg.bk).unwrap();

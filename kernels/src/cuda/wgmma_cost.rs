@@ -105,7 +105,7 @@ impl WgmmaConstants {
 const L2_BYTES: f64 = 50e6;
 
 /// Registers per thread of a block with two consumer warpgroups: `setmaxnreg` gives the
-/// producer 40 and each consumer 232, the whole register file (128·40 + 256·232 = 64,512).
+/// producer 56 and each consumer 224, the whole register file (128·56 + 256·224 = 64,512).
 const TWO_CONSUMER_REGISTERS: usize = 168;
 
 /// Estimated registers per thread of a one-consumer block (no `setmaxnreg`): its accumulators

@@ -5,7 +5,7 @@
 use super::space::{cuda_space, size_param};
 use super::wgmma::{
     WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_KEEP,
-    WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES,
+    WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE,
 };
 use crate::{
     Constraint, FormatSignature, KernelError, KernelSpace, ParamDef, ParamPoint, PatternKind,
@@ -33,7 +33,7 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 }
 
 /// The Hopper kernel's space with thread blocks of any of the heights `bms`: `bm`, `bn`, `bk`,
-/// `stages`, `keep`, `split_k`, `bulk`, `raster`, constrained to what the kernel accepts (`keep` = 1 needs 3+
+/// `stages`, `keep`, `split_k`, `bulk`, `swizzle`, `raster`, constrained to what the kernel accepts (`keep` = 1 needs 3+
 /// stages; the pipeline must fit sm_90's shared memory; see [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize]) -> KernelSpace {
     let def = |name, values: &[usize]| ParamDef {
@@ -51,6 +51,7 @@ pub fn wgmma_space(bms: &[usize]) -> KernelSpace {
             def("raster", &WGMMA_RASTER),
             def("split_k", &WGMMA_SPLIT_K),
             def("stages", &WGMMA_STAGES),
+            def("swizzle", &WGMMA_SWIZZLE),
         ],
         vec![Constraint::KernelAccepts {
             kernel: WGMMA_KERNEL,
@@ -88,8 +89,8 @@ pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelE
 
 impl WgmmaConfig {
     /// The names of its parameters in [`wgmma_space`].
-    pub const PARAMS: [&'static str; 8] = [
-        "bm", "bn", "bk", "stages", "keep", "split_k", "bulk", "raster",
+    pub const PARAMS: [&'static str; 9] = [
+        "bm", "bn", "bk", "stages", "keep", "split_k", "bulk", "swizzle", "raster",
     ];
 
     /// The configuration at `p` (a point of [`wgmma_space`]); checked like
@@ -104,6 +105,7 @@ impl WgmmaConfig {
             keep: get("keep")?,
             split_k: get("split_k")?,
             bulk: get("bulk")?,
+            swizzle: get("swizzle")?,
             raster: get("raster")?,
         };
         c.validate().map_err(|e| KernelError::ParamConstraint {
@@ -126,6 +128,7 @@ impl WgmmaConfig {
                     self.keep,
                     self.split_k,
                     self.bulk,
+                    self.swizzle,
                     self.raster,
                 ]
                 .map(|v| v as i64),
@@ -181,6 +184,7 @@ mod tests {
             keep: 1,
             split_k: 2,
             bulk: 0,
+            swizzle: 0,
             raster: 1,
         };
         assert!(space.contains(&ok.to_point()).is_ok());
