@@ -96,15 +96,27 @@ fn every_configuration_compiles_for_sm80_and_sm90() {
 #[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
 fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
     require_nvrtc("hopper_reading_switches_and_ablations_compile_for_sm90a");
-    let cfg = wgmma_configs(128)
-        .into_iter()
-        .find(|c| c.bm == 128 && c.bn == 256 && c.keep == 1 && c.is_program_canonical())
-        .expect("a 128 x 256 configuration that keeps a group in flight");
     let mut builds: Vec<Vec<&'static str>> = READING_DEFINES.iter().map(|d| vec![*d]).collect();
     builds.push(READING_DEFINES.to_vec());
     builds.push(vec!["ABLATE_MMA"]);
     builds.push(vec!["ABLATE_B"]);
-    for extra in builds {
+    // With B unswizzled and swizzled (the probe runs both).
+    let configs = [0, 1].map(|swizzle| {
+        wgmma_configs(128)
+            .into_iter()
+            .find(|c| {
+                c.bm == 128
+                    && c.bn == 256
+                    && c.keep == 1
+                    && c.swizzle == swizzle
+                    && c.is_program_canonical()
+            })
+            .expect("a 128 x 256 configuration that keeps a group in flight")
+    });
+    for (cfg, extra) in configs
+        .iter()
+        .flat_map(|c| builds.iter().map(move |b| (c, b.clone())))
+    {
         let mut defines = cfg.defines();
         defines.extend(extra.iter().map(|d| (*d, 1)));
         let ptx = compile_ptx(KernelSource::SpmmVnmWgmmaF16, &defines, "sm_90a")

@@ -67,19 +67,11 @@ pub struct WgmmaConfig {
 
 impl fmt::Display for WgmmaConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "wgmma BM={} BN={} BK={} STAGES={} KEEP={} SPLIT_K={} BULK={} SWIZZLE={} RASTER={}",
-            self.bm,
-            self.bn,
-            self.bk,
-            self.stages,
-            self.keep,
-            self.split_k,
-            self.bulk,
-            self.swizzle,
-            self.raster
-        )
+        write!(f, "wgmma")?;
+        for (name, value) in Self::PARAMS.iter().zip(self.values()) {
+            write!(f, " {}={value}", name.to_uppercase())?;
+        }
+        Ok(())
     }
 }
 
@@ -127,6 +119,21 @@ impl WgmmaConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The parameters' values, in the order of [`WgmmaConfig::PARAMS`].
+    pub fn values(&self) -> [usize; 9] {
+        [
+            self.bm,
+            self.bn,
+            self.bk,
+            self.stages,
+            self.keep,
+            self.split_k,
+            self.bulk,
+            self.swizzle,
+            self.raster,
+        ]
     }
 
     /// Threads per block: the producer warpgroup and one consumer warpgroup per 64 rows.
@@ -362,6 +369,27 @@ mod tests {
         }
         .validate()
         .is_ok());
+    }
+
+    /// The display is what `wgmma.csv`'s `config` column holds and `cuda-model-check` reads
+    /// back: every parameter, upper-case, in a fixed order.
+    #[test]
+    fn the_display_names_every_parameter() {
+        let c = WgmmaConfig {
+            bm: 64,
+            bn: 128,
+            bk: 64,
+            stages: 3,
+            keep: 1,
+            split_k: 2,
+            bulk: 0,
+            swizzle: 1,
+            raster: 1,
+        };
+        assert_eq!(
+            c.to_string(),
+            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 RASTER=1"
+        );
     }
 
     #[test]

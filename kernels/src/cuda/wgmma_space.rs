@@ -88,7 +88,8 @@ pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelE
 }
 
 impl WgmmaConfig {
-    /// The names of its parameters in [`wgmma_space`].
+    /// The names of its parameters in [`wgmma_space`] (and, upper-case, of its `#define`s and
+    /// launch arguments in its display).
     pub const PARAMS: [&'static str; 9] = [
         "bm", "bn", "bk", "stages", "keep", "split_k", "bulk", "swizzle", "raster",
     ];
@@ -119,20 +120,9 @@ impl WgmmaConfig {
     /// The point of this configuration.
     pub fn to_point(&self) -> ParamPoint {
         ParamPoint::from_pairs(
-            Self::PARAMS.into_iter().zip(
-                [
-                    self.bm,
-                    self.bn,
-                    self.bk,
-                    self.stages,
-                    self.keep,
-                    self.split_k,
-                    self.bulk,
-                    self.swizzle,
-                    self.raster,
-                ]
-                .map(|v| v as i64),
-            ),
+            Self::PARAMS
+                .into_iter()
+                .zip(self.values().map(|v| v as i64)),
         )
     }
 }
