@@ -72,7 +72,8 @@
 // the 128-byte swizzle the roles trade: LBO between 64-column groups (along n), SBO between
 // 8-row atoms (along k) (((64,m),(8,k)):((1,LBO),(64,SBO)) in halves). B_DESC_SWAP=1 swaps the
 // two in either layout: the device check's probe of that reading. B_KSTEP: bytes between
-// 8-row groups of gathered rows (the descriptor's start moves by 4 of them per k32 step).
+// 8-row groups of gathered rows (the descriptor's start moves by 4 of them per k32 step);
+// B_NSTEP: bytes between 8-column core matrices (unswizzled) or 64-column groups (swizzled).
 #ifndef B_DESC_SWAP
 #define B_DESC_SWAP 0
 #endif
@@ -103,24 +104,19 @@
 #define ABLATE_B 0
 #endif
 #if SWIZZLE
-#define B_LAYOUT 1ull                   // the descriptor's layout type: 128-byte swizzle
 #define B_KSTEP 1024
 #define B_NSTEP (BK * 128)
-#define B_LEAD B_NSTEP
-#define B_STRIDE B_KSTEP
 #else
-#define B_LAYOUT 0ull                   // no swizzle
 #define B_KSTEP (16 * BN)
 #define B_NSTEP 128
-#define B_LEAD B_KSTEP
-#define B_STRIDE B_NSTEP
 #endif
-#if B_DESC_SWAP
-#define B_LBO B_STRIDE
-#define B_SBO B_LEAD
+// LBO is the step along k without swizzle, along n with it (the other way round if swapped).
+#if SWIZZLE != B_DESC_SWAP
+#define B_LBO B_NSTEP
+#define B_SBO B_KSTEP
 #else
-#define B_LBO B_LEAD
-#define B_SBO B_STRIDE
+#define B_LBO B_KSTEP
+#define B_SBO B_NSTEP
 #endif
 
 typedef unsigned short u16;
@@ -311,7 +307,7 @@ static __device__ __forceinline__ void wgmma_sp(float* d, const u32* a, unsigned
 // 62-63 (0: no swizzle, 1: 128-byte swizzle).
 static __device__ __forceinline__ u64 matrix_descriptor(const void* p, u32 lbo, u32 sbo) {
     return (u64)((smem_addr(p) & 0x3FFFF) >> 4) | (u64)((lbo >> 4) & 0x3FFF) << 16 |
-           (u64)((sbo >> 4) & 0x3FFF) << 32 | B_LAYOUT << 62;
+           (u64)((sbo >> 4) & 0x3FFF) << 32 | (u64)SWIZZLE << 62;
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(

@@ -18,9 +18,9 @@
 //   columns 8p .. 8p + 7, row g in bits 0..16, row g + 8 in bits 16..32); a kept value's
 //   logical column is 4 (kept / 2) plus its 2-bit position, and the two positions of a group
 //   must differ. B element (k, n) is at start + (n / 8) SBO + (k / 8) LBO + (k % 8) 16
-//   + (n % 8) 2 bytes (or, with the 128-byte swizzle, as `b_at` says). Accumulator 4j + e of a thread
-//   is row g + 8 (e / 2) of its warp's 16, column 8j + 2t + e % 2. In lazy mode a wgmma reads
-//   B and writes its accumulators at the `wgmma.wait_group` that covers it (so a stage
+//   + (n % 8) 2 bytes (or, with the 128-byte swizzle, as `b_at` says). Accumulator 4j + e of
+//   a thread is row g + 8 (e / 2) of its warp's 16, column 8j + 2t + e % 2. In lazy mode a
+//   wgmma reads B and writes its accumulators at the `wgmma.wait_group` that covers it (so a stage
 //   released too early, or accumulators read too early, show in C, and A fragment registers
 //   written before then fail); in eager mode, at issue. Every wgmma needs a `wgmma.fence`
 //   since the thread's last wait.
