@@ -29,11 +29,19 @@
 //   (c ^ (r % 8)) * 16. 8-row atoms (1024 bytes, 1024-aligned) follow each other along k. A
 //   gathered row's columns then come from 128 contiguous bytes of B, and this is the layout a
 //   TMA tensor copy with 128-byte swizzle writes.
+// - TMA = 1 (with SWIZZLE = 1 and BULK = 1, for M = 4 only: 2:4, whose column locations are 0..3 in every
+//   group, so the gathered rows of a k-tile are B's rows kt * BK .. kt * BK + BK - 1): B's
+//   stage arrives by BN / 64 TMA tensor copies, one per column group, each a box of 64 columns
+//   x BK rows of `tmap_b` (a 2-D tensor map over B encoded by the host: fp16, dims (n, k), rows
+//   ldb * 2 bytes apart, box (64, BK), 128-byte swizzle, out-of-bounds elements read as zero,
+//   so K's and n's ragged edges need no guard), issued by one producer thread after raising
+//   the stage's `full` barrier's expected bytes by the stage's. The host refuses TMA for M != 4.
 //
 // A is read in the layout of the CPU type `kernels::VnmMatrix` (format/vnm.rs), with ks padded
 // to a multiple of BK / 2 (see spmm_vnm_f16.cu for the arrays).
 // Tunables, passed as #defines: BM BN BK STAGES KEEP (wgmma groups a consumer leaves in flight
-// while it loads the next tile: 0 or 1) SWIZZLE (B's layout, above) BULK (1: A's rows and the
+// while it loads the next tile: 0 or 1) SWIZZLE (B's layout, above) TMA (B by tensor copies,
+// above) BULK (1: A's rows and the
 // metadata's 16-row tiles, contiguous in global memory, arrive by `cp.async.bulk` (the TMA
 // unit), one copy per row or tile, completing bytes on the stage's `full` barrier; 0: 16-byte
 // `cp.async` like B); and at launch, `splits` (split-K over gridDim.z, for grids with fewer
@@ -52,6 +60,12 @@
 #endif
 #ifndef SWIZZLE
 #error "SWIZZLE must be defined"
+#endif
+#ifndef TMA
+#error "TMA must be defined"
+#endif
+#if TMA && !(SWIZZLE && BULK)
+#error "TMA copies write the 128-byte swizzle, and come with A's bulk copies: TMA = 1 needs SWIZZLE = 1 and BULK = 1"
 #endif
 
 #define CONSUMERS (BM / 64)
@@ -130,6 +144,14 @@ typedef unsigned long long u64;
 // boundaries of the shared window (the descriptors' base offset is 0).
 #define DYNAMIC_SHARED(name) extern __shared__ __align__(1024) unsigned char name[]
 
+// The driver's tensor map (CUtensorMap: 128 opaque bytes, 64-aligned), encoded by the host
+// (`cuTensorMapEncodeTiled`) and passed by value as a `__grid_constant__` parameter, so that
+// the TMA unit reads it from the kernel's parameter space through its generic address.
+struct __align__(64) TensorMap {
+    u64 opaque[16];
+};
+#define GRID_CONSTANT __grid_constant__
+
 static __device__ __forceinline__ u32 smem_addr(const void* p) {
     u32 r;
     asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
@@ -158,6 +180,15 @@ static __device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
 static __device__ __forceinline__ void cp_async_bulk(void* dst, const void* src, u32 bytes, u64* bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                  ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
+// One TMA tensor copy: the box of `map` whose first element is (column c0, row c1) to `dst`
+// (1024-aligned for the 128-byte swizzle), completing its bytes (the whole box's, out-of-bounds
+// elements zero-filled) on `bar`.
+static __device__ __forceinline__ void cp_async_bulk_tensor_2d(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+        ::"r"(smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar)) : "memory");
 }
 
 static __device__ __forceinline__ void mbar_init(u64* bar, int count) {
@@ -314,7 +345,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
     const u16* __restrict__ a_vals, const u32* __restrict__ a_meta,
     const unsigned char* __restrict__ col_loc, const u16* __restrict__ b, u16* __restrict__ c,
     float* __restrict__ ws, int rows, int n, int ks, int groups, int m, int k, int ldb, int ldc,
-    int v, int splits, int raster) {
+    int v, int splits, int raster, const GRID_CONSTANT TensorMap tmap_b) {
     DYNAMIC_SHARED(smem);
     // B stages first: descriptors want 16-byte aligned core matrices (and, swizzled,
     // 1024-aligned atoms; every stage is a multiple of 4 KiB), and B is the largest.
@@ -391,6 +422,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
                 cp_async16(dM + t * STEPS * 8 + cc * 4, src, 16);
             }
 #endif
+#if TMA
+            // One thread announces the stage's B bytes and issues its column groups' boxes
+            // (gathered row r of this k-tile is B's row (kt0 + kt) * BK + r: M = 4).
+            if (tid == 0 && !ABLATE_B) {
+                mbar_expect_tx(&full[s], B_STAGE * 2);
+#pragma unroll
+                for (int cg = 0; cg < BN / 64; ++cg)
+                    cp_async_bulk_tensor_2d(dB + cg * BK * 64, &tmap_b, col0 + cg * 64, (kt0 + kt) * BK, &full[s]);
+            }
+#else
             // B's gathered row kg (of all the row's 2 ks) is row `source_row(kg)` of B, or
             // none (-1: padding, or columns past K), which lands as zeros.
             auto source_row = [&](int kg) {
@@ -427,6 +468,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
                 const int kg = (kt0 + kt) * BK + (chunk / BN) * 8 + chunk % 8;
                 copy_b(dB + chunk * 8, source_row(kg), col0 + ((chunk / 8) % (BN / 8)) * 8);
             }
+#endif
 #endif
             cp_async_mbar_arrive_noinc(&full[s]);
         }

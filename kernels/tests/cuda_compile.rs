@@ -100,8 +100,8 @@ fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
     builds.push(READING_DEFINES.to_vec());
     builds.push(vec!["ABLATE_MMA"]);
     builds.push(vec!["ABLATE_B"]);
-    // With B unswizzled and swizzled (the probe runs both).
-    let configs = [0, 1].map(|swizzle| {
+    // With B unswizzled, swizzled, and by TMA (the probe runs all three).
+    let configs = [(0, 0), (1, 0), (1, 1)].map(|(swizzle, tma)| {
         wgmma_configs(128)
             .into_iter()
             .find(|c| {
@@ -109,6 +109,7 @@ fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
                     && c.bn == 256
                     && c.keep == 1
                     && c.swizzle == swizzle
+                    && c.tma == tma
                     && c.is_program_canonical()
             })
             .expect("a 128 x 256 configuration that keeps a group in flight")
@@ -173,6 +174,12 @@ fn every_hopper_configuration_compiles_for_sm90a() {
                             .lock()
                             .unwrap()
                             .push(format!("{cfg}: PTX lacks the entry or {op}"));
+                    }
+                    if ptx.contains("cp.async.bulk.tensor.2d") != (cfg.tma == 1) {
+                        failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{cfg}: TMA tensor copies present iff TMA = 1"));
                     }
                     if assemble {
                         match ptxas_report(&ptx, "sm_90a") {

@@ -71,7 +71,9 @@ fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
     });
 }
 
-/// Runs every configuration on `a` and reports all that disagree, not only the first.
+/// Runs every configuration that serves `a` (TMA: M = 4 only) on it, those copying B by TMA
+/// last (a malformed tensor map would fault the context for every later launch), and reports
+/// all that disagree or fail, not only the first.
 fn check(
     dev: &CudaDevice,
     a: &VnmMatrix,
@@ -83,9 +85,15 @@ fn check(
     let b = exact_values(a.cols() * n, seed);
     let want = reference(want_of, &b, n);
     let mut failures = vec![];
-    for cfg in configs {
-        let got = dev.spmm_wgmma(a, &b, n, cfg).unwrap();
-        if let Some(d) = fp16_mismatch(&got, &want) {
+    let mut configs: Vec<&WgmmaConfig> = configs
+        .iter()
+        .filter(|c| c.tma == 0 || a.m() == 4)
+        .collect();
+    configs.sort_by_key(|c| c.tma);
+    for cfg in &configs {
+        let got = dev.spmm_wgmma(a, &b, n, cfg);
+        if let Some(d) = got.map_or_else(|e| Some(e.to_string()), |got| fp16_mismatch(&got, &want))
+        {
             failures.push(format!(
                 "{}x{} V={} M={} n={n} [{cfg}]: {d}",
                 a.rows(),
@@ -109,7 +117,10 @@ fn check(
 fn wgmma_every_configuration_matches_reference() {
     let dev = device("wgmma_every_configuration_matches_reference");
     for (i, v) in [64, 128].into_iter().enumerate() {
-        let configs = wgmma_configs(v);
+        let configs: Vec<WgmmaConfig> = wgmma_configs(v)
+            .into_iter()
+            .filter(|c| c.tma == 0)
+            .collect();
         prepare_all(&dev, &configs);
         // K not a multiple of M and several k-tiles deep; n not a multiple of 8 nor of any BN.
         let a = random_vnm(2 * v, 1000, v, 10, i as u64).unwrap();
@@ -140,8 +151,56 @@ fn wgmma_matches_reference_on_awkward_shapes() {
     ];
     for (i, &(rows, cols, v, m, n)) in shapes.iter().enumerate() {
         let a = random_vnm(rows, cols, v, m, 100 + i as u64).unwrap();
-        // Every tile width and depth, the shallowest and deepest pipelines.
+        // Every tile width and depth, the shallowest and deepest pipelines (TMA has its test).
         let configs: Vec<WgmmaConfig> = wgmma_configs(v)
+            .into_iter()
+            .filter(|c| (c.stages == 2 || c.stages == 4) && c.tma == 0)
+            .collect();
+        check(
+            &dev,
+            &a,
+            &SparseMatrix::Vnm(a.clone()),
+            n,
+            &configs,
+            200 + i as u64,
+        );
+    }
+}
+
+/// Every configuration copying B by TMA (2:4 only, as V:2:4) against the reference, with K and
+/// n ragged (boxes partly and wholly outside B read zeros), then awkward shapes on the
+/// shallowest and deepest pipelines. Only here: the device check runs this test in a process of
+/// its own, since a malformed tensor map would fault the context for every later launch.
+#[test]
+#[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
+fn wgmma_tma_every_configuration_matches_reference() {
+    let dev = device("wgmma_tma_every_configuration_matches_reference");
+    let tma = |v| -> Vec<WgmmaConfig> {
+        wgmma_configs(v)
+            .into_iter()
+            .filter(|c| c.tma == 1)
+            .collect()
+    };
+    for (i, v) in [64, 128].into_iter().enumerate() {
+        let configs = tma(v);
+        prepare_all(&dev, &configs);
+        let a = random_vnm(2 * v, 999, v, 4, 20 + i as u64).unwrap();
+        check(
+            &dev,
+            &a,
+            &SparseMatrix::Vnm(a.clone()),
+            70,
+            &configs,
+            30 + i as u64,
+        );
+    }
+    // rows, cols, v, n
+    for (i, (rows, cols, v, n)) in [(64, 1, 64, 1), (128, 257, 64, 33), (256, 3001, 128, 300)]
+        .into_iter()
+        .enumerate()
+    {
+        let a = random_vnm(rows, cols, v, 4, 40 + i as u64).unwrap();
+        let configs: Vec<WgmmaConfig> = tma(v)
             .into_iter()
             .filter(|c| c.stages == 2 || c.stages == 4)
             .collect();
@@ -151,7 +210,7 @@ fn wgmma_matches_reference_on_awkward_shapes() {
             &SparseMatrix::Vnm(a.clone()),
             n,
             &configs,
-            200 + i as u64,
+            50 + i as u64,
         );
     }
 }
@@ -167,9 +226,10 @@ fn two_four_runs_on_wgmma_with_m4() {
     let nm = NmMatrix::from_masked(&vals, &mask, 2, 4).unwrap();
     for v in [64, 128] {
         let a = vnm_from_nm(&nm, v).unwrap();
+        // TMA has its own test.
         let configs: Vec<WgmmaConfig> = wgmma_configs(v)
             .into_iter()
-            .filter(|c| c.stages == 3)
+            .filter(|c| c.stages == 3 && c.tma == 0)
             .collect();
         check(&dev, &a, &SparseMatrix::Nm(nm.clone()), n, &configs, 8);
     }
@@ -196,6 +256,7 @@ fn wgmma_layout_probe() {
         split_k: 1,
         bulk: 0,
         swizzle: 0,
+        tma: 0,
         raster: 0,
     };
     let a = random_vnm(128, 300, 64, 8, 3).unwrap();
@@ -255,4 +316,23 @@ fn wgmma_layout_probe() {
             format_reading(r)
         );
     }
+    // B by TMA boxes (2:4 as V:2:4, same tile) under the reading found: the TMA unit's
+    // swizzle against the one the gather writes. Reported only, and last (a malformed tensor
+    // map would fault the context).
+    let boxed = WgmmaConfig {
+        bulk: 1,
+        tma: 1,
+        ..swizzled
+    };
+    let a = random_vnm(128, 301, 64, 4, 6).unwrap();
+    let b = exact_values(a.cols() * n, 7);
+    let want = reference(&SparseMatrix::Vnm(a.clone()), &b, n);
+    let verdict = match dev.spmm_wgmma_variant(&a, &b, n, &boxed, &reading_defines(&reading)) {
+        Err(e) => format!("error: {e}"),
+        Ok(got) => fp16_mismatch(&got, &want).unwrap_or_else(|| "agrees".into()),
+    };
+    println!(
+        "wgmma layout probe, B by TMA boxes, {}: {verdict}",
+        format_reading(&reading)
+    );
 }

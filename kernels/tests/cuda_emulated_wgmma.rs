@@ -19,7 +19,7 @@ use emu_support::{
 use kernels::cuda::{
     exact_values, pack_vnm, random_vnm, vnm_from_nm, wgmma_configs, WgmmaConfig, WgmmaLaunch,
     READING_DEFINES, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_RASTER, WGMMA_SPLIT_K,
-    WGMMA_STAGES, WGMMA_SWIZZLE,
+    WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
 };
 use kernels::{build_mask, NmMatrix, Pattern, VnmMatrix};
 
@@ -63,11 +63,14 @@ fn configurations() -> Vec<WgmmaConfig> {
             split_k: WGMMA_SPLIT_K[i % 3],
             bulk: WGMMA_BULK[(i / 2) % 2],
             swizzle: WGMMA_SWIZZLE[[0, 1, 1, 0][i]],
+            tma: WGMMA_TMA[usize::from(i == 2)],
             raster: WGMMA_RASTER[(i + 1) % 2],
         })
         .collect();
-    // The largest tile, where shared memory allows only few stages.
-    out.push(WgmmaConfig {
+    // The largest tile, where shared memory allows only few stages, with B gathered (4 column
+    // groups under the swizzle) and by TMA boxes of 128 rows (the second column tile has 3 of
+    // its 4 boxes wholly past n).
+    let largest = WgmmaConfig {
         bm: 128,
         bn: 256,
         bk: 128,
@@ -76,8 +79,11 @@ fn configurations() -> Vec<WgmmaConfig> {
         split_k: 2,
         bulk: 1,
         swizzle: 1,
+        tma: 0,
         raster: 0,
-    });
+    };
+    out.push(largest);
+    out.push(WgmmaConfig { tma: 1, ..largest });
     for c in &out {
         assert!(all.contains(c), "{c} is not a listed configuration");
     }
@@ -86,9 +92,10 @@ fn configurations() -> Vec<WgmmaConfig> {
 
 /// The matrices a configuration runs on: V:N:M with V = BM and (for BM = 64) V = 128, so that
 /// two thread blocks share a V-block's column locations; K not a multiple of M and long
-/// enough for more k-tiles than stages; and 2:4 as V:N:M with M = 4.
+/// enough for more k-tiles than stages; and 2:4 as V:N:M with M = 4. With TMA (M = 4 only)
+/// the V:N:M ones have M = 4 too.
 fn matrices(cfg: &WgmmaConfig, i: usize) -> Vec<VnmMatrix> {
-    let m = [8, 10, 20][i % 3];
+    let m = if cfg.tma == 1 { 4 } else { [8, 10, 20][i % 3] };
     let k = ((cfg.stages + 2) * cfg.bk / 4 + 1) * m - 3;
     let mut out = vec![random_vnm(2 * cfg.bm, k, cfg.bm, m, i as u64).unwrap()];
     if cfg.bm == 64 {
@@ -122,11 +129,12 @@ fn the_hopper_kernel_source_computes_the_reference_on_the_emulator() {
 }
 
 /// A configuration that leaves a wgmma group in flight and splits K (with the given `bulk`,
-/// `swizzle` and `raster`), a 2:8 matrix of one V = 128 block, B of a partial column tile, and the expected
-/// product: `(cfg, a, n, b, want)`.
+/// `swizzle`, `tma` and `raster`), a 2:8 matrix (2:4 with TMA) of one V = 128 block, B of a
+/// partial column tile, and the expected product: `(cfg, a, n, b, want)`.
 fn in_flight_case(
     bulk: usize,
     swizzle: usize,
+    tma: usize,
     raster: usize,
     seed: u64,
 ) -> (WgmmaConfig, VnmMatrix, usize, Vec<f32>, Vec<f32>) {
@@ -139,9 +147,10 @@ fn in_flight_case(
         split_k: 2,
         bulk,
         swizzle,
+        tma,
         raster,
     };
-    let a = random_vnm(128, 300, 128, 8, seed).unwrap();
+    let a = random_vnm(128, 300, 128, if tma == 1 { 4 } else { 8 }, seed).unwrap();
     let n = cfg.bn + 12;
     let b = exact_values(a.cols() * n, seed + 1);
     let want = expected(&a, &b, n);
@@ -150,8 +159,9 @@ fn in_flight_case(
 
 /// What makes the test above able to fail: kernels one edit away from the real one must fail
 /// on the emulator (on a configuration that leaves a wgmma group in flight, splits K and
-/// bulk-copies A). The
-/// readings of the ISA the device check probes are the next test's.
+/// bulk-copies A, with B gathered under the swizzle, and for B's TMA copies on the same
+/// configuration with TMA and a 2:4 matrix). The readings of the ISA the device check probes
+/// are the next test's.
 #[test]
 fn the_emulator_rejects_a_broken_hopper_kernel() {
     let cxx = compiler("the_emulator_rejects_a_broken_hopper_kernel");
@@ -209,9 +219,31 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             &[Copies::Lazy][..],
         ),
     ];
-    let (cfg, a, n, b, want) = in_flight_case(1, 1, 1, 9);
+    let tma_mutants = [
+        // B's boxes not announced on the barrier: the phase completes before they land.
+        (
+            "tma-no-expect-tx",
+            "mbar_expect_tx(&full[s], B_STAGE * 2);",
+            "",
+            &[Copies::Lazy][..],
+        ),
+        // Every split-K block's boxes start at row 0 of its slice's tiles.
+        (
+            "tma-tile-rows",
+            "(kt0 + kt) * BK, &full[s]",
+            "kt * BK, &full[s]",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+    ];
+    let gathered = in_flight_case(1, 1, 0, 1, 9);
+    let boxed = in_flight_case(1, 1, 1, 1, 10);
     let kernel = std::fs::read_to_string(format!("{CUDA_DIR}/spmm_vnm_wgmma_f16.cu")).unwrap();
-    for (name, from, to, timings) in mutants {
+    let cases = mutants
+        .into_iter()
+        .map(|m| (m, &gathered))
+        .chain(tma_mutants.into_iter().map(|m| (m, &boxed)));
+    for ((name, from, to, timings), (cfg, a, n, b, want)) in cases {
+        let (n, want) = (*n, want.clone());
         assert_eq!(
             kernel.matches(from).count(),
             1,
@@ -225,7 +257,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         std::fs::write(root.join("spmm_vnm_wgmma_f16.cu"), kernel.replace(from, to)).unwrap();
         let exe = build(&cxx, &root, &root, "run_wgmma", &cfg.defines());
         for &copies in timings {
-            let noticed = try_run(&exe, &a, &b, n, &cfg, copies).map_or(true, |got| got != want);
+            let noticed = try_run(&exe, a, b, n, cfg, copies).map_or(true, |got| got != want);
             assert!(
                 noticed,
                 "{name} ({copies:?} copies): the emulator did not notice"
@@ -243,7 +275,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
 fn the_probe_readings_differ_and_the_ablations_finish() {
     let cxx = compiler("the_probe_readings_differ_and_the_ablations_finish");
     let dir = build_dir();
-    let (cfg, a, n, b, want) = in_flight_case(0, 0, 0, 11);
+    let (cfg, a, n, b, want) = in_flight_case(0, 0, 0, 0, 11);
     let variants = READING_DEFINES
         .iter()
         .chain(&["ABLATE_MMA", "ABLATE_B"])
@@ -265,7 +297,7 @@ fn the_probe_readings_differ_and_the_ablations_finish() {
         }
     }
     // The descriptor's two offsets trade roles in the swizzled layout too.
-    let (cfg, a, n, b, want) = in_flight_case(0, 1, 0, 13);
+    let (cfg, a, n, b, want) = in_flight_case(0, 1, 0, 0, 13);
     let mut defines = cfg.defines();
     defines.push(("B_DESC_SWAP", 1));
     let exe = build(&cxx, &dir, Path::new(CUDA_DIR), "run_wgmma", &defines);

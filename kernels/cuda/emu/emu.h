@@ -85,12 +85,14 @@ struct MBarrier {
 };
 
 // A cp.async.bulk copy completing its bytes on an mbarrier: it lands when a thread waits on
-// that barrier (lazy) or at issue (eager).
+// that barrier (lazy) or at issue (eager). A tensor copy's box is gathered at issue into
+// `staged` (in its destination order), which lands in place of `src`.
 struct BulkCopy {
     const void* bar;
     void* dst;
     const void* src;
     int bytes;
+    std::vector<unsigned char> staged;
 };
 
 // cp.async copies a thread tied to an mbarrier (cp.async.mbarrier.arrive.noinc): they land,

@@ -6,7 +6,11 @@
 //   barrier's shared address; a phase completes when its arrivals are in and its transaction
 //   count (bytes expected minus bytes completed) is zero. `cp.async.bulk` (global to shared,
 //   completing its bytes on a barrier) lands, lazily, when some thread waits on that barrier,
-//   or at issue (eager); a bulk copy never landed fails at the block's end.
+//   or at issue (eager); a bulk copy never landed fails at the block's end. A TMA tensor copy
+//   (`cp.async.bulk.tensor.2d`, a box of a 2-D tensor map: `TensorMap` below, built by the
+//   harness as the host encodes the driver's) reads its box at issue, zero outside the
+//   tensor, lays it out under the 128-byte swizzle of its destination's shared address, and
+//   lands like a bulk copy.
 //   `cp.async.mbarrier.arrive.noinc` ties the thread's pending copies to the barrier: in lazy
 //   mode they land, and then arrive, only when some thread waits on that barrier (or the
 //   issuing thread waits for all its copies); in eager mode they landed at issue and the
@@ -92,9 +96,9 @@ inline void land_locked(const void* bar, int thread) {
         auto& bulk = block.sm90->bulk;
         for (size_t i = 0; i < bulk.size();) {
             if (bar == nullptr || bulk[i].bar == bar) {
-                const BulkCopy c = bulk[i];
+                const BulkCopy c = std::move(bulk[i]);
                 bulk.erase(bulk.begin() + static_cast<long>(i));
-                std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+                std::memcpy(c.dst, c.staged.empty() ? c.src : c.staged.data(), static_cast<size_t>(c.bytes));
                 add_tx_locked(c.bar, -c.bytes);
             } else {
                 ++i;
@@ -236,12 +240,53 @@ inline void cp_async_bulk(void* dst, const void* src, u32 bytes, u64* bar) {
     emu::check_shared(dst, bytes, "cp.async.bulk: destination outside shared memory");
     std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
     emu::barrier_at(bar);
-    const emu::BulkCopy c{bar, dst, src, static_cast<int>(bytes)};
     if (emu::copy_mode == emu::CopyMode::Eager) {
         std::memcpy(dst, src, bytes);
         emu::add_tx_locked(bar, -static_cast<long>(bytes));
     } else {
-        emu::block.sm90->bulk.push_back(c);
+        emu::block.sm90->bulk.push_back({bar, dst, src, static_cast<int>(bytes), {}});
+    }
+}
+
+// The emulator's tensor map: what `cuTensorMapEncodeTiled` is given for B (2-D, fp16, no
+// interleave, element strides 1), built by the harness; only the 128-byte swizzle with
+// 128-byte box rows is emulated.
+struct TensorMap {
+    const uint16_t* base;
+    long dims[2];       // elements: columns (innermost), rows
+    long row_bytes;     // bytes between rows
+    int box[2];         // columns, rows
+    int swizzle_bytes;  // 128
+};
+#define GRID_CONSTANT
+
+inline void cp_async_bulk_tensor_2d(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {
+    if (map->swizzle_bytes != 128 || map->box[0] * 2 != 128)
+        emu::fail("cp.async.bulk.tensor: only 128-byte box rows under the 128-byte swizzle are emulated");
+    if (reinterpret_cast<uintptr_t>(dst) % 128 != 0) emu::fail("cp.async.bulk.tensor: destination not 128-byte aligned");
+    const int bytes = map->box[0] * map->box[1] * 2;
+    emu::check_shared(dst, static_cast<size_t>(bytes), "cp.async.bulk.tensor: box outside shared memory");
+    // Element (column c0 + c, row c1 + r) lands at shared address at + r * 128 + c * 2 with
+    // the address's bits 4-6 XOR its bits 7-9 (the swizzle is of the address, as wgmma reads it).
+    const u32 at = smem_addr(dst);
+    std::vector<unsigned char> staged(static_cast<size_t>(bytes));
+    for (int r = 0; r < map->box[1]; ++r) {
+        for (int c = 0; c < map->box[0]; ++c) {
+            const long row = long(c1) + r, col = long(c0) + c;
+            const bool in = row >= 0 && row < map->dims[1] && col >= 0 && col < map->dims[0];
+            const uint16_t x = in ? map->base[row * (map->row_bytes / 2) + col] : 0;
+            u32 addr = at + static_cast<u32>(r * 128 + c * 2);
+            addr ^= ((addr >> 7) & 7) << 4;
+            std::memcpy(staged.data() + (addr - at), &x, 2);
+        }
+    }
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    emu::barrier_at(bar);
+    if (emu::copy_mode == emu::CopyMode::Eager) {
+        std::memcpy(dst, staged.data(), staged.size());
+        emu::add_tx_locked(bar, -static_cast<long>(bytes));
+    } else {
+        emu::block.sm90->bulk.push_back({bar, dst, nullptr, bytes, std::move(staged)});
     }
 }
 

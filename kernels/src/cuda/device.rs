@@ -16,6 +16,7 @@ use super::config::{CsrConfig, VnmConfig};
 use super::device_memory::{DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm};
 use super::nvrtc::{compile_ptx, PtxCache};
 use super::source::KernelSource;
+use super::tensor_map::{TensorMapArg, TensorMapKey};
 use super::{csr_device_arrays, CsrLaunch, CudaError, DeviceInfo, Timing, VnmLaunch};
 use crate::{CsrMatrix, VnmMatrix};
 
@@ -45,6 +46,9 @@ pub struct CudaDevice {
     pub(crate) blas: Mutex<Option<cudarc::cublas::CudaBlas>>,
     /// The Hopper kernel's split-K workspace (f32 partials), grown as launches need.
     pub(super) workspace: Mutex<Option<CudaSlice<f32>>>,
+    /// Tensor maps over B already encoded (TMA), by address, shape, stride and box rows: a map
+    /// is a function of those alone, so one encoded for a freed buffer serves its successor.
+    pub(super) tensor_maps: Mutex<HashMap<TensorMapKey, TensorMapArg>>,
 }
 
 /// The NVRTC target for a compute capability; `None` below sm_80 (no `mma.sp`).
@@ -108,6 +112,7 @@ impl CudaDevice {
             functions: Mutex::new(HashMap::new()),
             blas: Mutex::new(None),
             workspace: Mutex::new(None),
+            tensor_maps: Mutex::new(HashMap::new()),
         })
     }
 
@@ -223,8 +228,9 @@ impl CudaDevice {
     }
 
     /// Launches a V:N:M kernel (`spmm_vnm_f16` or `spmm_vnm_wgmma_f16`, from `function`) on
-    /// packed A (with the Hopper kernel's `workspace` after C), after checking the operands'
-    /// shapes and the block's shared memory.
+    /// packed A (with the Hopper kernel's `hopper` arguments: its split-K workspace after C,
+    /// its tensor map over B last), after checking the operands' shapes and the block's shared
+    /// memory.
     #[allow(clippy::too_many_arguments)] // one launch's parts, each from its `*Launch`
     pub(super) fn launch_packed(
         &self,
@@ -236,7 +242,7 @@ impl CudaDevice {
         threads: u32,
         shared_bytes: usize,
         ints: &[i32],
-        workspace: Option<&CudaSlice<f32>>,
+        hopper: Option<(&CudaSlice<f32>, &TensorMapArg)>,
         cfg: &dyn std::fmt::Display,
     ) -> Result<(), CudaError> {
         check_product(a.dims.rows, a.dims.cols, b, c)?;
@@ -263,11 +269,14 @@ impl CudaDevice {
             .arg(&a.col_loc)
             .arg(&b.data)
             .arg(&mut c.data);
-        if let Some(ws) = workspace {
+        if let Some((ws, _)) = hopper {
             builder.arg(ws);
         }
         for x in ints {
             builder.arg(x);
+        }
+        if let Some((_, map)) = hopper {
+            builder.arg(map);
         }
         // SAFETY: the callers (`launch_vnm`, `launch_wgmma`) state why their kernel's
         // arguments, packing and bounds hold; the operand shapes were checked above.

@@ -7,6 +7,7 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 use super::device::{driver_err, poisoned, CudaDevice};
 use super::device_memory::{DeviceMatrixF16, DeviceVnm};
 use super::source::KernelSource;
+use super::tensor_map::TensorMapArg;
 use super::{
     env_reading, reading_defines, CudaError, WgmmaConfig, WgmmaLaunch, WGMMA_REDUCE_THREADS,
 };
@@ -119,14 +120,23 @@ impl CudaDevice {
             *workspace = Some(fresh);
         }
         let ws = workspace.as_ref().expect("allocated above");
+        // B's tensor map for TMA configurations (M = 4, checked by `WgmmaLaunch::new`), unused
+        // zeros otherwise.
+        let map = if cfg.tma == 1 {
+            self.tensor_map_b(b, cfg.bk)?
+        } else {
+            TensorMapArg::unused()
+        };
         // SAFETY (of the launch inside): the arguments match `spmm_vnm_wgmma_f16(a_vals,
         // a_meta, col_loc, b, c, ws, rows, n, ks, groups, m, k, ldb, ldc, v, splits,
-        // raster)`; `validate` bounds the block size and shared memory; A was packed by
+        // raster, tmap_b)`; `validate` bounds the block size and shared memory; A was packed by
         // `pack_vnm` (2·ks a multiple of BK and BM dividing V, checked by `WgmmaLaunch::new`,
         // so a block's rows share their column locations); gathered rows are < K or skipped; B
         // and C are b.rows × b.ld and a.rows × c.ld with ld multiples of 8 (checked), the kernel
         // guards columns ≥ n (a raster only swaps which grid dimension walks which), and with
-        // split-K `ws` holds splits × rows × ldc floats (checked above).
+        // split-K `ws` holds splits × rows × ldc floats (checked above); with TMA the map
+        // describes this B (its boxes' out-of-bounds elements are zeros, not reads), and M = 4
+        // makes a k-tile's gathered rows B's consecutive rows.
         self.launch_packed(
             || entry("spmm_vnm_wgmma_f16"),
             a,
@@ -136,7 +146,7 @@ impl CudaDevice {
             launch.threads,
             launch.shared_bytes,
             &launch.ints,
-            Some(ws),
+            Some((ws, &map)),
             cfg,
         )?;
         if launch.reduce_blocks > 0 {

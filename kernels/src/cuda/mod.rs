@@ -40,6 +40,8 @@ mod nvrtc;
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(feature = "cuda")]
+mod tensor_map;
+#[cfg(feature = "cuda")]
 mod tune;
 
 pub use config::{
@@ -64,7 +66,7 @@ pub use space::*;
 pub use wgmma::{
     wgmma_configs, WgmmaConfig, WgmmaLaunch, SM90_MAX_SHARED_BYTES, WGMMA_BK, WGMMA_BLOCK_ROWS,
     WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_KEEP, WGMMA_RASTER, WGMMA_REDUCE_PER_THREAD,
-    WGMMA_REDUCE_THREADS, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE,
+    WGMMA_REDUCE_THREADS, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
 };
 pub use wgmma_cost::{wgmma_cycles, wgmma_cycles_with, WgmmaConstants};
 pub use wgmma_fit::{fit_wgmma, WgmmaFit};

@@ -30,6 +30,12 @@ pub const WGMMA_BULK: [usize; 2] = [0, 1];
 /// 128-byte rows under the 128-byte swizzle (1: a gathered row's columns come from 128
 /// contiguous bytes of B; the layout TMA tensor copies write).
 pub const WGMMA_SWIZZLE: [usize; 2] = [0, 1];
+/// How B's stages arrive with the 128-byte swizzle: gathered by 16-byte `cp.async` (0) or,
+/// for M = 4 only (2:4: a k-tile's gathered rows are consecutive rows of B, a tile of B is a
+/// box), by TMA tensor copies of a host-encoded tensor map, one per 64-column group (1, with
+/// `BULK` = 1: the producer's copies all by the TMA unit; with 16-byte `cp.async` for A the
+/// producer spilled in its 56 registers at BM = 128).
+pub const WGMMA_TMA: [usize; 2] = [0, 1];
 /// Tile orders: C's column tiles fastest (0) or its row blocks fastest (1: the blocks resident
 /// at once share B's column tiles). A launch-time choice, like split-K.
 pub const WGMMA_RASTER: [usize; 2] = [0, 1];
@@ -61,6 +67,9 @@ pub struct WgmmaConfig {
     pub bulk: usize,
     /// B's shared-memory layout: no swizzle (0) or the 128-byte swizzle (1).
     pub swizzle: usize,
+    /// B by TMA tensor copies (1; needs `swizzle` = 1 and `bulk` = 1, and M = 4 at launch) or
+    /// gathered (0).
+    pub tma: usize,
     /// Tile order: column tiles fastest (0) or row blocks fastest (1).
     pub raster: usize,
 }
@@ -109,6 +118,13 @@ impl WgmmaConfig {
         if !WGMMA_SWIZZLE.contains(&self.swizzle) {
             return fail(format!("SWIZZLE must be one of {WGMMA_SWIZZLE:?}"));
         }
+        if !WGMMA_TMA.contains(&self.tma) || (self.tma == 1 && (self.swizzle, self.bulk) != (1, 1))
+        {
+            return fail(
+                "TMA must be 0, or 1 with SWIZZLE = 1 (tensor copies write the swizzle) and BULK = 1"
+                    .into(),
+            );
+        }
         if !WGMMA_RASTER.contains(&self.raster) {
             return fail(format!("RASTER must be one of {WGMMA_RASTER:?}"));
         }
@@ -122,7 +138,7 @@ impl WgmmaConfig {
     }
 
     /// The parameters' values, in the order of [`WgmmaConfig::PARAMS`].
-    pub fn values(&self) -> [usize; 9] {
+    pub fn values(&self) -> [usize; 10] {
         [
             self.bm,
             self.bn,
@@ -132,6 +148,7 @@ impl WgmmaConfig {
             self.split_k,
             self.bulk,
             self.swizzle,
+            self.tma,
             self.raster,
         ]
     }
@@ -180,6 +197,7 @@ impl WgmmaConfig {
             ("KEEP", self.keep),
             ("BULK", self.bulk),
             ("SWIZZLE", self.swizzle),
+            ("TMA", self.tma),
         ]
     }
 }
@@ -196,20 +214,23 @@ pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
                         for &split_k in &WGMMA_SPLIT_K {
                             for &bulk in &WGMMA_BULK {
                                 for &swizzle in &WGMMA_SWIZZLE {
-                                    for &raster in &WGMMA_RASTER {
-                                        let c = WgmmaConfig {
-                                            bm,
-                                            bn,
-                                            bk,
-                                            stages,
-                                            keep,
-                                            split_k,
-                                            bulk,
-                                            swizzle,
-                                            raster,
-                                        };
-                                        if c.validate().is_ok() {
-                                            out.push(c);
+                                    for &tma in &WGMMA_TMA {
+                                        for &raster in &WGMMA_RASTER {
+                                            let c = WgmmaConfig {
+                                                bm,
+                                                bn,
+                                                bk,
+                                                stages,
+                                                keep,
+                                                split_k,
+                                                bulk,
+                                                swizzle,
+                                                tma,
+                                                raster,
+                                            };
+                                            if c.validate().is_ok() {
+                                                out.push(c);
+                                            }
                                         }
                                     }
                                 }
@@ -254,7 +275,8 @@ impl WgmmaLaunch {
     /// The launch of `cfg` for A = `a` (packed for `cfg.bk`) times a B of `n` columns with row
     /// strides `ldb` (B) and `ldc` (C), in elements; both strides must be multiples of 8
     /// (16-byte rows for cp.async). Errors if `cfg` is invalid, BM does not divide V, the
-    /// packing does not fit BK, or a size exceeds the kernel's `int`s.
+    /// packing does not fit BK, `cfg` copies B by TMA and M is not 4, or a size exceeds the
+    /// kernel's `int`s.
     pub fn new(
         a: VnmDims,
         n: usize,
@@ -267,6 +289,13 @@ impl WgmmaLaunch {
             return Err(CudaError::Shape(format!(
                 "{cfg} does not fit a matrix packed with V={} and {} slots per row",
                 a.v, a.ks
+            )));
+        }
+        if cfg.tma == 1 && a.m != 4 {
+            return Err(CudaError::Shape(format!(
+                "{cfg} copies B's tiles as boxes (TMA): only M = 4 (2:4) has a k-tile's rows \
+                 consecutive in B, this matrix has M = {}",
+                a.m
             )));
         }
         if !ldb.is_multiple_of(8) || !ldc.is_multiple_of(8) {
@@ -346,6 +375,7 @@ mod tests {
             split_k: 1,
             bulk: 0,
             swizzle: 0,
+            tma: 0,
             raster: 0,
         };
         assert!(big(2).validate().is_ok());
@@ -360,6 +390,7 @@ mod tests {
             split_k: 1,
             bulk: 0,
             swizzle: 0,
+            tma: 0,
             raster: 0,
         };
         assert!(shallow.validate().is_err());
@@ -384,11 +415,12 @@ mod tests {
             split_k: 2,
             bulk: 0,
             swizzle: 1,
+            tma: 0,
             raster: 1,
         };
         assert_eq!(
             c.to_string(),
-            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 RASTER=1"
+            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 TMA=0 RASTER=1"
         );
     }
 
@@ -403,6 +435,7 @@ mod tests {
             split_k: 1,
             bulk: 0,
             swizzle: 0,
+            tma: 0,
             raster: 0,
         };
         // B 32 x 64 halves, A 64 x (16 + 8) halves, metadata 4 tiles x 2 steps x 8 words,
@@ -425,6 +458,7 @@ mod tests {
             split_k: 1,
             bulk: 0,
             swizzle: 0,
+            tma: 0,
             raster: 0,
         };
         let p = pack_vnm(&a, cfg.bk).unwrap();
@@ -466,5 +500,17 @@ mod tests {
         let tall = WgmmaConfig { bm: 128, ..cfg };
         assert!(WgmmaLaunch::new(p64.dims, 70, ld, ld, &tall).is_err());
         assert!(WgmmaLaunch::new(p.dims, 70, 70, ld, &cfg).is_err());
+        // TMA copies B's k-tiles as boxes: M = 4 only (this matrix is 2:8), and only swizzled.
+        let tma = WgmmaConfig {
+            swizzle: 1,
+            bulk: 1,
+            tma: 1,
+            ..cfg
+        };
+        assert!(WgmmaConfig { swizzle: 0, ..tma }.validate().is_err());
+        assert!(WgmmaConfig { bulk: 0, ..tma }.validate().is_err());
+        assert!(WgmmaLaunch::new(p.dims, 70, ld, ld, &tma).is_err());
+        let m4 = VnmDims { m: 4, ..p.dims };
+        assert!(WgmmaLaunch::new(m4, 70, ld, ld, &tma).is_ok());
     }
 }

@@ -10,7 +10,8 @@
 //! A k-tile step of one block costs the larger of
 //! - its throughput: sparse tensor work (`BM/64` consumer warpgroups sharing the SM's tensor
 //!   cores at 8,192 dense-equivalent fp16 FLOP per cycle), the producer's `cp.async` issue (one
-//!   per 16 bytes, or per row of A and 16-row metadata tile with `BULK`), and the L2 →
+//!   per 16 bytes, or per row of A and 16-row metadata tile with `BULK`, per 64-column group of
+//!   B with `TMA`), and the L2 →
 //!   shared-memory bytes of A, metadata and the gathered B rows;
 //! - its latency (mbarrier hand-off, the `wgmma` drain when `KEEP` = 0, the copy latency left
 //!   after `STAGES − 1` tiles in flight) divided by the blocks resident on the SM.
@@ -153,19 +154,19 @@ pub fn wgmma_cycles_with(
 
     let tensor = 2.0 * f(cfg.bm * cfg.bk * cfg.bn) / k.sparse_flop_per_cycle;
     let a_bytes = f(cfg.bm * cfg.bk + cfg.bm * cfg.bk / 8);
-    let bytes = a_bytes + f(2 * cfg.bk * cfg.bn);
     // 16-byte copies spread over the producer's 4 warps (one per sub-partition); with BULK, A
-    // and the metadata take one bulk copy per row or 16-row tile instead (one thread each).
-    let copied = if cfg.bulk == 1 {
-        bytes - a_bytes
-    } else {
-        bytes
-    };
+    // and the metadata take one bulk copy per row or 16-row tile instead (one thread each);
+    // with TMA, B one tensor copy per 64-column group.
+    let b_bytes_staged = f(2 * cfg.bk * cfg.bn);
+    let bytes = a_bytes + b_bytes_staged;
+    let copied = bytes
+        - if cfg.bulk == 1 { a_bytes } else { 0.0 }
+        - if cfg.tma == 1 { b_bytes_staged } else { 0.0 };
     let bulk_copies = if cfg.bulk == 1 {
         f(cfg.bm + cfg.bm / 16)
     } else {
         0.0
-    };
+    } + if cfg.tma == 1 { f(cfg.bn / 64) } else { 0.0 };
     let issue = (copied / 16.0 + bulk_copies) / 128.0 * k.copy_issue;
     let throughput = tensor.max(issue).max(bytes / k.l2_bytes_per_cycle);
     let drain = if cfg.keep == 0 { k.wgmma_drain } else { 0.0 };
@@ -204,8 +205,10 @@ mod tests {
 
     fn best(shape: (usize, usize, usize), n: usize) -> WgmmaConfig {
         let gpu = GpuModel::h200();
+        // TMA copies serve M = 4 only.
         *wgmma_configs(128)
             .iter()
+            .filter(|c| c.tma == 0 || shape.2 == 4)
             .min_by(|a, b| {
                 wgmma_cycles(a, shape, n, &gpu).total_cmp(&wgmma_cycles(b, shape, n, &gpu))
             })

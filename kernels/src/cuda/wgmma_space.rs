@@ -5,7 +5,7 @@
 use super::space::{cuda_space, size_param};
 use super::wgmma::{
     WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_KEEP,
-    WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE,
+    WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
 };
 use crate::{
     Constraint, FormatSignature, KernelError, KernelSpace, ParamDef, ParamPoint, PatternKind,
@@ -32,10 +32,12 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
         .collect()
 }
 
-/// The Hopper kernel's space with thread blocks of any of the heights `bms`: `bm`, `bn`, `bk`,
-/// `stages`, `keep`, `split_k`, `bulk`, `swizzle`, `raster`, constrained to what the kernel accepts (`keep` = 1 needs 3+
-/// stages; the pipeline must fit sm_90's shared memory; see [`WgmmaConfig::validate`]).
-pub fn wgmma_space(bms: &[usize]) -> KernelSpace {
+/// The Hopper kernel's space, for a format of group width `m`, with thread blocks of any of
+/// the heights `bms`: `bm`, `bn`, `bk`, `stages`, `keep`, `split_k`, `bulk`, `swizzle`, `tma`
+/// (1 offered only where M = 4), `raster`, constrained to what the kernel accepts (`keep` = 1
+/// needs 3+ stages; `tma` = 1 needs `swizzle` = 1 and `bulk` = 1; the pipeline must fit
+/// sm_90's shared memory; see [`WgmmaConfig::validate`]).
+pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
     let def = |name, values: &[usize]| ParamDef {
         name,
         values: values.iter().map(|&v| v as i64).collect(),
@@ -52,6 +54,7 @@ pub fn wgmma_space(bms: &[usize]) -> KernelSpace {
             def("split_k", &WGMMA_SPLIT_K),
             def("stages", &WGMMA_STAGES),
             def("swizzle", &WGMMA_SWIZZLE),
+            def("tma", if m == 4 { &WGMMA_TMA } else { &WGMMA_TMA[..1] }),
         ],
         vec![Constraint::KernelAccepts {
             kernel: WGMMA_KERNEL,
@@ -67,7 +70,7 @@ pub fn cuda_spaces(sig: &FormatSignature, n: usize, arch: &str) -> Vec<KernelSpa
     let mut spaces = vec![cuda_space(sig, n)];
     let bms = wgmma_block_rows(sig);
     if arch == WGMMA_ARCH && !bms.is_empty() {
-        spaces.push(wgmma_space(&bms));
+        spaces.push(wgmma_space(&bms, sig.m));
     }
     spaces
 }
@@ -90,8 +93,8 @@ pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelE
 impl WgmmaConfig {
     /// The names of its parameters in [`wgmma_space`] (and, upper-case, of its `#define`s and
     /// launch arguments in its display).
-    pub const PARAMS: [&'static str; 9] = [
-        "bm", "bn", "bk", "stages", "keep", "split_k", "bulk", "swizzle", "raster",
+    pub const PARAMS: [&'static str; 10] = [
+        "bm", "bn", "bk", "stages", "keep", "split_k", "bulk", "swizzle", "tma", "raster",
     ];
 
     /// The configuration at `p` (a point of [`wgmma_space`]); checked like
@@ -107,6 +110,7 @@ impl WgmmaConfig {
             split_k: get("split_k")?,
             bulk: get("bulk")?,
             swizzle: get("swizzle")?,
+            tma: get("tma")?,
             raster: get("raster")?,
         };
         c.validate().map_err(|e| KernelError::ParamConstraint {
@@ -139,8 +143,8 @@ mod tests {
 
     #[test]
     fn the_space_is_every_valid_configuration_and_points_round_trip() {
-        for v in WGMMA_BLOCK_ROWS {
-            let s = sig(Pattern::Vnm { v, m: 8 }, 2 * v, 256);
+        for (v, m) in WGMMA_BLOCK_ROWS.into_iter().flat_map(|v| [(v, 8), (v, 4)]) {
+            let s = sig(Pattern::Vnm { v, m }, 2 * v, 256);
             let spaces = cuda_spaces(&s, 512, "sm_90");
             assert_eq!(spaces.len(), 2);
             assert_eq!(spaces[0].kernel, "cuda-vnm");
@@ -150,9 +154,13 @@ mod tests {
                 .map(|p| WgmmaConfig::from_point(p).unwrap())
                 .collect();
             configs.sort();
-            let mut want = wgmma_configs(v);
+            // TMA only where M = 4.
+            let mut want: Vec<WgmmaConfig> = wgmma_configs(v)
+                .into_iter()
+                .filter(|c| c.tma == 0 || m == 4)
+                .collect();
             want.sort();
-            assert_eq!(configs, want, "V = {v}");
+            assert_eq!(configs, want, "V = {v}, M = {m}");
             assert!(
                 points
                     .iter()
@@ -165,7 +173,7 @@ mod tests {
 
     #[test]
     fn the_space_rejects_what_the_kernel_rejects() {
-        let space = wgmma_space(&[64, 128]);
+        let space = wgmma_space(&[64, 128], 8);
         let ok = WgmmaConfig {
             bm: 128,
             bn: 128,
@@ -175,6 +183,7 @@ mod tests {
             split_k: 2,
             bulk: 0,
             swizzle: 0,
+            tma: 0,
             raster: 1,
         };
         assert!(space.contains(&ok.to_point()).is_ok());
@@ -189,6 +198,20 @@ mod tests {
         };
         let err = space.contains(&too_big.to_point()).unwrap_err();
         assert!(err.to_string().contains("shared memory"), "{err}");
+        // TMA only where M = 4, and only with the swizzle its copies write.
+        let tma = WgmmaConfig {
+            swizzle: 1,
+            bulk: 1,
+            tma: 1,
+            ..ok
+        };
+        assert!(space.contains(&tma.to_point()).is_err());
+        let m4 = wgmma_space(&[64, 128], 4);
+        assert!(m4.contains(&tma.to_point()).is_ok());
+        let err = m4
+            .contains(&WgmmaConfig { swizzle: 0, ..tma }.to_point())
+            .unwrap_err();
+        assert!(err.to_string().contains("TMA"), "{err}");
     }
 
     #[test]

@@ -266,7 +266,7 @@ mod tests {
         };
         let dense = FormatSignature::for_pattern(&Pattern::Dense, 10, 64).unwrap();
         layers[1].matrix = synthetic(&dense, 2).unwrap();
-        let hopper = kernels::cuda::wgmma_space(&[64]).points().pop().unwrap();
+        let hopper = kernels::cuda::wgmma_space(&[64], 4).points().pop().unwrap();
         layers[0].tunings.push(LayerTuning {
             batch_tokens: 40,
             params: hopper.clone(),

@@ -102,6 +102,10 @@ impl StandIn {
                 if !fits {
                     return Err(CudaError::Shape(format!("BM = {bm} on V = {}", v.v())).into());
                 }
+                // TMA copies B's k-tiles as boxes: M = 4 only (as `WgmmaLaunch::new` says).
+                if is_wgmma_point(point) && WgmmaConfig::from_point(point)?.tma == 1 && v.m() != 4 {
+                    return Err(CudaError::Shape(format!("TMA on M = {}", v.m())).into());
+                }
             }
             SparseMatrix::Nm(_) => {
                 Self::tensor_core_tile(point)?;
