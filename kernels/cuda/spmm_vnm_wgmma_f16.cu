@@ -29,13 +29,14 @@
 //   (c ^ (r % 8)) * 16. 8-row atoms (1024 bytes, 1024-aligned) follow each other along k. A
 //   gathered row's columns then come from 128 contiguous bytes of B, and this is the layout a
 //   TMA tensor copy with 128-byte swizzle writes.
-// - TMA = 1 (with SWIZZLE = 1 and BULK = 1, for M = 4 only: 2:4, whose column locations are 0..3 in every
-//   group, so the gathered rows of a k-tile are B's rows kt * BK .. kt * BK + BK - 1): B's
-//   stage arrives by BN / 64 TMA tensor copies, one per column group, each a box of 64 columns
-//   x BK rows of `tmap_b` (a 2-D tensor map over B encoded by the host: fp16, dims (n, k), rows
-//   ldb * 2 bytes apart, box (64, BK), 128-byte swizzle, out-of-bounds elements read as zero,
-//   so K's and n's ragged edges need no guard), issued by one producer thread after raising
-//   the stage's `full` barrier's expected bytes by the stage's. The host refuses TMA for M != 4.
+// - TMA = 1 (with SWIZZLE = 1 and BULK = 1, for M = 4 only: 2:4, whose column locations are
+//   0..3 in every group, so the gathered rows of k-tile kt are B's rows kt * BK onwards): B's
+//   stage arrives by BN / 64 TMA tensor copies, one per column group, each a box of 64
+//   columns x BK rows of `tmap_b` (a 2-D tensor map over B encoded by the host: fp16, dims
+//   (n, k), rows ldb * 2 bytes apart, box (64, BK), 128-byte swizzle, out-of-bounds elements
+//   read as zero, so K's and n's ragged edges need no guard), issued by one producer thread
+//   after raising the stage's `full` barrier's expected bytes by the stage's. The host refuses
+//   TMA for M != 4.
 //
 // A is read in the layout of the CPU type `kernels::VnmMatrix` (format/vnm.rs), with ks padded
 // to a multiple of BK / 2 (see spmm_vnm_f16.cu for the arrays).
@@ -44,9 +45,11 @@
 // above) BULK (1: A's rows and the
 // metadata's 16-row tiles, contiguous in global memory, arrive by `cp.async.bulk` (the TMA
 // unit), one copy per row or tile, completing bytes on the stage's `full` barrier; 0: 16-byte
-// `cp.async` like B); and at launch, `splits` (split-K over gridDim.z, for grids with fewer
-// blocks than SMs: f32 partials in `ws`, then spmm_vnm_wgmma_reduce_f16) and `raster` (the tile
-// order, below).
+// `cp.async` like B); and at launch, `splits` (split-K, for grids with fewer blocks than SMs:
+// f32 partials in `ws`, then spmm_vnm_wgmma_reduce_f16), `raster` (the tile order, below) and
+// the grid's size: one block per tile, or fewer (persistent blocks, one per SM), each walking
+// the tiles in turn so that its producer fills the next tile's stages while its consumers store
+// the last one.
 // No CUDA headers are needed: fp16 is carried as raw 16-bit words and converted with PTX.
 
 #ifndef BM
@@ -341,6 +344,32 @@ static __device__ __forceinline__ u64 matrix_descriptor(const void* p, u32 lbo, 
            (u64)((sbo >> 4) & 0x3FFF) << 32 | (u64)SWIZZLE << 62;
 }
 
+// One tile of the product: rows row0 .. row0 + BM, columns col0 .. col0 + BN, and of split z
+// the k-tiles kt0 .. kt0 + ktiles of the row's 2 ks / BK.
+struct Tile {
+    int row0, col0, z, kt0, ktiles;
+};
+
+// The launch's tiles in the order the blocks walk them: split z slowest, then by `raster`: 0
+// column tiles fastest, 1 row blocks fastest (then the blocks at work at once share B's column
+// tiles, so a B larger than L2 streams from DRAM about once instead of once per wave of row
+// blocks).
+struct TileGrid {
+    int row_blocks, col_tiles, splits, raster, total;
+
+    __device__ __forceinline__ int tiles() const { return row_blocks * col_tiles * splits; }
+
+    __device__ __forceinline__ Tile at(int t) const {
+        const int plane = row_blocks * col_tiles;
+        const int z = t / plane, i = t % plane;
+        const int rb = raster ? i % row_blocks : i / col_tiles;
+        const int ct = raster ? i / row_blocks : i % col_tiles;
+        const int per = (total + splits - 1) / splits;
+        const int kt0 = min(total, z * per);
+        return Tile{rb * BM, ct * BN, z, kt0, min(total, kt0 + per) - kt0};
+    }
+};
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
     const u16* __restrict__ a_vals, const u32* __restrict__ a_meta,
     const unsigned char* __restrict__ col_loc, const u16* __restrict__ b, u16* __restrict__ c,
@@ -354,32 +383,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
     u32* sM = reinterpret_cast<u32*>(sA + STAGES * A_STAGE);
     u64* full = reinterpret_cast<u64*>(sM + STAGES * M_STAGE);
     u64* empty = full + STAGES;
-    unsigned char* sLoc = reinterpret_cast<unsigned char*>(empty + STAGES);
 
     const int tid = threadIdx.x;
-    // Tile order (`raster`): 0 walks C's column tiles fastest (blockIdx.x), 1 its row blocks
-    // (blockIdx.x): then the blocks resident at once share B's column tiles, so a B larger than
-    // L2 streams from DRAM about once instead of once per wave of row blocks.
-    const int row0 = (raster ? blockIdx.x : blockIdx.y) * BM;
-    const int col0 = (raster ? blockIdx.y : blockIdx.x) * BN;
-    // Split-K: block z of `splits` reduces k-tiles kt0 .. kt0 + ktiles of the row's 2 ks / BK.
-    const int total = 2 * ks / BK;
-    const int per = (total + splits - 1) / splits;
-    const int kt0 = min(total, (int)blockIdx.z * per);
-    const int ktiles = min(total, kt0 + per) - kt0;
-    {
-        // This block's column locations, staged once: every k-tile's gather reads them.
-        const unsigned char* loc = col_loc + (size_t)(row0 / v) * groups * 4;
-        for (int i = tid; i < groups * 4; i += THREADS) sLoc[i] = __ldg(loc + i);
-        if (tid == 0) {
-            for (int s = 0; s < STAGES; ++s) {
-                mbar_init(&full[s], 128);             // one arrival per producer thread
-                mbar_init(&empty[s], 128 * CONSUMERS); // one per consumer thread
-            }
-            mbar_init_fence();
+    // The launch's tiles, (split z, row block, column tile), walked by the blocks in turn:
+    // block b takes tiles b, b + gridDim.x, ... (one tile each when the grid has as many blocks
+    // as tiles; fewer blocks, `persistent` at launch, keep the pipeline running across tiles).
+    const TileGrid grid{rows / BM, (n + BN - 1) / BN, splits, raster, 2 * ks / BK};
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 128);             // one arrival per producer thread
+            mbar_init(&empty[s], 128 * CONSUMERS); // one per consumer thread
         }
-        __syncthreads();
+        mbar_init_fence();
     }
+    __syncthreads();
 
     if (tid < 128) {
         // Producer. Two consumer warpgroups need more registers than an even split gives:
@@ -387,90 +404,104 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
 #if CONSUMERS == 2
         setmaxnreg_dec<56>();
 #endif
-        for (int kt = 0; kt < ktiles; ++kt) {
-            const int s = kt % STAGES;
-            // Round r of a stage waits for the consumers' release of round r - 1.
-            if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
-            u16* dA = sA + s * A_STAGE;
-            u16* dB = sB + s * B_STAGE;
-            u32* dM = sM + s * M_STAGE;
+        // `it` counts this block's k-tiles over all its tiles: stage it % STAGES, round
+        // it / STAGES.
+        int it = 0;
+        for (int tile = blockIdx.x; tile < grid.tiles(); tile += gridDim.x) {
+            const Tile x = grid.at(tile);
+            const int row0 = x.row0, col0 = x.col0, kt0 = x.kt0;
+            // The row block's column locations (4 per group): every k-tile's gather reads them.
+            const unsigned char* loc = col_loc + (size_t)(row0 / v) * groups * 4;
+            for (int kt = 0; kt < x.ktiles; ++kt, ++it) {
+                const int s = it % STAGES;
+                // Round r of a stage waits for the consumers' release of round r - 1.
+                if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
+                u16* dA = sA + s * A_STAGE;
+                u16* dB = sB + s * B_STAGE;
+                u32* dM = sM + s * M_STAGE;
 #if BULK
-            // Thread r copies A's row r (BK bytes) and, for r < BM / 16, the metadata of the
-            // 16-row tile r (STEPS * 32 bytes: the tile's STEPS steps of this k-tile are
-            // consecutive). Each raises `full`'s expected bytes before its copy, and before its
-            // own arrival below, so the phase cannot complete without them.
-            if (tid < BM) {
-                mbar_expect_tx(&full[s], BK);
-                cp_async_bulk(dA + tid * A_STRIDE, a_vals + (size_t)(row0 + tid) * ks + (kt0 + kt) * (BK / 2), BK, &full[s]);
-            }
-            if (tid < BM / 16) {
-                mbar_expect_tx(&full[s], STEPS * 32);
-                cp_async_bulk(dM + tid * STEPS * 8, a_meta + ((size_t)(row0 / 16 + tid) * (ks / 8) + (kt0 + kt) * STEPS) * 8,
-                              STEPS * 32, &full[s]);
-            }
+                // Thread r copies A's row r (BK bytes) and, for r < BM / 16, the metadata of
+                // the 16-row tile r (STEPS * 32 bytes: the tile's STEPS steps of this k-tile are
+                // consecutive). Each raises `full`'s expected bytes before its copy, and before
+                // its own arrival below, so the phase cannot complete without them.
+                if (tid < BM) {
+                    mbar_expect_tx(&full[s], BK);
+                    cp_async_bulk(dA + tid * A_STRIDE, a_vals + (size_t)(row0 + tid) * ks + (kt0 + kt) * (BK / 2), BK, &full[s]);
+                }
+                if (tid < BM / 16) {
+                    mbar_expect_tx(&full[s], STEPS * 32);
+                    cp_async_bulk(dM + tid * STEPS * 8, a_meta + ((size_t)(row0 / 16 + tid) * (ks / 8) + (kt0 + kt) * STEPS) * 8,
+                                  STEPS * 32, &full[s]);
+                }
 #else
-            for (int chunk = tid; chunk < A_CHUNKS; chunk += 128) {
-                const int r = chunk / (BK / 16);
-                const int cc = chunk % (BK / 16);
-                cp_async16(dA + r * A_STRIDE + cc * 8, a_vals + (size_t)(row0 + r) * ks + (kt0 + kt) * (BK / 2) + cc * 8, 16);
-            }
-            // Metadata: per 16-row tile, the STEPS steps of this k-tile are 8 * STEPS consecutive words.
-            for (int chunk = tid; chunk < M_CHUNKS; chunk += 128) {
-                const int t = chunk / (STEPS * 2);
-                const int cc = chunk % (STEPS * 2);
-                const u32* src = a_meta + ((size_t)(row0 / 16 + t) * (ks / 8) + (kt0 + kt) * STEPS) * 8 + cc * 4;
-                cp_async16(dM + t * STEPS * 8 + cc * 4, src, 16);
-            }
+                // Loops not unrolled: unrolled, their addresses spill in the producer's 56
+                // registers with two consumers (the tile loop's state is live across them).
+#pragma unroll 1
+                for (int chunk = tid; chunk < A_CHUNKS; chunk += 128) {
+                    const int r = chunk / (BK / 16);
+                    const int cc = chunk % (BK / 16);
+                    cp_async16(dA + r * A_STRIDE + cc * 8, a_vals + (size_t)(row0 + r) * ks + (kt0 + kt) * (BK / 2) + cc * 8, 16);
+                }
+                // Metadata: per 16-row tile, the STEPS steps of this k-tile are 8 * STEPS
+                // consecutive words.
+#pragma unroll 1
+                for (int chunk = tid; chunk < M_CHUNKS; chunk += 128) {
+                    const int t = chunk / (STEPS * 2);
+                    const int cc = chunk % (STEPS * 2);
+                    const u32* src = a_meta + ((size_t)(row0 / 16 + t) * (ks / 8) + (kt0 + kt) * STEPS) * 8 + cc * 4;
+                    cp_async16(dM + t * STEPS * 8 + cc * 4, src, 16);
+                }
 #endif
 #if TMA
-            // One thread announces the stage's B bytes and issues its column groups' boxes
-            // (gathered row r of this k-tile is B's row (kt0 + kt) * BK + r: M = 4).
-            if (tid == 0 && !ABLATE_B) {
-                mbar_expect_tx(&full[s], B_STAGE * 2);
+                // One thread announces the stage's B bytes and issues its column groups' boxes
+                // (gathered row r of this k-tile is B's row (kt0 + kt) * BK + r: M = 4).
+                if (tid == 0 && !ABLATE_B) {
+                    mbar_expect_tx(&full[s], B_STAGE * 2);
 #pragma unroll
-                for (int cg = 0; cg < BN / 64; ++cg)
-                    cp_async_bulk_tensor_2d(dB + cg * BK * 64, &tmap_b, col0 + cg * 64, (kt0 + kt) * BK, &full[s]);
-            }
+                    for (int cg = 0; cg < BN / 64; ++cg)
+                        cp_async_bulk_tensor_2d(dB + cg * BK * 64, &tmap_b, col0 + cg * 64, (kt0 + kt) * BK, &full[s]);
+                }
 #else
-            // B's gathered row kg (of all the row's 2 ks) is row `source_row(kg)` of B, or
-            // none (-1: padding, or columns past K), which lands as zeros.
-            auto source_row = [&](int kg) {
-                const int g = kg >> 2;
-                if (g >= groups) return -1;
-                const int col = g * m + (int)sLoc[g * 4 + (kg & 3)];
-                return col < k ? col : -1;
-            };
-            auto copy_b = [&](u16* dst, int src_row, int col) {
-                const bool ok = src_row >= 0 && col < n;
-                cp_async16(dst, ok ? b + (size_t)src_row * ldb + col : b, ok ? 16 : 0);
-            };
+                // B's gathered row kg (of all the row's 2 ks) is row `source_row(kg)` of B, or
+                // none (-1: padding, or columns past K), which lands as zeros.
+                auto source_row = [&](int kg) {
+                    const int g = kg >> 2;
+                    if (g >= groups) return -1;
+                    const int col = g * m + (int)__ldg(loc + g * 4 + (kg & 3));
+                    return col < k ? col : -1;
+                };
+                auto copy_b = [&](u16* dst, int src_row, int col) {
+                    const bool ok = src_row >= 0 && col < n;
+                    cp_async16(dst, ok ? b + (size_t)src_row * ldb + col : b, ok ? 16 : 0);
+                };
 #if SWIZZLE
-            // Thread t copies piece t % 8 of gathered rows t / 8, t / 8 + 16, ... in every
-            // column group: 8 lanes read 128 contiguous bytes of a B row and write one 128-byte
-            // row of the stage, its pieces permuted (so the banks differ). A thread's rows step
-            // by 16, so its piece's place stays the same; each row is looked up once for all
-            // column groups (the rows not unrolled: unrolled, the lookups' registers spill in
-            // the producer's 56 with two consumers).
-            const int piece = tid % 8;
-            const int swizzled = (piece ^ (tid / 8 % 8)) * 8;
+                // Thread t copies piece t % 8 of gathered rows t / 8, t / 8 + 16, ... in every
+                // column group: 8 lanes read 128 contiguous bytes of a B row and write one 128-byte
+                // row of the stage, its pieces permuted (so the banks differ). A thread's rows step
+                // by 16, so its piece's place stays the same; each row is looked up once for all
+                // column groups (the rows not unrolled: unrolled, the lookups' registers spill in
+                // the producer's 56 with two consumers).
+                const int piece = tid % 8;
+                const int swizzled = (piece ^ (tid / 8 % 8)) * 8;
 #pragma unroll 1
-            for (int r = tid / 8; r < BK * !ABLATE_B; r += 16) {
-                const int src_row = source_row((kt0 + kt) * BK + r);
+                for (int r = tid / 8; r < BK * !ABLATE_B; r += 16) {
+                    const int src_row = source_row((kt0 + kt) * BK + r);
 #pragma unroll
-                for (int cg = 0; cg < BN / 64; ++cg)
-                    copy_b(dB + (cg * BK + r) * 64 + swizzled, src_row, col0 + cg * 64 + piece * 8);
-            }
+                    for (int cg = 0; cg < BN / 64; ++cg)
+                        copy_b(dB + (cg * BK + r) * 64 + swizzled, src_row, col0 + cg * 64 + piece * 8);
+                }
 #else
-            // Chunk i is row i % 8 of core matrix i / 8 = (kc, nc): 16-byte rows in chunk order,
-            // so that the 8 lanes of each quarter-warp write 8 different banks' groups, while
-            // global reads stay 64 bytes contiguous per gathered row.
-            for (int chunk = tid; chunk < B_CHUNKS * !ABLATE_B; chunk += 128) {
-                const int kg = (kt0 + kt) * BK + (chunk / BN) * 8 + chunk % 8;
-                copy_b(dB + chunk * 8, source_row(kg), col0 + ((chunk / 8) % (BN / 8)) * 8);
+                // Chunk i is row i % 8 of core matrix i / 8 = (kc, nc): 16-byte rows in chunk
+                // order, so that the 8 lanes of each quarter-warp write 8 different banks'
+                // groups, while global reads stay 64 bytes contiguous per gathered row.
+                for (int chunk = tid; chunk < B_CHUNKS * !ABLATE_B; chunk += 128) {
+                    const int kg = (kt0 + kt) * BK + (chunk / BN) * 8 + chunk % 8;
+                    copy_b(dB + chunk * 8, source_row(kg), col0 + ((chunk / 8) % (BN / 8)) * 8);
+                }
+#endif
+#endif
+                cp_async_mbar_arrive_noinc(&full[s]);
             }
-#endif
-#endif
-            cp_async_mbar_arrive_noinc(&full[s]);
         }
         // Copies in flight when a thread exits would land in a block that may be gone.
         cp_async_wait_all();
@@ -489,16 +520,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
     const int r16 = wg * 64 + warp * 16;   // this warp's first row within the block
 
     float acc[NACC];
-#pragma unroll
-    for (int i = 0; i < NACC; ++i) acc[i] = 0.0f;
-
     // Fragment registers in two sets, alternating by k-tile: with KEEP = 1 a tile's wgmmas may
     // still read one set while the next tile loads the other.
     u32 afrag[2][KSTEPS][4];
     u32 meta[2][KSTEPS];
-    auto consume = [&](int kt, u32 (&af)[KSTEPS][4], u32 (&me)[KSTEPS]) {
-        const int s = kt % STAGES;
-        mbar_wait(&full[s], (kt / STAGES) & 1);
+    // k-tile kt of the current tile, the block's it-th: stage it % STAGES, round it / STAGES.
+    auto consume = [&](int it, int kt, u32 (&af)[KSTEPS][4], u32 (&me)[KSTEPS]) {
+        const int s = it % STAGES;
+        mbar_wait(&full[s], (it / STAGES) & 1);
         fence_proxy_async();
         const u16* tA = sA + s * A_STAGE;
         const u16* tB = sB + s * B_STAGE;
@@ -538,7 +567,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
         // Once at most this tile's group is pending, the previous tile's is done: its stage and
         // its fragment registers (the other set) are free.
         wgmma_wait<1>();
-        if (kt > 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+        if (kt > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
 #else
         // The stage (and the fragment registers) may be reused once the wgmmas are done.
         wgmma_wait<0>();
@@ -546,38 +575,46 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
         mbar_arrive(&empty[s]);
 #endif
     };
-    int kt = 0;
-    for (; kt + 1 < ktiles; kt += 2) {
-        consume(kt, afrag[0], meta[0]);
-        consume(kt + 1, afrag[1], meta[1]);
-    }
-    if (kt < ktiles) consume(kt, afrag[0], meta[0]);
-#if KEEP
-    wgmma_wait<0>();
-    fence_accumulators(acc);
-    if (ktiles > 0) mbar_arrive(&empty[(ktiles - 1) % STAGES]);
-#endif
-
-    // Epilogue: accumulator 4j + e of a thread is row `group` + 8 (e / 2) of its warp's 16,
-    // column 8 j + 2 quad + e % 2. Split-K blocks write f32 partials to their slice of `ws`
-    // (rows x ldc floats each), which spmm_vnm_wgmma_reduce_f16 sums in order.
+    int it = 0;
+    for (int tile = blockIdx.x; tile < grid.tiles(); tile += gridDim.x) {
+        const Tile x = grid.at(tile);
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        const int r = row0 + r16 + group;
-        const int col = col0 + j * 8 + quad * 2;
-        if (col < n) {
-            if (splits == 1) {
-                if (r < rows) *reinterpret_cast<u32*>(c + (size_t)r * ldc + col) = pack_f16x2(acc[4 * j], acc[4 * j + 1]);
-                if (r + 8 < rows) *reinterpret_cast<u32*>(c + (size_t)(r + 8) * ldc + col) = pack_f16x2(acc[4 * j + 2], acc[4 * j + 3]);
-            } else {
-                float* part = ws + (size_t)blockIdx.z * rows * ldc;
-                if (r < rows) {
-                    part[(size_t)r * ldc + col] = acc[4 * j];
-                    part[(size_t)r * ldc + col + 1] = acc[4 * j + 1];
-                }
-                if (r + 8 < rows) {
-                    part[(size_t)(r + 8) * ldc + col] = acc[4 * j + 2];
-                    part[(size_t)(r + 8) * ldc + col + 1] = acc[4 * j + 3];
+        for (int i = 0; i < NACC; ++i) acc[i] = 0.0f;
+        int kt = 0;
+        for (; kt + 1 < x.ktiles; kt += 2) {
+            consume(it + kt, kt, afrag[0], meta[0]);
+            consume(it + kt + 1, kt + 1, afrag[1], meta[1]);
+        }
+        if (kt < x.ktiles) consume(it + kt, kt, afrag[0], meta[0]);
+#if KEEP
+        // The tile's last group, and so its stage, is done once none is pending.
+        wgmma_wait<0>();
+        fence_accumulators(acc);
+        if (x.ktiles > 0) mbar_arrive(&empty[(it + x.ktiles - 1) % STAGES]);
+#endif
+        it += x.ktiles;
+
+        // Epilogue: accumulator 4j + e of a thread is row `group` + 8 (e / 2) of its warp's 16,
+        // column 8 j + 2 quad + e % 2. Split-K blocks write f32 partials to their slice of `ws`
+        // (rows x ldc floats each), which spmm_vnm_wgmma_reduce_f16 sums in order.
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const int r = x.row0 + r16 + group;
+            const int col = x.col0 + j * 8 + quad * 2;
+            if (col < n) {
+                if (splits == 1) {
+                    if (r < rows) *reinterpret_cast<u32*>(c + (size_t)r * ldc + col) = pack_f16x2(acc[4 * j], acc[4 * j + 1]);
+                    if (r + 8 < rows) *reinterpret_cast<u32*>(c + (size_t)(r + 8) * ldc + col) = pack_f16x2(acc[4 * j + 2], acc[4 * j + 3]);
+                } else {
+                    float* part = ws + (size_t)x.z * rows * ldc;
+                    if (r < rows) {
+                        part[(size_t)r * ldc + col] = acc[4 * j];
+                        part[(size_t)r * ldc + col + 1] = acc[4 * j + 1];
+                    }
+                    if (r + 8 < rows) {
+                        part[(size_t)(r + 8) * ldc + col] = acc[4 * j + 2];
+                        part[(size_t)(r + 8) * ldc + col + 1] = acc[4 * j + 3];
+                    }
                 }
             }
         }

@@ -258,6 +258,7 @@ fn wgmma_layout_probe() {
         swizzle: 0,
         tma: 0,
         raster: 0,
+        persistent: 0,
     };
     let a = random_vnm(128, 300, 64, 8, 3).unwrap();
     let n = 64;

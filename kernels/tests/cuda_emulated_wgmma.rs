@@ -18,10 +18,14 @@ use emu_support::{
 };
 use kernels::cuda::{
     exact_values, pack_vnm, random_vnm, vnm_from_nm, wgmma_configs, WgmmaConfig, WgmmaLaunch,
-    READING_DEFINES, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_RASTER, WGMMA_SPLIT_K,
-    WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
+    READING_DEFINES, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_PERSISTENT, WGMMA_RASTER,
+    WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
 };
 use kernels::{build_mask, NmMatrix, Pattern, VnmMatrix};
+
+/// The SMs of the emulated device: a persistent grid has at most this many blocks, so each
+/// walks several tiles.
+const SMS: usize = 2;
 
 /// C = A·B through the emulated kernel, or what the emulator reported.
 fn try_run(
@@ -35,8 +39,8 @@ fn try_run(
     let packed = pack_vnm(a, cfg.bk).unwrap();
     let dims = packed.dims;
     let launch = |ld| {
-        let l = WgmmaLaunch::new(dims, n, ld, ld, cfg).unwrap();
-        let shape = [l.grid.0, l.grid.1, l.grid.2, l.threads].map(i64::from);
+        let l = WgmmaLaunch::new(dims, n, ld, ld, cfg, SMS).unwrap();
+        let shape = [l.blocks, 1, 1, l.threads].map(i64::from);
         let sizes = [l.shared_bytes, l.workspace].map(|x| x as i64);
         (
             l.ints.map(i64::from).to_vec(),
@@ -65,6 +69,7 @@ fn configurations() -> Vec<WgmmaConfig> {
             swizzle: WGMMA_SWIZZLE[[0, 1, 1, 0][i]],
             tma: WGMMA_TMA[usize::from(i == 2)],
             raster: WGMMA_RASTER[(i + 1) % 2],
+            persistent: WGMMA_PERSISTENT[(i / 2 + i) % 2],
         })
         .collect();
     // The largest tile, where shared memory allows only few stages, with B gathered (4 column
@@ -81,9 +86,14 @@ fn configurations() -> Vec<WgmmaConfig> {
         swizzle: 1,
         tma: 0,
         raster: 0,
+        persistent: 1,
     };
     out.push(largest);
-    out.push(WgmmaConfig { tma: 1, ..largest });
+    out.push(WgmmaConfig {
+        tma: 1,
+        persistent: 0,
+        ..largest
+    });
     for c in &out {
         assert!(all.contains(c), "{c} is not a listed configuration");
     }
@@ -128,9 +138,10 @@ fn the_hopper_kernel_source_computes_the_reference_on_the_emulator() {
     );
 }
 
-/// A configuration that leaves a wgmma group in flight and splits K (with the given `bulk`,
-/// `swizzle`, `tma` and `raster`), a 2:8 matrix (2:4 with TMA) of one V = 128 block, B of a
-/// partial column tile, and the expected product: `(cfg, a, n, b, want)`.
+/// A configuration that leaves a wgmma group in flight, splits K and walks its 4 tiles with 2
+/// persistent blocks (with the given `bulk`, `swizzle`, `tma` and `raster`), a 2:8 matrix
+/// (2:4 with TMA) of one V = 128 block, B of a partial column tile, and the expected product:
+/// `(cfg, a, n, b, want)`.
 fn in_flight_case(
     bulk: usize,
     swizzle: usize,
@@ -149,6 +160,7 @@ fn in_flight_case(
         swizzle,
         tma,
         raster,
+        persistent: 1,
     };
     let a = random_vnm(128, 300, 128, if tma == 1 { 4 } else { 8 }, seed).unwrap();
     let n = cfg.bn + 12;
@@ -170,7 +182,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         // Consumers read a stage without waiting for its copies: only late copies show it.
         (
             "no-full-wait",
-            "mbar_wait(&full[s], (kt / STAGES) & 1);",
+            "mbar_wait(&full[s], (it / STAGES) & 1);",
             "",
             &[Copies::Lazy][..],
         ),
@@ -199,14 +211,14 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         // A's bulk copy of each row only half as long (and announced so).
         (
             "short-bulk-row",
-            "mbar_expect_tx(&full[s], BK);\n                cp_async_bulk(dA + tid * A_STRIDE, a_vals + (size_t)(row0 + tid) * ks + (kt0 + kt) * (BK / 2), BK, &full[s]);",
-            "mbar_expect_tx(&full[s], BK / 2);\n                cp_async_bulk(dA + tid * A_STRIDE, a_vals + (size_t)(row0 + tid) * ks + (kt0 + kt) * (BK / 2), BK / 2, &full[s]);",
+            "mbar_expect_tx(&full[s], BK);\n                    cp_async_bulk(dA + tid * A_STRIDE, a_vals + (size_t)(row0 + tid) * ks + (kt0 + kt) * (BK / 2), BK, &full[s]);",
+            "mbar_expect_tx(&full[s], BK / 2);\n                    cp_async_bulk(dA + tid * A_STRIDE, a_vals + (size_t)(row0 + tid) * ks + (kt0 + kt) * (BK / 2), BK / 2, &full[s]);",
             &[Copies::Lazy, Copies::Eager][..],
         ),
         // Every split-K block reduces the first slice of K.
         (
             "one-k-slice",
-            "const int kt0 = min(total, (int)blockIdx.z * per);",
+            "const int kt0 = min(total, z * per);",
             "const int kt0 = 0;",
             &[Copies::Lazy, Copies::Eager][..],
         ),
@@ -214,9 +226,24 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         // flight still reads.
         (
             "one-fragment-set",
-            "consume(kt + 1, afrag[1], meta[1]);",
-            "consume(kt + 1, afrag[0], meta[0]);",
+            "consume(it + kt + 1, kt + 1, afrag[1], meta[1]);",
+            "consume(it + kt + 1, kt + 1, afrag[0], meta[0]);",
             &[Copies::Lazy][..],
+        ),
+        // A block's next tile starts from the accumulators of its last.
+        (
+            "accumulators-kept",
+            "acc[i] = 0.0f;",
+            "acc[i] = tile == (int)blockIdx.x ? 0.0f : acc[i];",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+        // The consumers count each tile's k-tiles from stage 0 again: they wait on stages (and
+        // phases) the producer has not filled, or read them early.
+        (
+            "stages-per-tile",
+            "it += x.ktiles;",
+            "it = 0;",
+            &[Copies::Eager][..],
         ),
     ];
     let tma_mutants = [

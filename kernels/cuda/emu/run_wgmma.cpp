@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
     if (reinterpret_cast<uintptr_t>(b) % 16 != 0 || (ldb * 2) % 16 != 0)
         emu::fail("tensor map: B's base or row stride not a multiple of 16 bytes");
     const TensorMap tmap_b{b, {n, k}, long(ldb) * 2, {64, BK}, 128};
+    // The product kernel's blocks walk the tiles in steps of gridDim.x.
+    emu::grid_dim = {int(h[11]), int(h[12]), int(h[13])};
     emu::run_grid(int(h[11]), int(h[12]), int(h[13]), THREADS, size_t(h[15]), [&] {
         spmm_vnm_wgmma_f16(a_vals, a_meta, col_loc, b, c, ws, rows, n, ks, groups, m, k, ldb, ldc, v, splits,
                            raster, tmap_b);

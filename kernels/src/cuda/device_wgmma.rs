@@ -92,7 +92,14 @@ impl CudaDevice {
         extra: &[(&'static str, usize)],
     ) -> Result<(), CudaError> {
         self.require_sm90(cfg)?;
-        let launch = WgmmaLaunch::new(a.dims, b.cols, b.ld, c.ld, cfg)?;
+        let launch = WgmmaLaunch::new(
+            a.dims,
+            b.cols,
+            b.ld,
+            c.ld,
+            cfg,
+            self.info.multiprocessors as usize,
+        )?;
         let entry = |name| {
             let mut defines = cfg.defines();
             defines.extend_from_slice(extra);
@@ -133,7 +140,8 @@ impl CudaDevice {
         // `pack_vnm` (2·ks a multiple of BK and BM dividing V, checked by `WgmmaLaunch::new`,
         // so a block's rows share their column locations); gathered rows are < K or skipped; B
         // and C are b.rows × b.ld and a.rows × c.ld with ld multiples of 8 (checked), the kernel
-        // guards columns ≥ n (a raster only swaps which grid dimension walks which), and with
+        // guards columns ≥ n (every block walks tiles below rows × n × splits of the shapes it
+        // is passed, in either raster, one or several per block), and with
         // split-K `ws` holds splits × rows × ldc floats (checked above); with TMA the map
         // describes this B (its boxes' out-of-bounds elements are zeros, not reads), and M = 4
         // makes a k-tile's gathered rows B's consecutive rows.
@@ -142,7 +150,7 @@ impl CudaDevice {
             a,
             b,
             c,
-            launch.grid,
+            (launch.blocks, 1, 1),
             launch.threads,
             launch.shared_bytes,
             &launch.ints,

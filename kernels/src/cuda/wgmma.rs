@@ -39,6 +39,11 @@ pub const WGMMA_TMA: [usize; 2] = [0, 1];
 /// Tile orders: C's column tiles fastest (0) or its row blocks fastest (1: the blocks resident
 /// at once share B's column tiles). A launch-time choice, like split-K.
 pub const WGMMA_RASTER: [usize; 2] = [0, 1];
+/// Persistent blocks: one block per tile (0), or one per SM walking the tiles in turn (1: the
+/// producer fills the next tile's stages while the consumers store the last one, so short
+/// reductions, e.g. 2:16 at K = 768, are not one pipeline fill and drain per tile). A
+/// launch-time choice, like split-K.
+pub const WGMMA_PERSISTENT: [usize; 2] = [0, 1];
 /// Split-K factors: blocks along K (grid z), for products whose grid has fewer blocks than the
 /// device has SMs. A launch-time choice: every factor runs the same compiled program.
 pub const WGMMA_SPLIT_K: [usize; 3] = [1, 2, 4];
@@ -72,6 +77,8 @@ pub struct WgmmaConfig {
     pub tma: usize,
     /// Tile order: column tiles fastest (0) or row blocks fastest (1).
     pub raster: usize,
+    /// Blocks: one per tile (0) or one per SM, walking the tiles (1).
+    pub persistent: usize,
 }
 
 impl fmt::Display for WgmmaConfig {
@@ -128,6 +135,9 @@ impl WgmmaConfig {
         if !WGMMA_RASTER.contains(&self.raster) {
             return fail(format!("RASTER must be one of {WGMMA_RASTER:?}"));
         }
+        if !WGMMA_PERSISTENT.contains(&self.persistent) {
+            return fail(format!("PERSISTENT must be one of {WGMMA_PERSISTENT:?}"));
+        }
         if self.shared_bytes() > SM90_MAX_SHARED_BYTES {
             return fail(format!(
                 "{} bytes of shared memory, at most {SM90_MAX_SHARED_BYTES}",
@@ -138,7 +148,7 @@ impl WgmmaConfig {
     }
 
     /// The parameters' values, in the order of [`WgmmaConfig::PARAMS`].
-    pub fn values(&self) -> [usize; 10] {
+    pub fn values(&self) -> [usize; 11] {
         [
             self.bm,
             self.bn,
@@ -150,6 +160,7 @@ impl WgmmaConfig {
             self.swizzle,
             self.tma,
             self.raster,
+            self.persistent,
         ]
     }
 
@@ -174,20 +185,22 @@ impl WgmmaConfig {
     }
 
     /// Dynamic shared memory for the pipeline and its barriers, in bytes (as laid out by the
-    /// kernel: B stages, A stages, metadata stages, then two 8-byte mbarriers per stage); a
-    /// launch adds the row block's column locations.
+    /// kernel: B stages, A stages, metadata stages, then two 8-byte mbarriers per stage; the
+    /// row block's column locations are read from global memory, through the cache).
     pub fn shared_bytes(&self) -> usize {
         self.stages * (self.b_stage_bytes() + self.a_stage_bytes() + self.meta_stage_bytes() + 16)
     }
 
     /// Whether this is the one configuration per compiled program that compiles and loads it:
-    /// the launch-time choices (split-K, raster) at their first values.
+    /// the launch-time choices (split-K, raster, persistent) at their first values.
     pub fn is_program_canonical(&self) -> bool {
-        self.split_k == WGMMA_SPLIT_K[0] && self.raster == WGMMA_RASTER[0]
+        self.split_k == WGMMA_SPLIT_K[0]
+            && self.raster == WGMMA_RASTER[0]
+            && self.persistent == WGMMA_PERSISTENT[0]
     }
 
-    /// The `#define`s of this configuration, in a fixed order (the split-K factor and the
-    /// raster are launch arguments, not among them).
+    /// The `#define`s of this configuration, in a fixed order (the split-K factor, the raster
+    /// and the persistent grid are launch arguments, not among them).
     pub fn defines(&self) -> Vec<(&'static str, usize)> {
         vec![
             ("BM", self.bm),
@@ -216,20 +229,23 @@ pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
                                 for &swizzle in &WGMMA_SWIZZLE {
                                     for &tma in &WGMMA_TMA {
                                         for &raster in &WGMMA_RASTER {
-                                            let c = WgmmaConfig {
-                                                bm,
-                                                bn,
-                                                bk,
-                                                stages,
-                                                keep,
-                                                split_k,
-                                                bulk,
-                                                swizzle,
-                                                tma,
-                                                raster,
-                                            };
-                                            if c.validate().is_ok() {
-                                                out.push(c);
+                                            for &persistent in &WGMMA_PERSISTENT {
+                                                let c = WgmmaConfig {
+                                                    bm,
+                                                    bn,
+                                                    bk,
+                                                    stages,
+                                                    keep,
+                                                    split_k,
+                                                    bulk,
+                                                    swizzle,
+                                                    tma,
+                                                    raster,
+                                                    persistent,
+                                                };
+                                                if c.validate().is_ok() {
+                                                    out.push(c);
+                                                }
                                             }
                                         }
                                     }
@@ -252,13 +268,14 @@ pub const WGMMA_REDUCE_PER_THREAD: u32 = 8;
 /// One launch of `spmm_vnm_wgmma_f16` (and, with split-K, of its reduction).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WgmmaLaunch {
-    /// Thread blocks along the columns of C (BN each), the rows (BM each) and K (split-K); the
-    /// first two swapped with `RASTER` 1.
-    pub grid: (u32, u32, u32),
+    /// The tiles: column tiles of C (BN each) × row blocks (BM each) × splits of K.
+    pub tiles: u32,
+    /// Thread blocks (a 1-D grid): one per tile, or with `PERSISTENT` 1 at most one per SM,
+    /// each walking the tiles in turn (the kernel's `TileGrid`, in the order `RASTER` says).
+    pub blocks: u32,
     /// Threads per block.
     pub threads: u32,
-    /// Dynamic shared memory per block, in bytes: [`WgmmaConfig::shared_bytes`], then the
-    /// row block's column locations (4 per group, rounded up to 16 bytes).
+    /// Dynamic shared memory per block, in bytes: [`WgmmaConfig::shared_bytes`].
     pub shared_bytes: usize,
     /// The kernel's integer arguments in order: rows, n, ks, groups, m, k, ldb, ldc, v, splits,
     /// raster.
@@ -276,13 +293,15 @@ impl WgmmaLaunch {
     /// strides `ldb` (B) and `ldc` (C), in elements; both strides must be multiples of 8
     /// (16-byte rows for cp.async). Errors if `cfg` is invalid, BM does not divide V, the
     /// packing does not fit BK, `cfg` copies B by TMA and M is not 4, or a size exceeds the
-    /// kernel's `int`s.
+    /// kernel's `int`s. A persistent grid has at most `multiprocessors` blocks (the kernel
+    /// runs one block per SM: its registers and shared memory allow no more).
     pub fn new(
         a: VnmDims,
         n: usize,
         ldb: usize,
         ldc: usize,
         cfg: &WgmmaConfig,
+        multiprocessors: usize,
     ) -> Result<Self, CudaError> {
         cfg.validate()?;
         if a.v == 0 || !a.v.is_multiple_of(cfg.bm) || !(2 * a.ks).is_multiple_of(cfg.bk) {
@@ -323,18 +342,16 @@ impl WgmmaLaunch {
             *slot = int(x)?;
         }
         let split = cfg.split_k > 1;
-        let (tiles, blocks) = (
-            int(n.div_ceil(cfg.bn))? as u32,
-            int(a.rows / cfg.bm)? as u32,
-        );
+        let tiles = int(n.div_ceil(cfg.bn) * (a.rows / cfg.bm) * cfg.split_k)? as u32;
         Ok(WgmmaLaunch {
-            grid: if cfg.raster == 1 {
-                (blocks, tiles, cfg.split_k as u32)
+            tiles,
+            blocks: if cfg.persistent == 1 {
+                tiles.min(multiprocessors.max(1) as u32)
             } else {
-                (tiles, blocks, cfg.split_k as u32)
+                tiles
             },
             threads: cfg.threads() as u32,
-            shared_bytes: cfg.shared_bytes() + (4 * a.groups).div_ceil(16) * 16,
+            shared_bytes: cfg.shared_bytes(),
             ints,
             workspace: if split { cfg.split_k * a.rows * ldc } else { 0 },
             reduce_blocks: if split {
@@ -377,6 +394,7 @@ mod tests {
             swizzle: 0,
             tma: 0,
             raster: 0,
+            persistent: 0,
         };
         assert!(big(2).validate().is_ok());
         assert!(big(3).validate().is_err());
@@ -392,6 +410,7 @@ mod tests {
             swizzle: 0,
             tma: 0,
             raster: 0,
+            persistent: 0,
         };
         assert!(shallow.validate().is_err());
         assert!(WgmmaConfig {
@@ -417,10 +436,11 @@ mod tests {
             swizzle: 1,
             tma: 0,
             raster: 1,
+            persistent: 0,
         };
         assert_eq!(
             c.to_string(),
-            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 TMA=0 RASTER=1"
+            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 TMA=0 RASTER=1 PERSISTENT=0"
         );
     }
 
@@ -437,6 +457,7 @@ mod tests {
             swizzle: 0,
             tma: 0,
             raster: 0,
+            persistent: 0,
         };
         // B 32 x 64 halves, A 64 x (16 + 8) halves, metadata 4 tiles x 2 steps x 8 words,
         // two mbarriers; two stages.
@@ -460,14 +481,16 @@ mod tests {
             swizzle: 0,
             tma: 0,
             raster: 0,
+            persistent: 0,
         };
         let p = pack_vnm(&a, cfg.bk).unwrap();
         let ld = padded_ld(70);
-        let l = WgmmaLaunch::new(p.dims, 70, ld, ld, &cfg).unwrap();
-        // BM = 64 inside V = 128: four row blocks, two per V-block.
-        assert_eq!(l.grid, (1, 4, 1));
+        let new = |cfg: &WgmmaConfig| WgmmaLaunch::new(p.dims, 70, ld, ld, cfg, 3);
+        let l = new(&cfg).unwrap();
+        // BM = 64 inside V = 128: four row blocks, two per V-block; one column tile.
+        assert_eq!((l.tiles, l.blocks), (4, 4));
         assert_eq!(l.threads, 256);
-        assert_eq!(l.shared_bytes, cfg.shared_bytes() + 64);
+        assert_eq!(l.shared_bytes, cfg.shared_bytes());
         assert_eq!(
             l.ints,
             [
@@ -485,21 +508,27 @@ mod tests {
             ]
         );
         assert_eq!((l.workspace, l.reduce_blocks), (0, 0));
-        // Row blocks fastest: the grid's first two dimensions swap, the kernel is told.
+        // Row blocks fastest: the kernel is told.
         let rows_first = WgmmaConfig { raster: 1, ..cfg };
-        let l = WgmmaLaunch::new(p.dims, 70, ld, ld, &rows_first).unwrap();
-        assert_eq!((l.grid, l.ints[10]), ((4, 1, 1), 1));
-        // Split-K: blocks along K, a workspace of f32 partials, a reduction over the product.
+        assert_eq!(new(&rows_first).unwrap().ints[10], 1);
+        // Persistent: at most one block per SM (3 here), walking the 4 tiles.
+        let persistent = WgmmaConfig {
+            persistent: 1,
+            ..cfg
+        };
+        let l = new(&persistent).unwrap();
+        assert_eq!((l.tiles, l.blocks), (4, 3));
+        // Split-K: tiles along K, a workspace of f32 partials, a reduction over the product.
         let split = WgmmaConfig { split_k: 4, ..cfg };
-        let l = WgmmaLaunch::new(p.dims, 70, ld, ld, &split).unwrap();
-        assert_eq!((l.grid.2, l.ints[9]), (4, 4));
+        let l = new(&split).unwrap();
+        assert_eq!((l.tiles, l.blocks, l.ints[9]), (16, 16, 4));
         assert_eq!(l.workspace, 4 * 256 * ld);
         assert_eq!(l.reduce_blocks, (256 * 70u32).div_ceil(256 * 8));
         let v64 = random_vnm(128, 100, 64, 8, 2).unwrap();
         let p64 = pack_vnm(&v64, 64).unwrap();
         let tall = WgmmaConfig { bm: 128, ..cfg };
-        assert!(WgmmaLaunch::new(p64.dims, 70, ld, ld, &tall).is_err());
-        assert!(WgmmaLaunch::new(p.dims, 70, 70, ld, &cfg).is_err());
+        assert!(WgmmaLaunch::new(p64.dims, 70, ld, ld, &tall, 3).is_err());
+        assert!(WgmmaLaunch::new(p.dims, 70, 70, ld, &cfg, 3).is_err());
         // TMA copies B's k-tiles as boxes: M = 4 only (this matrix is 2:8), and only swizzled.
         let tma = WgmmaConfig {
             swizzle: 1,
@@ -509,8 +538,8 @@ mod tests {
         };
         assert!(WgmmaConfig { swizzle: 0, ..tma }.validate().is_err());
         assert!(WgmmaConfig { bulk: 0, ..tma }.validate().is_err());
-        assert!(WgmmaLaunch::new(p.dims, 70, ld, ld, &tma).is_err());
+        assert!(new(&tma).is_err());
         let m4 = VnmDims { m: 4, ..p.dims };
-        assert!(WgmmaLaunch::new(m4, 70, ld, ld, &tma).is_ok());
+        assert!(WgmmaLaunch::new(m4, 70, ld, ld, &tma, 3).is_ok());
     }
 }

@@ -16,6 +16,9 @@
 //! - its latency (mbarrier hand-off, the `wgmma` drain when `KEEP` = 0, the copy latency left
 //!   after `STAGES − 1` tiles in flight) divided by the blocks resident on the SM.
 //!
+//! Each tile also pays its pipeline's fill (a copy latency), hidden only by other resident
+//! blocks; with `PERSISTENT` blocks once per SM.
+//!
 //! Split-K divides the k-tiles over more blocks, then pays the f32 partials' traffic and the
 //! reduction's launch. The whole product takes at least the time to stream B from DRAM: once
 //! when B fits in L2 or the tile order walks row blocks fastest (`RASTER` 1), otherwise once
@@ -147,7 +150,7 @@ pub fn wgmma_cycles_with(
     } else {
         one_consumer_registers(cfg)
     };
-    let shared = cfg.shared_bytes() + (4 * groups).div_ceil(16) * 16;
+    let shared = cfg.shared_bytes();
     let resident = blocks_per_sm(gpu, cfg.threads() / 32, registers, shared) as f64;
     let per_sm = f(blocks) / f(gpu.multiprocessors.max(1));
     let overlapped = resident.min(per_sm.max(1.0));
@@ -172,7 +175,15 @@ pub fn wgmma_cycles_with(
     let drain = if cfg.keep == 0 { k.wgmma_drain } else { 0.0 };
     let latency = k.sync + drain + tensor + k.copy_latency / f(cfg.stages.saturating_sub(1).max(1));
     let step = (latency / overlapped).max(throughput);
-    let product = per_sm.ceil() * tiles_per_block * step;
+    // A tile's pipeline fill (its first stage's copies, nothing to overlap them with but
+    // another resident block): per tile with a block per tile, once per SM with persistent
+    // blocks (the producer fills the next tile's stages while the consumers store the last).
+    let fill = k.copy_latency + k.sync;
+    let product = if cfg.persistent == 1 {
+        per_sm.ceil() * tiles_per_block * step + fill
+    } else {
+        per_sm.ceil() * (tiles_per_block * step + fill / overlapped)
+    };
     // DRAM: B (K × n halves; some row block wants every row of it) once where it fits in L2 or
     // the blocks walk the row blocks fastest (RASTER 1: the resident blocks share B's column
     // tiles); walking the column tiles fastest, once per wave of the row blocks resident at a
@@ -251,6 +262,20 @@ mod tests {
         assert_eq!(best((768, 3072, 8), 16384).raster, 1);
         // At 4,096 columns (25 MB) it fits in L2 and the order does not matter.
         assert_eq!(at(0, 4096), at(1, 4096));
+    }
+
+    #[test]
+    fn persistent_blocks_pay_where_tiles_outnumber_the_sms() {
+        let gpu = GpuModel::h200();
+        // 2:16 at K = 768: 96 gathered columns, a few k-tiles per tile, 384 tiles at 4,096
+        // columns: a block per tile fills its pipeline ~3 times per SM, a persistent one once.
+        let cfg = best((3072, 768, 16), 4096);
+        let at = |persistent| {
+            let c = WgmmaConfig { persistent, ..cfg };
+            wgmma_cycles(&c, (3072, 768, 16), 4096, &gpu)
+        };
+        assert!(at(1) < at(0));
+        assert_eq!(cfg.persistent, 1);
     }
 
     #[test]

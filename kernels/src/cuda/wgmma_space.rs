@@ -5,7 +5,7 @@
 use super::space::{cuda_space, size_param};
 use super::wgmma::{
     WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_KEEP,
-    WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
+    WGMMA_PERSISTENT, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
 };
 use crate::{
     Constraint, FormatSignature, KernelError, KernelSpace, ParamDef, ParamPoint, PatternKind,
@@ -34,7 +34,7 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 
 /// The Hopper kernel's space, for a format of group width `m`, with thread blocks of any of
 /// the heights `bms`: `bm`, `bn`, `bk`, `stages`, `keep`, `split_k`, `bulk`, `swizzle`, `tma`
-/// (1 offered only where M = 4), `raster`, constrained to what the kernel accepts (`keep` = 1
+/// (1 offered only where M = 4), `raster`, `persistent`, constrained to what the kernel accepts (`keep` = 1
 /// needs 3+ stages; `tma` = 1 needs `swizzle` = 1 and `bulk` = 1; the pipeline must fit
 /// sm_90's shared memory; see [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
@@ -50,6 +50,7 @@ pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
             def("bn", &WGMMA_BN),
             def("bulk", &WGMMA_BULK),
             def("keep", &WGMMA_KEEP),
+            def("persistent", &WGMMA_PERSISTENT),
             def("raster", &WGMMA_RASTER),
             def("split_k", &WGMMA_SPLIT_K),
             def("stages", &WGMMA_STAGES),
@@ -93,8 +94,18 @@ pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelE
 impl WgmmaConfig {
     /// The names of its parameters in [`wgmma_space`] (and, upper-case, of its `#define`s and
     /// launch arguments in its display).
-    pub const PARAMS: [&'static str; 10] = [
-        "bm", "bn", "bk", "stages", "keep", "split_k", "bulk", "swizzle", "tma", "raster",
+    pub const PARAMS: [&'static str; 11] = [
+        "bm",
+        "bn",
+        "bk",
+        "stages",
+        "keep",
+        "split_k",
+        "bulk",
+        "swizzle",
+        "tma",
+        "raster",
+        "persistent",
     ];
 
     /// The configuration at `p` (a point of [`wgmma_space`]); checked like
@@ -112,6 +123,7 @@ impl WgmmaConfig {
             swizzle: get("swizzle")?,
             tma: get("tma")?,
             raster: get("raster")?,
+            persistent: get("persistent")?,
         };
         c.validate().map_err(|e| KernelError::ParamConstraint {
             name: "stages".into(),
@@ -185,6 +197,7 @@ mod tests {
             swizzle: 0,
             tma: 0,
             raster: 1,
+            persistent: 0,
         };
         assert!(space.contains(&ok.to_point()).is_ok());
         let two_stages = WgmmaConfig { stages: 2, ..ok };
