@@ -71,6 +71,11 @@ fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
     });
 }
 
+/// [`check`] against `a`'s own product.
+fn check_vnm(dev: &CudaDevice, a: &VnmMatrix, n: usize, configs: &[WgmmaConfig], seed: u64) {
+    check(dev, a, &SparseMatrix::Vnm(a.clone()), n, configs, seed);
+}
+
 /// Runs every configuration that serves `a` (TMA: M = 4 only) on it, those copying B by TMA
 /// last (a malformed tensor map would fault the context for every later launch), and reports
 /// all that disagree or fail, not only the first.
@@ -124,14 +129,7 @@ fn wgmma_every_configuration_matches_reference() {
         prepare_all(&dev, &configs);
         // K not a multiple of M and several k-tiles deep; n not a multiple of 8 nor of any BN.
         let a = random_vnm(2 * v, 1000, v, 10, i as u64).unwrap();
-        check(
-            &dev,
-            &a,
-            &SparseMatrix::Vnm(a.clone()),
-            70,
-            &configs,
-            10 + i as u64,
-        );
+        check_vnm(&dev, &a, 70, &configs, 10 + i as u64);
     }
 }
 
@@ -156,14 +154,7 @@ fn wgmma_matches_reference_on_awkward_shapes() {
             .into_iter()
             .filter(|c| (c.stages == 2 || c.stages == 4) && c.tma == 0)
             .collect();
-        check(
-            &dev,
-            &a,
-            &SparseMatrix::Vnm(a.clone()),
-            n,
-            &configs,
-            200 + i as u64,
-        );
+        check_vnm(&dev, &a, n, &configs, 200 + i as u64);
     }
 }
 
@@ -185,14 +176,7 @@ fn wgmma_tma_every_configuration_matches_reference() {
         let configs = tma(v);
         prepare_all(&dev, &configs);
         let a = random_vnm(2 * v, 999, v, 4, 20 + i as u64).unwrap();
-        check(
-            &dev,
-            &a,
-            &SparseMatrix::Vnm(a.clone()),
-            70,
-            &configs,
-            30 + i as u64,
-        );
+        check_vnm(&dev, &a, 70, &configs, 30 + i as u64);
     }
     // rows, cols, v, n
     for (i, (rows, cols, v, n)) in [(64, 1, 64, 1), (128, 257, 64, 33), (256, 3001, 128, 300)]
@@ -204,14 +188,7 @@ fn wgmma_tma_every_configuration_matches_reference() {
             .into_iter()
             .filter(|c| c.stages == 2 || c.stages == 4)
             .collect();
-        check(
-            &dev,
-            &a,
-            &SparseMatrix::Vnm(a.clone()),
-            n,
-            &configs,
-            50 + i as u64,
-        );
+        check_vnm(&dev, &a, n, &configs, 50 + i as u64);
     }
 }
 

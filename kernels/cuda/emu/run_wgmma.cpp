@@ -1,6 +1,6 @@
 // Runs `spmm_vnm_wgmma_f16.cu` on the host emulator (emu.h, sm90.h) for one configuration,
-// whose #defines (BM BN BK STAGES KEEP BULK SWIZZLE TMA) are given on the compiler's command line: the product
-// kernel, and with split-K its reduction.
+// whose #defines (BM BN BK STAGES KEEP BULK SWIZZLE TMA) are given on the compiler's command
+// line: the product kernel, and with split-K its reduction.
 //
 //   run_wgmma INPUT OUTPUT
 //

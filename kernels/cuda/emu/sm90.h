@@ -263,12 +263,12 @@ struct TensorMap {
 inline void cp_async_bulk_tensor_2d(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {
     if (map->swizzle_bytes != 128 || map->box[0] * 2 != 128)
         emu::fail("cp.async.bulk.tensor: only 128-byte box rows under the 128-byte swizzle are emulated");
-    if (reinterpret_cast<uintptr_t>(dst) % 128 != 0) emu::fail("cp.async.bulk.tensor: destination not 128-byte aligned");
     const int bytes = map->box[0] * map->box[1] * 2;
     emu::check_shared(dst, static_cast<size_t>(bytes), "cp.async.bulk.tensor: box outside shared memory");
     // Element (column c0 + c, row c1 + r) lands at shared address at + r * 128 + c * 2 with
     // the address's bits 4-6 XOR its bits 7-9 (the swizzle is of the address, as wgmma reads it).
     const u32 at = smem_addr(dst);
+    if (at % 128 != 0) emu::fail("cp.async.bulk.tensor: destination not 128-byte aligned");
     std::vector<unsigned char> staged(static_cast<size_t>(bytes));
     for (int r = 0; r < map->box[1]; ++r) {
         for (int c = 0; c < map->box[0]; ++c) {

@@ -139,12 +139,12 @@ impl CudaDevice {
         // raster, tmap_b)`; `validate` bounds the block size and shared memory; A was packed by
         // `pack_vnm` (2·ks a multiple of BK and BM dividing V, checked by `WgmmaLaunch::new`,
         // so a block's rows share their column locations); gathered rows are < K or skipped; B
-        // and C are b.rows × b.ld and a.rows × c.ld with ld multiples of 8 (checked), the kernel
-        // guards columns ≥ n (every block walks tiles below rows × n × splits of the shapes it
-        // is passed, in either raster, one or several per block), and with
-        // split-K `ws` holds splits × rows × ldc floats (checked above); with TMA the map
-        // describes this B (its boxes' out-of-bounds elements are zeros, not reads), and M = 4
-        // makes a k-tile's gathered rows B's consecutive rows.
+        // and C are b.rows × b.ld and a.rows × c.ld with ld multiples of 8 (checked); the
+        // blocks walk only the tiles of the rows, n and splits passed (one or several each, in
+        // either raster) and guard columns ≥ n; with split-K `ws` holds splits × rows × ldc
+        // floats (checked above); with TMA the map describes this B (its boxes' out-of-bounds
+        // elements are zeros, not reads), and M = 4 makes a k-tile's gathered rows B's
+        // consecutive rows.
         self.launch_packed(
             || entry("spmm_vnm_wgmma_f16"),
             a,

@@ -123,6 +123,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
                 "cuda/ptxas_resources.csv",
                 "src/cuda/device_wgmma.rs",
                 "src/cuda/pack.rs",
+                "src/cuda/tensor_map.rs",
                 "src/cuda/wgmma.rs",
                 "src/cuda/wgmma_reading.rs",
                 "src/format/nm.rs",
