@@ -3,7 +3,7 @@
 //! parameter (`const __grid_constant__ TensorMap tmap_b`).
 
 use cudarc::driver::sys::{
-    self, CUresult, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
+    self, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
     CUtensorMapL2promotion, CUtensorMapSwizzle,
 };
 use cudarc::driver::{DevicePtr, DeviceRepr};
@@ -62,7 +62,7 @@ impl CudaDevice {
         // for the strides) and live across the call; the address is B's device allocation,
         // which outlives every launch the map is passed to (the caller launches before B can
         // be dropped). The driver checks alignment, strides and box sizes and errs otherwise.
-        let result = unsafe {
+        unsafe {
             sys::cuTensorMapEncodeTiled(
                 &mut map.0,
                 CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
@@ -77,16 +77,15 @@ impl CudaDevice {
                 CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
             )
-        };
-        if result != CUresult::CUDA_SUCCESS {
-            return Err(CudaError::Driver {
-                op: "cuTensorMapEncodeTiled",
-                reason: format!(
-                    "{result:?} for B of {} x {} (row stride {}), boxes of 64 x {bk}",
-                    b.rows, b.cols, b.ld
-                ),
-            });
         }
+        .result()
+        .map_err(|e| CudaError::Driver {
+            op: "cuTensorMapEncodeTiled",
+            reason: format!(
+                "{e} for B of {} x {} (row stride {}), boxes of 64 x {bk}",
+                b.rows, b.cols, b.ld
+            ),
+        })?;
         maps.insert(key, map);
         Ok(map)
     }
