@@ -6,8 +6,9 @@
 # other CUDA correctness tests (every kernel against the CPU reference) and the mma.sp benchmark
 # (quick), writing CSV (and Parquet where pandas+pyarrow exist) and printing compact tables, and
 # score the cost model on it; last, run experiments/cuda-smoke.toml through `cotune` on the cuda
-# backend (train, prune, tune, evaluate on the GPU). Budget: under 8 minutes in all (each step's
-# timeout is cut to what is left).
+# backend (train, prune, tune, evaluate on the GPU; scripts/cuda_smoke_check.py reads its
+# tables) and once more on the same store (it must compute nothing). Budget: under 8 minutes
+# in all (each step's timeout is cut to what is left).
 #
 #   scripts/device-check.sh prepare   # here, with Rust: build the release test binaries and a
 #                                     # `cotune` with --features cuda into .devbin/ (git-ignored:
@@ -19,15 +20,17 @@
 #                                     # and the cuda-smoke run reports why its trials failed
 #
 # Where cargo exists and a binary is missing from .devbin/, smoke/full build them first (in
-# $CARGO_TARGET_DIR or target/). Results go to $OUT (the device tool's folder) or
-# target/device-check/.
+# $CARGO_TARGET_DIR or target/). Results go to target/device-check/ (every log, CSV and
+# Parquet, and the cuda-smoke run's store and tables), its console output to console.log
+# there. The device tool returns at most 8 files from $OUT, so where $OUT is set the results
+# are packed into $OUT/device-check.tar.gz (less the cuda-smoke store) beside console.log
+# and the summary CSVs (see `pack`).
 set -uo pipefail
 MODE=${1:-full}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${DEVBIN:-$ROOT/.devbin}
-OUT=${OUT:-$ROOT/target/device-check}
+RES=${DEVICE_CHECK_RESULTS:-$ROOT/target/device-check}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-mkdir -p "$OUT"
 log() { echo "[device-check $(date -u +%H:%M:%S)] $*"; }
 
 # The whole script stays inside BUDGET seconds: each step's timeout is its cap, cut to what is
@@ -63,6 +66,25 @@ prepare() {
 }
 
 if [ "$MODE" = prepare ]; then prepare; exit $?; fi
+rm -rf "$RES" && mkdir -p "$RES"
+
+# The device tool's $OUT returns 8 files at most: everything packed in one archive (the
+# cuda-smoke store summarised in store.txt, not packed), and the console and summary tables
+# beside it.
+pack() {
+  [ -n "${OUT:-}" ] && [ -d "$OUT" ] || return 0
+  [ -d "$RES/cuda-smoke/store" ] && (cd "$RES/cuda-smoke/store" && du -sh . && \
+    echo "files: $(find . -type f | wc -l), PTX cached: $(find ptx -type f 2>/dev/null | wc -l)" \
+    && ls ptx 2>/dev/null | head -20) > "$RES/cuda-smoke/store.txt"
+  tar czf "$OUT/device-check.tar.gz" -C "$RES" --exclude=./cuda-smoke/store .
+  for f in console.log wgmma_summary.csv wgmma_ablation.csv peer_2to4.csv \
+    cuda-smoke/engine_latency.csv; do
+    [ -s "$RES/$f" ] && cp "$RES/$f" "$OUT/"
+  done
+  ls -la "$OUT"
+}
+
+main() {
 for b in cuda_device cuda_device_wgmma cuda_bench cuda_bench_wgmma cotune cuda-model-check; do
   [ -x "$BIN/$b" ] && continue
   command -v cargo >/dev/null && { prepare || exit 2; break; }
@@ -86,7 +108,7 @@ log "nvrtc: ${NVRTC:-not found}"; log "cublas: ${CUBLAS:-not found}"
 [ -n "$NVRTC" ] && ln -sf "$NVRTC" "$LIBDIR/libnvrtc.so" && NVRTC_DIR=$(dirname "$NVRTC")
 [ -n "$CUBLAS" ] && ln -sf "$CUBLAS" "$LIBDIR/libcublas.so" && CUBLAS_DIR=$(dirname "$CUBLAS")
 export LD_LIBRARY_PATH="$LIBDIR:${NVRTC_DIR:-}:${CUBLAS_DIR:-}:${LD_LIBRARY_PATH:-}"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$RES/gpu.txt"
 
 status=0
 if [ "$MODE" = smoke ] || [ "$MODE" = dry-run ]; then export COTUNE_BENCH_QUICK=1; fi
@@ -96,11 +118,11 @@ if [ "$MODE" = smoke ] || [ "$MODE" = dry-run ]; then export COTUNE_BENCH_QUICK=
 # that one wrong guess in the emulator's reading still leaves a benchmark table and an engine
 # run; the source and the emulator are then fixed to it off the device.
 log "Hopper kernel: layout probe (cuda_device_wgmma wgmma_layout_probe)"
-rm -f "$OUT/wgmma-reading.txt"
-COTUNE_BENCH_OUT="$OUT" timeout "$(limit 90 330)" "$BIN/cuda_device_wgmma" --ignored --exact \
-  wgmma_layout_probe --nocapture 2>&1 | tee "$OUT/probe-wgmma.log" \
+rm -f "$RES/wgmma-reading.txt"
+COTUNE_BENCH_OUT="$RES" timeout "$(limit 90 330)" "$BIN/cuda_device_wgmma" --ignored --exact \
+  wgmma_layout_probe --nocapture 2>&1 | tee "$RES/probe-wgmma.log" \
   | grep -e 'probe' -e 'reading' -e 'panicked' | head -20
-READING=$(cat "$OUT/wgmma-reading.txt" 2>/dev/null)
+READING=$(cat "$RES/wgmma-reading.txt" 2>/dev/null)
 if [ -z "$READING" ]; then
   status=1; log "HOPPER LAYOUT PROBE: NO READING AGREES (or it did not finish)"
 elif [ "$READING" != none ]; then
@@ -109,93 +131,68 @@ elif [ "$READING" != none ]; then
 fi
 log "Hopper kernel: correctness tests (cuda_device_wgmma, reading ${READING:-unknown})"
 timeout "$(limit 150 330)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
-  --skip wgmma_layout_probe --skip wgmma_tma 2>&1 | tee "$OUT/tests-wgmma.log" \
+  --skip wgmma_layout_probe --skip wgmma_tma 2>&1 | tee "$RES/tests-wgmma.log" \
   | grep -e '^test ' -e 'disagree' -e 'panicked' | head -40
 [ "${PIPESTATUS[0]}" = 0 ] || { status=1; log "HOPPER CORRECTNESS TESTS FAILED"; }
 # B by TMA tensor copies (2:4 only) in a process of its own: a malformed tensor map faults the
-# context for every later launch. If it fails, the benchmark leaves TMA out.
+# context for every later launch. If it fails, the benchmark and the engine's tunings leave
+# TMA out (COTUNE_WGMMA_TMA=0; the device fingerprint says "wgmma-tma off").
 log "Hopper kernel: TMA configurations (cuda_device_wgmma wgmma_tma)"
 timeout "$(limit 60 300)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
-  wgmma_tma 2>&1 | tee "$OUT/tests-wgmma-tma.log" \
+  wgmma_tma 2>&1 | tee "$RES/tests-wgmma-tma.log" \
   | grep -e '^test ' -e 'disagree' -e 'panicked' | head -20
 if [ "${PIPESTATUS[0]}" != 0 ]; then
-  status=1; export COTUNE_BENCH_WGMMA_TMA=0
-  log "HOPPER TMA TESTS FAILED: the benchmark leaves TMA out (cuda-smoke's 2:4 tuning may still pick it)"
+  status=1; export COTUNE_WGMMA_TMA=0
+  log "HOPPER TMA TESTS FAILED: the benchmark and cuda-smoke leave TMA out (COTUNE_WGMMA_TMA=0)"
 fi
 
 log "Hopper benchmark ($MODE)"
-COTUNE_BENCH_OUT="$OUT" timeout "$(limit 150 200)" "$BIN/cuda_bench_wgmma" --ignored --nocapture \
-  --test-threads=1 > "$OUT/bench-wgmma.log" 2>&1
-[ $? = 0 ] || { status=1; log "HOPPER BENCHMARK FAILED"; tail -20 "$OUT/bench-wgmma.log"; }
-grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench-wgmma.log" | tail -64
+COTUNE_BENCH_OUT="$RES" timeout "$(limit 150 200)" "$BIN/cuda_bench_wgmma" --ignored --nocapture \
+  --test-threads=1 > "$RES/bench-wgmma.log" 2>&1
+[ $? = 0 ] || { status=1; log "HOPPER BENCHMARK FAILED"; tail -20 "$RES/bench-wgmma.log"; }
+grep -v -e '^running' -e '^test ' -e '^$' "$RES/bench-wgmma.log" | tail -64
 
 log "2:4 peer: PyTorch semi-structured sparsity (cuSPARSELt / CUTLASS)"
 NS=$([ -n "${COTUNE_BENCH_QUICK:-}" ] && echo 4096 || echo 4096,16384)
-timeout "$(limit 60 160)" python3 "$ROOT/scripts/peer_2to4.py" "$OUT" "$NS" 2>&1 | tail -16
+timeout "$(limit 60 160)" python3 "$ROOT/scripts/peer_2to4.py" "$RES" "$NS" 2>&1 | tail -16
 
 log "correctness tests (cuda_device)"
-timeout "$(limit 120 140)" "$BIN/cuda_device" --ignored --test-threads=1 2>&1 | tee "$OUT/tests.log" | tail -25
+timeout "$(limit 120 140)" "$BIN/cuda_device" --ignored --test-threads=1 2>&1 | tee "$RES/tests.log" | tail -25
 [ "${PIPESTATUS[0]}" = 0 ] || { status=1; log "CORRECTNESS TESTS FAILED"; }
 
 log "mma.sp benchmark (quick: the wgmma benchmark above has its rows beside the Hopper kernel's)"
-COTUNE_BENCH_QUICK=1 COTUNE_BENCH_OUT="$OUT" timeout "$(limit 60 120)" "$BIN/cuda_bench" --ignored \
-  --nocapture --test-threads=1 bench_vnm > "$OUT/bench.log" 2>&1
-[ $? = 0 ] || { status=1; log "BENCHMARK FAILED"; tail -20 "$OUT/bench.log"; }
+COTUNE_BENCH_QUICK=1 COTUNE_BENCH_OUT="$RES" timeout "$(limit 60 120)" "$BIN/cuda_bench" --ignored \
+  --nocapture --test-threads=1 bench_vnm > "$RES/bench.log" 2>&1
+[ $? = 0 ] || { status=1; log "BENCHMARK FAILED"; tail -20 "$RES/bench.log"; }
 
-python3 - "$OUT" <<'PY' 2>/dev/null && log "parquet written"
+python3 - "$RES" <<'PY' 2>/dev/null && log "parquet written"
 import os, sys, pandas as pd
 for name in ("bench", "summary", "wgmma", "wgmma_summary", "wgmma_ablation", "peer_2to4"):
     if os.path.exists(f"{sys.argv[1]}/{name}.csv"):
         pd.read_csv(f"{sys.argv[1]}/{name}.csv").to_parquet(f"{sys.argv[1]}/{name}.parquet")
 PY
-grep -v -e '^running' -e '^test ' -e '^$' "$OUT/bench.log" | tail -20
+grep -v -e '^running' -e '^test ' -e '^$' "$RES/bench.log" | tail -20
 
 # How well the cost model (fitted to the H200's run 3) ranks this device's measurements.
-[ -s "$OUT/bench.csv" ] && "$BIN/cuda-model-check" "$OUT/bench.csv" 2>&1 | tee "$OUT/model-check.txt"
+[ -s "$RES/bench.csv" ] && "$BIN/cuda-model-check" "$RES/bench.csv" 2>&1 | tee "$RES/model-check.txt"
 # And how the Hopper kernel's unfitted prior ranks its configurations (the `wgmma` rows). Fit
 # it afterwards, off the device: cuda-model-check --fit-wgmma <the returned wgmma.csv>.
-[ -s "$OUT/wgmma.csv" ] && "$BIN/cuda-model-check" "$OUT/wgmma.csv" 2>&1 | tail -1 \
-  | tee "$OUT/model-check-wgmma.txt"
+[ -s "$RES/wgmma.csv" ] && "$BIN/cuda-model-check" "$RES/wgmma.csv" 2>&1 | tail -1 \
+  | tee "$RES/model-check-wgmma.txt"
 
 # The engine on the cuda backend: train, prune, tune (model, budget 4) and evaluate on the GPU.
 # Without a GPU (dry-run) its cuda trials fail with the reason and the step only reports it.
 log "cuda-smoke experiment through cotune"
-SMOKE="$OUT/cuda-smoke"
-rm -rf "$SMOKE" && mkdir -p "$SMOKE"
-COTUNE_PTX_CACHE="$SMOKE/ptx" timeout "$(limit 150 0)" "$BIN/cotune" run \
+SMOKE="$RES/cuda-smoke"
+mkdir -p "$SMOKE"
+timeout "$(limit 150 30)" "$BIN/cotune" run \
   "$ROOT/experiments/cuda-smoke.toml" --store "$SMOKE/store" --out "$SMOKE/out" -q \
   > "$SMOKE/run.log" 2>&1
 code=$?
 tail -20 "$SMOKE/run.log"
-python3 - "$SMOKE" <<'PY' 2>/dev/null
-import sys, pandas as pd
-smoke = sys.argv[1]
-out = f"{smoke}/out/cuda-smoke"
-kt, ev = pd.read_parquet(f"{out}/kernel_tune"), pd.read_parquet(f"{out}/evaluate")
-kt.to_csv(f"{smoke}/kernel_tune.csv", index=False)
-ev.to_csv(f"{smoke}/evaluate.csv", index=False)
-pd.set_option("display.max_colwidth", 90)
-sparse = kt[kt.status == "ok"]
-if "baseline" in sparse:
-    sparse = sparse[~sparse.baseline.fillna(False).astype(bool)]
-    sparse = sparse.dropna(subset=["latency_us_median"])
-if "point_error" in sparse:
-    # The Hopper kernel's points on this device: how many ran, how many the tuner's check of
-    # the winner's product rejected ("wrong result: ..."), and the first such error.
-    hopper = sparse[sparse.kernel == "cuda-vnm-wgmma"]
-    wrong = hopper[hopper.point_error.fillna("").str.startswith("wrong result")]
-    print(f"cuda-vnm-wgmma points: {len(hopper)} measured, {len(wrong)} rejected as wrong")
-    if len(wrong):
-        print("  first:", wrong.point_error.iloc[0])
-    sparse = sparse[sparse.point_error.fillna("") == ""]
-if len(sparse) and "kernel" in sparse:
-    best = sparse.loc[sparse.groupby("key").latency_us_median.idxmin()]
-    print(best[["format.pattern", "format.rows", "format.cols", "kernel", "params",
-                "latency_us_median", "speedup_vs_dense"]].to_string(index=False))
-cols = [c for c in ["prune.pattern", "prune.n", "prune.m", "prune.v", "status", "accuracy",
-                    "max_rel_error", "latency_us_median", "speedup_vs_dense", "error"] if c in ev]
-print(ev[cols].to_string(index=False))
-PY
+# Hopper points measured and rejected, each format's best point, the evaluate rows, and each
+# evaluate row's latency beside the sum of its layers' kernel-tune latencies.
+python3 "$ROOT/scripts/cuda_smoke_check.py" "$SMOKE" 2>&1 | tail -40
 if [ "$code" = 0 ]; then
   log "cuda-smoke: all trials ok"
 elif [ "$MODE" = dry-run ] && ! nvidia-smi >/dev/null 2>&1; then
@@ -203,4 +200,23 @@ elif [ "$MODE" = dry-run ] && ! nvidia-smi >/dev/null 2>&1; then
 else
   status=1; log "CUDA-SMOKE FAILED (exit $code)"
 fi
-exit $status
+# The same experiment again on the same store: every instance is found, nothing is computed.
+log "cuda-smoke again (the second run computes nothing)"
+timeout "$(limit 30 0)" "$BIN/cotune" run \
+  "$ROOT/experiments/cuda-smoke.toml" --store "$SMOKE/store" --out "$SMOKE/out" -q \
+  > "$SMOKE/run2.log" 2>&1
+code2=$?
+head -12 "$SMOKE/run2.log"
+executed=$(awk '$2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ { s += $2 } END { print s + 0 }' "$SMOKE/run2.log")
+if [ "$code" = 0 ] && { [ "$code2" != 0 ] || [ "$executed" != 0 ]; }; then
+  status=1; log "CUDA-SMOKE SECOND RUN: exit $code2, $executed instance(s) executed (expected 0, 0)"
+else
+  log "cuda-smoke second run: exit $code2, $executed instance(s) executed"
+fi
+return $status
+}
+
+main 2>&1 | tee "$RES/console.log"
+status=${PIPESTATUS[0]}
+pack
+exit "$status"

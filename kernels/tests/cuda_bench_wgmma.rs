@@ -13,8 +13,8 @@ use bench_support::{
     Setup, BATCH, REPS, SETS,
 };
 use kernels::cuda::{
-    exact_values, random_vnm, vnm_configs, wgmma_configs, DeviceMatrixF16, Gpu, Timing, VnmConfig,
-    WgmmaConfig,
+    exact_values, random_vnm, vnm_configs, wgmma_configs, wgmma_tma_enabled, DeviceMatrixF16, Gpu,
+    Timing, VnmConfig, WgmmaConfig,
 };
 
 /// The Hopper kernel (sparse `wgmma`) against cuBLAS fp16 and the `mma.sp` kernel, in the same
@@ -29,8 +29,8 @@ use kernels::cuda::{
 /// winners' ablations ([`ablations`]); `COTUNE_BENCH_WGMMA_M` (default 4,8,16) and
 /// `COTUNE_BENCH_N` choose the points, `COTUNE_BENCH_QUICK=1` one point. At M = 4 the
 /// configurations copying B by TMA compete too, screened after the others (a malformed tensor
-/// map would fault the context); `COTUNE_BENCH_WGMMA_TMA=0` leaves them out (the device check
-/// sets it when their correctness test failed).
+/// map would fault the context); `COTUNE_WGMMA_TMA=0` leaves them out (the device check
+/// sets it when their correctness test failed; the engine's tunings leave them out too).
 #[test]
 #[ignore = "device benchmark: run by scripts/device-check.sh"]
 fn bench_wgmma_vs_cublas_bert() {
@@ -47,7 +47,7 @@ fn bench_wgmma_vs_cublas_bert() {
         env_list("COTUNE_BENCH_WGMMA_M", &[4, 8, 16])
     };
     let v = 128;
-    let tma = ms.contains(&4) && std::env::var("COTUNE_BENCH_WGMMA_TMA").map_or(true, |t| t != "0");
+    let tma = ms.contains(&4) && wgmma_tma_enabled();
     let mut hopper: Vec<WgmmaConfig> = wgmma_configs(v)
         .into_iter()
         .filter(|c| c.tma == 0 || tma)

@@ -77,7 +77,8 @@ pub use wgmma_reading::{
 };
 pub(crate) use wgmma_space::kernel_accepts;
 pub use wgmma_space::{
-    cuda_spaces, is_wgmma_point, wgmma_block_rows, wgmma_space, WGMMA_ARCH, WGMMA_KERNEL,
+    cuda_spaces, is_wgmma_point, wgmma_block_rows, wgmma_space, wgmma_tma_enabled, WGMMA_ARCH,
+    WGMMA_KERNEL, WGMMA_TMA_ENV,
 };
 
 #[cfg(feature = "cuda")]
@@ -119,12 +120,16 @@ pub struct DeviceInfo {
 impl DeviceInfo {
     /// "NVIDIA H200 sm_90 driver 13000": the device part of a kernel-tune key. On sm_90 a
     /// reading of the `wgmma` layouts other than the kernel's own (`COTUNE_WGMMA_READING`,
-    /// which changes the Hopper kernel's code) is part of it: "… wgmma-reading META_SWAP".
+    /// which changes the Hopper kernel's code) is part of it: "… wgmma-reading META_SWAP";
+    /// and so is a Hopper space without TMA (`COTUNE_WGMMA_TMA=0`): "… wgmma-tma off".
     pub fn fingerprint(&self) -> String {
-        let base = format!(
+        let mut base = format!(
             "{} sm_{}{} driver {}",
             self.name, self.sm.0, self.sm.1, self.driver_version
         );
+        if self.sm == (9, 0) && !wgmma_tma_enabled() {
+            base.push_str(" wgmma-tma off");
+        }
         match env_reading() {
             Ok(r) if r.is_empty() || self.sm != (9, 0) => base,
             Ok(r) => format!("{base} wgmma-reading {}", format_reading(&r)),

@@ -17,6 +17,20 @@ pub const WGMMA_KERNEL: &str = "cuda-vnm-wgmma";
 /// The arch whose devices run the Hopper kernel (`wgmma.sp` is sm_90a only).
 pub const WGMMA_ARCH: &str = "sm_90";
 
+/// The environment variable that, set to `0`, leaves the configurations copying B by TMA out
+/// of the Hopper kernel's space on this machine: the engine's tunings ([`cuda_spaces`], and the
+/// device fingerprint says so) and the device benchmark. The device check sets it when the TMA
+/// configurations failed their correctness test (a malformed tensor map faults the context
+/// for every later launch of the process).
+pub const WGMMA_TMA_ENV: &str = "COTUNE_WGMMA_TMA";
+
+/// Whether TMA configurations are offered ([`WGMMA_TMA_ENV`] is not `0`), read once per
+/// process.
+pub fn wgmma_tma_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var(WGMMA_TMA_ENV).map_or(true, |v| v.trim() != "0"))
+}
+
 /// The thread-block heights (BM) of the Hopper kernel for `sig`, empty where it does not
 /// apply: V:N:M with V ∈ {64, 128} (BM dividing V), or N:M 2:4 / 1:4 with rows a multiple of
 /// BM (2:4 is V:N:M with M = 4 and V = BM).
@@ -38,6 +52,11 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 /// needs 3+ stages; `tma` = 1 needs `swizzle` = 1 and `bulk` = 1; the pipeline must fit
 /// sm_90's shared memory; see [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
+    wgmma_space_with(bms, m == 4)
+}
+
+/// [`wgmma_space`] with the TMA configurations offered or not.
+fn wgmma_space_with(bms: &[usize], tma: bool) -> KernelSpace {
     let def = |name, values: &[usize]| ParamDef {
         name,
         values: values.iter().map(|&v| v as i64).collect(),
@@ -55,7 +74,7 @@ pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
             def("split_k", &WGMMA_SPLIT_K),
             def("stages", &WGMMA_STAGES),
             def("swizzle", &WGMMA_SWIZZLE),
-            def("tma", if m == 4 { &WGMMA_TMA } else { &WGMMA_TMA[..1] }),
+            def("tma", if tma { &WGMMA_TMA } else { &WGMMA_TMA[..1] }),
         ],
         vec![Constraint::KernelAccepts {
             kernel: WGMMA_KERNEL,
@@ -65,13 +84,14 @@ pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
 
 /// Every CUDA space a device of `arch` offers for a matrix of signature `sig` times a B of `n`
 /// columns: the `mma.sp` kernel's (or CSR's, cuBLAS's: [`cuda_space`]) first, then on sm_90
-/// the Hopper kernel's where it serves the format. Points of different spaces have different
-/// parameters, so a point names its kernel ([`is_wgmma_point`]).
+/// the Hopper kernel's where it serves the format (without TMA where [`wgmma_tma_enabled`]
+/// says no). Points of different spaces have different parameters, so a point names its
+/// kernel ([`is_wgmma_point`]).
 pub fn cuda_spaces(sig: &FormatSignature, n: usize, arch: &str) -> Vec<KernelSpace> {
     let mut spaces = vec![cuda_space(sig, n)];
     let bms = wgmma_block_rows(sig);
     if arch == WGMMA_ARCH && !bms.is_empty() {
-        spaces.push(wgmma_space(&bms, sig.m));
+        spaces.push(wgmma_space_with(&bms, sig.m == 4 && wgmma_tma_enabled()));
     }
     spaces
 }
@@ -225,6 +245,11 @@ mod tests {
             .contains(&WgmmaConfig { swizzle: 0, ..tma }.to_point())
             .unwrap_err();
         assert!(err.to_string().contains("TMA"), "{err}");
+        // Where the device faulted on TMA (COTUNE_WGMMA_TMA=0): the rest of M = 4's space.
+        let no_tma = wgmma_space_with(&[64, 128], false);
+        assert!(no_tma.contains(&tma.to_point()).is_err());
+        assert!(no_tma.contains(&ok.to_point()).is_ok());
+        assert_eq!(no_tma.points().len(), space.points().len());
     }
 
     #[test]
