@@ -7,8 +7,8 @@
 # (quick), writing CSV (and Parquet where pandas+pyarrow exist) and printing compact tables, and
 # score the cost model on it; last, run experiments/cuda-smoke.toml through `cotune` on the cuda
 # backend (train, prune, tune, evaluate on the GPU; scripts/cuda_smoke_check.py reads its
-# tables) and once more on the same store (it must compute nothing). Budget: under 8 minutes
-# in all (each step's timeout is cut to what is left).
+# tables) and once more on the same store (it must compute nothing). Budget: 500 s in all
+# (each step's timeout is cut to what is left).
 #
 #   scripts/device-check.sh prepare   # here, with Rust: build the release test binaries and a
 #                                     # `cotune` with --features cuda into .devbin/ (git-ignored:
@@ -36,7 +36,7 @@ log() { echo "[device-check $(date -u +%H:%M:%S)] $*"; }
 # The whole script stays inside BUDGET seconds: each step's timeout is its cap, cut to what is
 # left after the time the later steps reserve.
 START=$(date +%s)
-BUDGET=${DEVICE_CHECK_BUDGET_S:-470}
+BUDGET=${DEVICE_CHECK_BUDGET_S:-500}
 limit() {  # $1 = the step's cap, $2 = seconds reserved for later steps; prints the timeout
   local left=$(( BUDGET - ($(date +%s) - START) - $2 )) want=$1
   [ "$left" -lt "$want" ] && want=$left
@@ -53,8 +53,11 @@ prepare() {
   log "building cotune with --features cuda"
   (cd "$ROOT" && cargo build -p pipeline --features cuda --release --bin cotune 2>&1 | tail -3) \
     || return 1
+  log "building the engine's cuda test (pipeline cuda_backend) with --features cuda"
+  (cd "$ROOT" && cargo test -p pipeline --features cuda --release --test cuda_backend --no-run \
+    2>&1 | tail -3) || return 1
   mkdir -p "$BIN"
-  for t in cuda_device cuda_device_wgmma cuda_bench cuda_bench_wgmma cuda_compile; do
+  for t in cuda_device cuda_device_wgmma cuda_bench cuda_bench_wgmma cuda_compile cuda_backend; do
     f=$(ls -t "$TARGET"/release/deps/$t-* 2>/dev/null | grep -v '\.d$' | head -1)
     [ -n "$f" ] || { log "no binary for $t"; return 1; }
     cp "$f" "$BIN/$t" && strip "$BIN/$t" 2>/dev/null
@@ -85,7 +88,8 @@ pack() {
 }
 
 main() {
-for b in cuda_device cuda_device_wgmma cuda_bench cuda_bench_wgmma cotune cuda-model-check; do
+for b in cuda_device cuda_device_wgmma cuda_bench cuda_bench_wgmma cuda_backend cotune \
+  cuda-model-check; do
   [ -x "$BIN/$b" ] && continue
   command -v cargo >/dev/null && { prepare || exit 2; break; }
   log "no $b in $BIN and no cargo"; exit 2
@@ -119,7 +123,7 @@ if [ "$MODE" = smoke ] || [ "$MODE" = dry-run ]; then export COTUNE_BENCH_QUICK=
 # run; the source and the emulator are then fixed to it off the device.
 log "Hopper kernel: layout probe (cuda_device_wgmma wgmma_layout_probe)"
 rm -f "$RES/wgmma-reading.txt"
-COTUNE_BENCH_OUT="$RES" timeout "$(limit 90 330)" "$BIN/cuda_device_wgmma" --ignored --exact \
+COTUNE_BENCH_OUT="$RES" timeout "$(limit 90 380)" "$BIN/cuda_device_wgmma" --ignored --exact \
   wgmma_layout_probe --nocapture 2>&1 | tee "$RES/probe-wgmma.log" \
   | grep -e 'probe' -e 'reading' -e 'panicked' | head -20
 READING=$(cat "$RES/wgmma-reading.txt" 2>/dev/null)
@@ -130,7 +134,7 @@ elif [ "$READING" != none ]; then
   log "THE DEVICE TAKES ANOTHER wgmma READING: $READING; the later steps use it (fix the kernel and emulator)"
 fi
 log "Hopper kernel: correctness tests (cuda_device_wgmma, reading ${READING:-unknown})"
-timeout "$(limit 150 330)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
+timeout "$(limit 150 380)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
   --skip wgmma_layout_probe --skip wgmma_tma 2>&1 | tee "$RES/tests-wgmma.log" \
   | grep -e '^test ' -e 'disagree' -e 'panicked' | head -40
 [ "${PIPESTATUS[0]}" = 0 ] || { status=1; log "HOPPER CORRECTNESS TESTS FAILED"; }
@@ -138,7 +142,7 @@ timeout "$(limit 150 330)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 -
 # context for every later launch. If it fails, the benchmark and the engine's tunings leave
 # TMA out (COTUNE_WGMMA_TMA=0; the device fingerprint says "wgmma-tma off").
 log "Hopper kernel: TMA configurations (cuda_device_wgmma wgmma_tma)"
-timeout "$(limit 60 300)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
+timeout "$(limit 60 350)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
   wgmma_tma 2>&1 | tee "$RES/tests-wgmma-tma.log" \
   | grep -e '^test ' -e 'disagree' -e 'panicked' | head -20
 if [ "${PIPESTATUS[0]}" != 0 ]; then
@@ -147,21 +151,21 @@ if [ "${PIPESTATUS[0]}" != 0 ]; then
 fi
 
 log "Hopper benchmark ($MODE)"
-COTUNE_BENCH_OUT="$RES" timeout "$(limit 150 200)" "$BIN/cuda_bench_wgmma" --ignored --nocapture \
+COTUNE_BENCH_OUT="$RES" timeout "$(limit 150 250)" "$BIN/cuda_bench_wgmma" --ignored --nocapture \
   --test-threads=1 > "$RES/bench-wgmma.log" 2>&1
 [ $? = 0 ] || { status=1; log "HOPPER BENCHMARK FAILED"; tail -20 "$RES/bench-wgmma.log"; }
 grep -v -e '^running' -e '^test ' -e '^$' "$RES/bench-wgmma.log" | tail -64
 
 log "2:4 peer: PyTorch semi-structured sparsity (cuSPARSELt / CUTLASS)"
 NS=$([ -n "${COTUNE_BENCH_QUICK:-}" ] && echo 4096 || echo 4096,16384)
-timeout "$(limit 60 160)" python3 "$ROOT/scripts/peer_2to4.py" "$RES" "$NS" 2>&1 | tail -16
+timeout "$(limit 60 200)" python3 "$ROOT/scripts/peer_2to4.py" "$RES" "$NS" 2>&1 | tail -16
 
 log "correctness tests (cuda_device)"
-timeout "$(limit 120 140)" "$BIN/cuda_device" --ignored --test-threads=1 2>&1 | tee "$RES/tests.log" | tail -25
+timeout "$(limit 120 170)" "$BIN/cuda_device" --ignored --test-threads=1 2>&1 | tee "$RES/tests.log" | tail -25
 [ "${PIPESTATUS[0]}" = 0 ] || { status=1; log "CORRECTNESS TESTS FAILED"; }
 
 log "mma.sp benchmark (quick: the wgmma benchmark above has its rows beside the Hopper kernel's)"
-COTUNE_BENCH_QUICK=1 COTUNE_BENCH_OUT="$RES" timeout "$(limit 60 120)" "$BIN/cuda_bench" --ignored \
+COTUNE_BENCH_QUICK=1 COTUNE_BENCH_OUT="$RES" timeout "$(limit 60 150)" "$BIN/cuda_bench" --ignored \
   --nocapture --test-threads=1 bench_vnm > "$RES/bench.log" 2>&1
 [ $? = 0 ] || { status=1; log "BENCHMARK FAILED"; tail -20 "$RES/bench.log"; }
 
@@ -180,12 +184,20 @@ grep -v -e '^running' -e '^test ' -e '^$' "$RES/bench.log" | tail -20
 [ -s "$RES/wgmma.csv" ] && "$BIN/cuda-model-check" "$RES/wgmma.csv" 2>&1 | tail -1 \
   | tee "$RES/model-check-wgmma.txt"
 
+# The engine's own GPU test: a 16:2:4 MLP tuned on the device and evaluated end to end, its
+# rows carrying the device fingerprint and its PTX cached in the store.
+log "engine test on the GPU (pipeline cuda_backend)"
+COTUNE_BIN="$BIN/cotune" timeout "$(limit 60 120)" "$BIN/cuda_backend" --ignored --nocapture \
+  --exact on_a_gpu_a_vnm_shape_is_tuned_and_the_model_evaluated_end_to_end 2>&1 \
+  | tee "$RES/tests-engine.log" | grep -e '^test ' -e 'panicked' -e 'assert' | head -10
+[ "${PIPESTATUS[0]}" = 0 ] || { status=1; log "ENGINE GPU TEST FAILED"; }
+
 # The engine on the cuda backend: train, prune, tune (model, budget 4) and evaluate on the GPU.
 # Without a GPU (dry-run) its cuda trials fail with the reason and the step only reports it.
 log "cuda-smoke experiment through cotune"
 SMOKE="$RES/cuda-smoke"
 mkdir -p "$SMOKE"
-timeout "$(limit 150 30)" "$BIN/cotune" run \
+timeout "$(limit 150 20)" "$BIN/cotune" run \
   "$ROOT/experiments/cuda-smoke.toml" --store "$SMOKE/store" --out "$SMOKE/out" -q \
   > "$SMOKE/run.log" 2>&1
 code=$?

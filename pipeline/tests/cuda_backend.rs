@@ -12,7 +12,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cotune");
+/// The `cotune` built with these tests, or `$COTUNE_BIN` (the device check runs this test's
+/// binary on another machine, beside a `cotune` built with `--features cuda`).
+fn cotune() -> String {
+    std::env::var("COTUNE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cotune").to_owned())
+}
 
 /// A 16-32-4 MLP pruned to 2:4 (N:M and 16:2:4 V:N:M), tuned with random(budget 3).
 fn experiment(backends: &str) -> String {
@@ -65,7 +69,7 @@ fn run_with(
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, text).expect("write experiment");
     let out = dir.join(format!("{name}-out"));
-    let output = Command::new(BIN)
+    let output = Command::new(cotune())
         .arg("run")
         .arg(&file)
         .arg("--store")
@@ -183,7 +187,7 @@ fn without_a_device_cuda_trials_fail_with_the_reason_and_cpu_trials_are_unaffect
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU (--features cuda); scripts/device-check.sh runs the same path"]
+#[ignore = "needs an NVIDIA GPU (--features cuda); scripts/device-check.sh runs it"]
 fn on_a_gpu_a_vnm_shape_is_tuned_and_the_model_evaluated_end_to_end() {
     let fingerprint = match kernels::cuda::CudaDevice::new(0) {
         Ok(d) => kernels::cuda::Gpu::info(&d).fingerprint(),
@@ -237,7 +241,7 @@ fn the_cuda_smoke_experiment_plans_its_six_cuda_tunings() {
         env!("CARGO_MANIFEST_DIR"),
         "/../experiments/cuda-smoke.toml"
     );
-    let output = Command::new(BIN)
+    let output = Command::new(cotune())
         .arg("plan")
         .arg(file)
         .arg("--store")
