@@ -27,7 +27,9 @@ use kernels::cuda::{
 /// bandwidth measured in this run. Writes `wgmma.csv` (every configuration: the full timing
 /// for finalists, the screening sample for the rest) and `wgmma_summary.csv`, then the
 /// winners' ablations ([`ablations`]); `COTUNE_BENCH_WGMMA_M` (default 4,8,16) and
-/// `COTUNE_BENCH_N` choose the points, `COTUNE_BENCH_QUICK=1` one point. At M = 4 the
+/// `COTUNE_BENCH_N` choose the points, `COTUNE_BENCH_QUICK=1` one point, and
+/// `COTUNE_BENCH_DEADLINE_S` the seconds after which no new (shape, N) is started (the table
+/// and ablations of what was measured follow; the device check sets it inside its timeout). At M = 4 the
 /// configurations copying B by TMA compete too, screened after the others (a malformed tensor
 /// map would fault the context); `COTUNE_WGMMA_TMA=0` leaves them out (the device check
 /// sets it when their correctness test failed; the engine's tunings leave them out too).
@@ -102,8 +104,18 @@ fn bench_wgmma_vs_cublas_bert() {
     );
     let mut table = Vec::new();
     let mut winners = Vec::new();
-    for &(r, k) in &shapes {
-        for &n in &ns {
+    // Batch sizes outermost, so that a run cut short by its deadline has whole means.
+    let deadline = std::env::var("COTUNE_BENCH_DEADLINE_S")
+        .ok()
+        .and_then(|d| d.parse::<f64>().ok());
+    let mut skipped = vec![];
+    for &n in &ns {
+        for &(r, k) in &shapes {
+            if let Some(d) = deadline.filter(|d| t0.elapsed().as_secs_f64() > *d) {
+                eprintln!("deadline {d} s passed: {r}x{k} n={n} skipped");
+                skipped.push(format!("{r}x{k} n={n}"));
+                continue;
+            }
             let (bs, mut cs, baseline) = cublas_point(&dev, (r, k, n));
             let base = baseline.t.median_us;
             cublas.insert((r, k, n), base);
@@ -253,6 +265,12 @@ fn bench_wgmma_vs_cublas_bert() {
             base / hu,
             base / au,
             base / hu / ideal.min(*cap)
+        );
+    }
+    if !skipped.is_empty() {
+        println!(
+            "not measured (COTUNE_BENCH_DEADLINE_S passed): {}",
+            skipped.join(", ")
         );
     }
     for &n in &ns {
