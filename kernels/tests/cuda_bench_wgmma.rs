@@ -13,7 +13,7 @@ use bench_support::{
     Setup, BATCH, REPS, SETS,
 };
 use kernels::cuda::{
-    exact_values, random_vnm, vnm_configs, wgmma_configs, wgmma_tma_enabled, DeviceMatrixF16, Gpu,
+    env_exclusions, exact_values, random_vnm, vnm_configs, wgmma_configs, DeviceMatrixF16, Gpu,
     Timing, VnmConfig, WgmmaConfig,
 };
 
@@ -31,8 +31,9 @@ use kernels::cuda::{
 /// `COTUNE_BENCH_DEADLINE_S` the seconds after which no new (shape, N) is started (the table
 /// and ablations of what was measured follow; the device check sets it inside its timeout). At M = 4 the
 /// configurations copying B by TMA compete too, screened after the others (a malformed tensor
-/// map would fault the context); `COTUNE_WGMMA_TMA=0` leaves them out (the device check
-/// sets it when their correctness test failed; the engine's tunings leave them out too).
+/// map would fault the context). `COTUNE_WGMMA_EXCLUDE` leaves configurations out (the device
+/// check sets it to the features whose small test failed; the engine's tunings leave them
+/// out too).
 #[test]
 #[ignore = "device benchmark: run by scripts/device-check.sh"]
 fn bench_wgmma_vs_cublas_bert() {
@@ -49,10 +50,10 @@ fn bench_wgmma_vs_cublas_bert() {
         env_list("COTUNE_BENCH_WGMMA_M", &[4, 8, 16])
     };
     let v = 128;
-    let tma = ms.contains(&4) && wgmma_tma_enabled();
+    let excluded = env_exclusions().unwrap();
     let mut hopper: Vec<WgmmaConfig> = wgmma_configs(v)
         .into_iter()
-        .filter(|c| c.tma == 0 || tma)
+        .filter(|c| (c.tma == 0 || ms.contains(&4)) && !excluded.excludes(c))
         .collect();
     // TMA last, at M = 4 only (below).
     hopper.sort_by_key(|c| c.tma);

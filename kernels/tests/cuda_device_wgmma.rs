@@ -10,13 +10,23 @@
 #![cfg(feature = "cuda")]
 
 use kernels::cuda::{
-    exact_values, format_reading, random_vnm, reading_defines, reading_variants, vnm_from_nm,
-    wgmma_configs, CudaDevice, WgmmaConfig,
+    env_exclusions, exact_values, format_reading, random_vnm, reading_defines, reading_variants,
+    vnm_from_nm, wgmma_configs, CudaDevice, WgmmaConfig, WgmmaExclusions,
 };
 use kernels::{build_mask, spmm_reference, NmMatrix, Pattern, SparseMatrix, VnmMatrix};
 
 fn device(test: &str) -> CudaDevice {
     CudaDevice::new(0).unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"))
+}
+
+/// The configurations for blocks of `v` rows less those `COTUNE_WGMMA_EXCLUDE` leaves out
+/// (the device check excludes the features whose own test, [`wgmma_feature`], failed).
+fn configs(v: usize) -> Vec<WgmmaConfig> {
+    let excluded = env_exclusions().unwrap();
+    wgmma_configs(v)
+        .into_iter()
+        .filter(|c| !excluded.excludes(c))
+        .collect()
 }
 
 fn reference(a: &SparseMatrix, b: &[f32], n: usize) -> Vec<f32> {
@@ -122,10 +132,7 @@ fn check(
 fn wgmma_every_configuration_matches_reference() {
     let dev = device("wgmma_every_configuration_matches_reference");
     for (i, v) in [64, 128].into_iter().enumerate() {
-        let configs: Vec<WgmmaConfig> = wgmma_configs(v)
-            .into_iter()
-            .filter(|c| c.tma == 0)
-            .collect();
+        let configs: Vec<WgmmaConfig> = configs(v).into_iter().filter(|c| c.tma == 0).collect();
         prepare_all(&dev, &configs);
         // K not a multiple of M and several k-tiles deep; n not a multiple of 8 nor of any BN.
         let a = random_vnm(2 * v, 1000, v, 10, i as u64).unwrap();
@@ -150,7 +157,7 @@ fn wgmma_matches_reference_on_awkward_shapes() {
     for (i, &(rows, cols, v, m, n)) in shapes.iter().enumerate() {
         let a = random_vnm(rows, cols, v, m, 100 + i as u64).unwrap();
         // Every tile width and depth, the shallowest and deepest pipelines (TMA has its test).
-        let configs: Vec<WgmmaConfig> = wgmma_configs(v)
+        let configs: Vec<WgmmaConfig> = configs(v)
             .into_iter()
             .filter(|c| (c.stages == 2 || c.stages == 4) && c.tma == 0)
             .collect();
@@ -166,12 +173,7 @@ fn wgmma_matches_reference_on_awkward_shapes() {
 #[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
 fn wgmma_tma_every_configuration_matches_reference() {
     let dev = device("wgmma_tma_every_configuration_matches_reference");
-    let tma = |v| -> Vec<WgmmaConfig> {
-        wgmma_configs(v)
-            .into_iter()
-            .filter(|c| c.tma == 1)
-            .collect()
-    };
+    let tma = |v| -> Vec<WgmmaConfig> { configs(v).into_iter().filter(|c| c.tma == 1).collect() };
     for (i, v) in [64, 128].into_iter().enumerate() {
         let configs = tma(v);
         prepare_all(&dev, &configs);
@@ -192,6 +194,116 @@ fn wgmma_tma_every_configuration_matches_reference() {
     }
 }
 
+/// The features `scripts/device-check.sh` tests one by one (its list is this one), in the
+/// syntax of `COTUNE_WGMMA_EXCLUDE`: two consumer warpgroups (and `setmaxnreg`), bulk copies,
+/// the 128-byte swizzle, wgmma groups kept in flight, split-K, persistent blocks, TMA.
+const FEATURES: [&str; 7] = [
+    "bm=128",
+    "bulk=1",
+    "swizzle=1",
+    "keep=1",
+    "split_k=2,split_k=4",
+    "persistent=1",
+    "tma=1",
+];
+
+/// The configurations [`wgmma_feature`] runs for `feature`: for each listed value and each
+/// tile of 64 or 128 rows by 64 or 256 columns, the configuration with it that differs least
+/// from a plain one (BK 64, 3 stages, nothing else on).
+fn feature_configs(feature: &WgmmaExclusions) -> Vec<WgmmaConfig> {
+    let plain = WgmmaConfig {
+        bm: 64,
+        bn: 64,
+        bk: 64,
+        stages: 3,
+        keep: 0,
+        split_k: 1,
+        bulk: 0,
+        swizzle: 0,
+        tma: 0,
+        raster: 0,
+        persistent: 0,
+    };
+    let distance = |c: &WgmmaConfig| {
+        // bm and bn (the first two) pick the tile; the rest should be the plain ones.
+        let (a, b) = (c.values(), plain.values());
+        a.iter().zip(b).skip(2).filter(|(x, y)| **x != *y).count()
+    };
+    let mut picked: std::collections::BTreeMap<_, WgmmaConfig> = Default::default();
+    for c in configs(128).into_iter().filter(|c| c.bn != 128) {
+        let Some(value) = feature.first_match(&c) else {
+            continue;
+        };
+        let slot = picked.entry((value, c.bm, c.bn)).or_insert(c);
+        if distance(&c) < distance(slot) {
+            *slot = c;
+        }
+    }
+    picked.into_values().collect()
+}
+
+#[test]
+fn each_feature_is_tested_on_its_nearest_configurations() {
+    for text in FEATURES {
+        let feature = WgmmaExclusions::parse(text).unwrap();
+        let configs = feature_configs(&feature);
+        // Per value, the four tiles (two where the value is the tile's height).
+        let tiles = if text.starts_with("bm=") { 2 } else { 4 };
+        assert_eq!(configs.len(), tiles * text.split(',').count(), "{text}");
+        assert!(configs.iter().all(|c| feature.excludes(c)), "{text}");
+        // Only what the feature needs differs from the plain configuration.
+        let needs = match text {
+            "bm=128" => 0,
+            "tma=1" => 3, // with the swizzle and bulk copies
+            _ => 1,
+        };
+        for c in &configs {
+            let on = [
+                c.keep,
+                c.split_k.min(2) - 1,
+                c.bulk,
+                c.swizzle,
+                c.tma,
+                c.persistent,
+            ];
+            let off = [c.bk == 64, c.stages == 3, c.raster == 0];
+            assert_eq!(on.iter().sum::<usize>(), needs, "{text}: [{c}]");
+            assert!(off.iter().all(|x| *x), "{text}: [{c}]");
+        }
+    }
+}
+
+/// One feature of the kernel, named by `COTUNE_WGMMA_FEATURE` in the syntax of
+/// `COTUNE_WGMMA_EXCLUDE` (`bulk=1`; `split_k=2,split_k=4`: either), on its
+/// [`feature_configs`] with V:2:8 (V:2:4 for `tma=1`) and K and n ragged. The device check
+/// runs this once per [`FEATURES`] entry, each in a process of its own under a short timeout
+/// (a fault ends the context, a wrong transaction count hangs), and leaves the features that
+/// fail out of everything after (`COTUNE_WGMMA_EXCLUDE`).
+#[test]
+#[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
+fn wgmma_feature() {
+    let dev = device("wgmma_feature");
+    let text = std::env::var("COTUNE_WGMMA_FEATURE").expect("COTUNE_WGMMA_FEATURE, e.g. bulk=1");
+    let feature = WgmmaExclusions::parse(&text).unwrap();
+    let configs = feature_configs(&feature);
+    assert!(!configs.is_empty(), "no configuration has {feature}");
+    for c in &configs {
+        println!("wgmma feature {feature}: [{c}]");
+    }
+    prepare_all(&dev, &configs);
+    let m = if configs.iter().any(|c| c.tma == 1) {
+        4
+    } else {
+        8
+    };
+    let a = random_vnm(256, 999, 128, m, 60).unwrap();
+    check_vnm(&dev, &a, 70, &configs, 61);
+    println!(
+        "wgmma feature {feature}: {} configurations agree",
+        configs.len()
+    );
+}
+
 #[test]
 #[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
 fn two_four_runs_on_wgmma_with_m4() {
@@ -204,7 +316,7 @@ fn two_four_runs_on_wgmma_with_m4() {
     for v in [64, 128] {
         let a = vnm_from_nm(&nm, v).unwrap();
         // TMA has its own test.
-        let configs: Vec<WgmmaConfig> = wgmma_configs(v)
+        let configs: Vec<WgmmaConfig> = configs(v)
             .into_iter()
             .filter(|c| c.stages == 3 && c.tma == 0)
             .collect();

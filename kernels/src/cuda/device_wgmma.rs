@@ -9,7 +9,8 @@ use super::device_memory::{DeviceMatrixF16, DeviceVnm};
 use super::source::KernelSource;
 use super::tensor_map::TensorMapArg;
 use super::{
-    env_reading, reading_defines, CudaError, WgmmaConfig, WgmmaLaunch, WGMMA_REDUCE_THREADS,
+    env_exclusions, env_reading, reading_defines, CudaError, WgmmaConfig, WgmmaLaunch,
+    WGMMA_REDUCE_THREADS,
 };
 use crate::VnmMatrix;
 
@@ -40,9 +41,11 @@ impl CudaDevice {
     }
 
     /// The `#define`s of the `wgmma` layout reading chosen through `COTUNE_WGMMA_READING`
-    /// (none when unset: the kernel as written); a bad value is refused for `cfg`.
+    /// (none when unset: the kernel as written); a bad value is refused for `cfg`, as is a
+    /// `COTUNE_WGMMA_EXCLUDE` that does not parse.
     pub fn wgmma_reading(cfg: &WgmmaConfig) -> Result<Vec<(&'static str, usize)>, CudaError> {
-        env_reading()
+        env_exclusions()
+            .and_then(|_| env_reading())
             .map(|r| reading_defines(&r))
             .map_err(|reason| CudaError::Config {
                 kernel: "spmm_vnm_wgmma_f16",

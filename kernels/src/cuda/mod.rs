@@ -23,6 +23,7 @@ mod source;
 mod space;
 mod wgmma;
 mod wgmma_cost;
+mod wgmma_exclude;
 mod wgmma_fit;
 mod wgmma_reading;
 mod wgmma_space;
@@ -70,6 +71,7 @@ pub use wgmma::{
     WGMMA_TMA,
 };
 pub use wgmma_cost::{wgmma_cycles, wgmma_cycles_with, WgmmaConstants};
+pub use wgmma_exclude::{env_exclusions, wgmma_param_values, WgmmaExclusions, WGMMA_EXCLUDE_ENV};
 pub use wgmma_fit::{fit_wgmma, WgmmaFit};
 pub use wgmma_reading::{
     env_reading, format_reading, parse_reading, reading_defines, reading_variants, READING_DEFINES,
@@ -77,8 +79,7 @@ pub use wgmma_reading::{
 };
 pub(crate) use wgmma_space::kernel_accepts;
 pub use wgmma_space::{
-    cuda_spaces, is_wgmma_point, wgmma_block_rows, wgmma_space, wgmma_tma_enabled, WGMMA_ARCH,
-    WGMMA_KERNEL, WGMMA_TMA_ENV,
+    cuda_spaces, is_wgmma_point, wgmma_block_rows, wgmma_space, WGMMA_ARCH, WGMMA_KERNEL,
 };
 
 #[cfg(feature = "cuda")]
@@ -121,14 +122,22 @@ impl DeviceInfo {
     /// "NVIDIA H200 sm_90 driver 13000": the device part of a kernel-tune key. On sm_90 a
     /// reading of the `wgmma` layouts other than the kernel's own (`COTUNE_WGMMA_READING`,
     /// which changes the Hopper kernel's code) is part of it: "… wgmma-reading META_SWAP";
-    /// and so is a Hopper space without TMA (`COTUNE_WGMMA_TMA=0`): "… wgmma-tma off".
+    /// and so are the Hopper configurations left out (`COTUNE_WGMMA_EXCLUDE`, which changes
+    /// its space): "… wgmma-exclude tma=1".
     pub fn fingerprint(&self) -> String {
         let mut base = format!(
             "{} sm_{}{} driver {}",
             self.name, self.sm.0, self.sm.1, self.driver_version
         );
-        if self.sm == (9, 0) && !wgmma_tma_enabled() {
-            base.push_str(" wgmma-tma off");
+        if self.sm == (9, 0) {
+            match env_exclusions() {
+                Ok(ex) if ex.is_empty() => {}
+                Ok(ex) => base.push_str(&format!(" wgmma-exclude {ex}")),
+                Err(_) => base.push_str(&format!(
+                    " wgmma-exclude {}",
+                    std::env::var(WGMMA_EXCLUDE_ENV).unwrap_or_default()
+                )),
+            }
         }
         match env_reading() {
             Ok(r) if r.is_empty() || self.sm != (9, 0) => base,

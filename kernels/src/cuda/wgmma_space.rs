@@ -7,6 +7,7 @@ use super::wgmma::{
     WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_KEEP,
     WGMMA_PERSISTENT, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
 };
+use super::wgmma_exclude::{env_exclusions, WgmmaExclusions};
 use crate::{
     Constraint, FormatSignature, KernelError, KernelSpace, ParamDef, ParamPoint, PatternKind,
 };
@@ -16,20 +17,6 @@ pub const WGMMA_KERNEL: &str = "cuda-vnm-wgmma";
 
 /// The arch whose devices run the Hopper kernel (`wgmma.sp` is sm_90a only).
 pub const WGMMA_ARCH: &str = "sm_90";
-
-/// The environment variable that, set to `0`, leaves the configurations copying B by TMA out
-/// of the Hopper kernel's space on this machine: the engine's tunings ([`cuda_spaces`], and the
-/// device fingerprint says so) and the device benchmark. The device check sets it when the TMA
-/// configurations failed their correctness test (a malformed tensor map faults the context
-/// for every later launch of the process).
-pub const WGMMA_TMA_ENV: &str = "COTUNE_WGMMA_TMA";
-
-/// Whether TMA configurations are offered ([`WGMMA_TMA_ENV`] is not `0`), read once per
-/// process.
-pub fn wgmma_tma_enabled() -> bool {
-    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var(WGMMA_TMA_ENV).map_or(true, |v| v.trim() != "0"))
-}
 
 /// The thread-block heights (BM) of the Hopper kernel for `sig`, empty where it does not
 /// apply: V:N:M with V ∈ {64, 128} (BM dividing V), or N:M 2:4 / 1:4 with rows a multiple of
@@ -52,46 +39,59 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 /// needs 3+ stages; `tma` = 1 needs `swizzle` = 1 and `bulk` = 1; the pipeline must fit
 /// sm_90's shared memory; see [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
-    wgmma_space_with(bms, m == 4)
+    wgmma_space_without(bms, m, &WgmmaExclusions::default())
+        .expect("a Hopper space without exclusions has every parameter")
 }
 
-/// [`wgmma_space`] with the TMA configurations offered or not.
-fn wgmma_space_with(bms: &[usize], tma: bool) -> KernelSpace {
-    let def = |name, values: &[usize]| ParamDef {
-        name,
-        values: values.iter().map(|&v| v as i64).collect(),
-    };
-    KernelSpace::new(
+/// [`wgmma_space`] less the parameter values `ex` excludes; `None` where that leaves a
+/// parameter without values.
+fn wgmma_space_without(bms: &[usize], m: usize, ex: &WgmmaExclusions) -> Option<KernelSpace> {
+    let tma: &[usize] = if m == 4 { &WGMMA_TMA } else { &WGMMA_TMA[..1] };
+    let params = [
+        ("bk", &WGMMA_BK[..]),
+        ("bm", bms),
+        ("bn", &WGMMA_BN),
+        ("bulk", &WGMMA_BULK),
+        ("keep", &WGMMA_KEEP),
+        ("persistent", &WGMMA_PERSISTENT),
+        ("raster", &WGMMA_RASTER),
+        ("split_k", &WGMMA_SPLIT_K),
+        ("stages", &WGMMA_STAGES),
+        ("swizzle", &WGMMA_SWIZZLE),
+        ("tma", tma),
+    ];
+    let mut defs = Vec::with_capacity(params.len());
+    for (name, values) in params {
+        let values = ex.keep(name, values);
+        if values.is_empty() {
+            return None;
+        }
+        defs.push(ParamDef {
+            name,
+            values: values.into_iter().map(|v| v as i64).collect(),
+        });
+    }
+    Some(KernelSpace::new(
         WGMMA_KERNEL,
-        vec![
-            def("bk", &WGMMA_BK),
-            def("bm", bms),
-            def("bn", &WGMMA_BN),
-            def("bulk", &WGMMA_BULK),
-            def("keep", &WGMMA_KEEP),
-            def("persistent", &WGMMA_PERSISTENT),
-            def("raster", &WGMMA_RASTER),
-            def("split_k", &WGMMA_SPLIT_K),
-            def("stages", &WGMMA_STAGES),
-            def("swizzle", &WGMMA_SWIZZLE),
-            def("tma", if tma { &WGMMA_TMA } else { &WGMMA_TMA[..1] }),
-        ],
+        defs,
         vec![Constraint::KernelAccepts {
             kernel: WGMMA_KERNEL,
         }],
-    )
+    ))
 }
 
 /// Every CUDA space a device of `arch` offers for a matrix of signature `sig` times a B of `n`
 /// columns: the `mma.sp` kernel's (or CSR's, cuBLAS's: [`cuda_space`]) first, then on sm_90
-/// the Hopper kernel's where it serves the format (without TMA where [`wgmma_tma_enabled`]
-/// says no). Points of different spaces have different parameters, so a point names its
-/// kernel ([`is_wgmma_point`]).
+/// the Hopper kernel's where it serves the format, less what `COTUNE_WGMMA_EXCLUDE` leaves
+/// out ([`env_exclusions`]; a value that does not parse leaves nothing out here, and the
+/// Hopper kernel's launches refuse it). Points of different spaces have different parameters,
+/// so a point names its kernel ([`is_wgmma_point`]).
 pub fn cuda_spaces(sig: &FormatSignature, n: usize, arch: &str) -> Vec<KernelSpace> {
     let mut spaces = vec![cuda_space(sig, n)];
     let bms = wgmma_block_rows(sig);
     if arch == WGMMA_ARCH && !bms.is_empty() {
-        spaces.push(wgmma_space_with(&bms, sig.m == 4 && wgmma_tma_enabled()));
+        let ex = env_exclusions().unwrap_or_default();
+        spaces.extend(wgmma_space_without(&bms, sig.m, &ex));
     }
     spaces
 }
@@ -245,11 +245,18 @@ mod tests {
             .contains(&WgmmaConfig { swizzle: 0, ..tma }.to_point())
             .unwrap_err();
         assert!(err.to_string().contains("TMA"), "{err}");
-        // Where the device faulted on TMA (COTUNE_WGMMA_TMA=0): the rest of M = 4's space.
-        let no_tma = wgmma_space_with(&[64, 128], false);
+        // Where the device faulted on TMA (COTUNE_WGMMA_EXCLUDE=tma=1): the rest of M = 4's.
+        let ex = WgmmaExclusions::parse("tma=1").unwrap();
+        let no_tma = wgmma_space_without(&[64, 128], 4, &ex).unwrap();
         assert!(no_tma.contains(&tma.to_point()).is_err());
         assert!(no_tma.contains(&ok.to_point()).is_ok());
         assert_eq!(no_tma.points().len(), space.points().len());
+        // Excluding split-K's factors keeps 1; excluding a parameter's every value, no space.
+        let ex = WgmmaExclusions::parse("split_k=2,split_k=4").unwrap();
+        let whole = wgmma_space_without(&[64, 128], 8, &ex).unwrap();
+        assert_eq!(3 * whole.points().len(), space.points().len());
+        let ex = WgmmaExclusions::parse("bm=64").unwrap();
+        assert!(wgmma_space_without(&[64], 8, &ex).is_none());
     }
 
     #[test]

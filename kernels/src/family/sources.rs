@@ -125,6 +125,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
                 "src/cuda/pack.rs",
                 "src/cuda/tensor_map.rs",
                 "src/cuda/wgmma.rs",
+                "src/cuda/wgmma_exclude.rs",
                 "src/cuda/wgmma_reading.rs",
                 "src/format/nm.rs",
                 "src/format/vnm.rs",
