@@ -72,6 +72,27 @@ fn the_hopper_rows_of_a_table_are_scored_by_the_hopper_prior() {
     assert!(exact
         .to_string()
         .contains("Hopper wgmma (unfitted prior), 1 points"));
+    // A configuration whose launch failed on the device (timed NaN) is not ranked: here the
+    // prior's first choice, so that it would otherwise be the regret's pick.
+    let first = configs
+        .iter()
+        .min_by(|x, y| {
+            let t = |c| wgmma_cycles(c, (3072, 768, 8), 4096, &gpu);
+            t(x).total_cmp(&t(y))
+        })
+        .unwrap();
+    let failed: String = table(&|us| us)
+        .lines()
+        .map(
+            |l| match l.starts_with(&format!("wgmma,3072,768,4096,128,8,\"{first}\",")) {
+                true => format!("wgmma,3072,768,4096,128,8,\"{first}\",NaN\n"),
+                false => format!("{l}\n"),
+            },
+        )
+        .collect();
+    assert!(failed.contains("NaN"));
+    let check = check_model(&failed, &gpu).unwrap();
+    assert_eq!(check.wgmma_regret_first, vec![0.0], "{check}");
     let reversed = check_model(&table(&|us| 1e6 / us), &gpu).unwrap();
     assert!(reversed.wgmma_regret_first[0] > 1.0, "{reversed}");
     assert!(reversed.wgmma_spearman[0] < -0.999, "{reversed}");

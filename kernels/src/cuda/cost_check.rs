@@ -99,6 +99,10 @@ pub(super) fn parse(csv: &str) -> Result<Vec<Measurement>, String> {
                 .and_then(|s| s.parse().ok())
                 .ok_or_else(|| bad("median_us"))?,
         });
+        // A configuration whose launch failed on the device is timed as NaN: nothing to rank.
+        if !out.last().is_some_and(|m| m.median_us.is_finite()) {
+            out.pop();
+        }
     }
     Ok(out)
 }

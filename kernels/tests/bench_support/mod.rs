@@ -23,20 +23,39 @@ pub const FINALISTS: usize = 8;
 
 /// Every configuration `0..count` screened, the finalists timed in full: per configuration its
 /// timing (the full one for finalists) and whether it was a finalist. `launch(config, j)` runs
-/// configuration `config` on operand set `j % SETS`.
+/// configuration `config` on operand set `j % SETS`. A configuration whose launch fails is
+/// reported once per distinct error and timed as NaN (never a finalist), so that one launch the
+/// device refuses does not cost the point; an error that poisons the context makes every later
+/// one fail the same way, and the caller's correctness check finds no winner.
 pub fn screen_and_time(
     dev: &CudaDevice,
     count: usize,
     mut launch: impl FnMut(usize, usize) -> Result<(), CudaError>,
 ) -> Result<Vec<(Timing, bool)>, CudaError> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut failed = |i: usize, e: CudaError| {
+        let text = e.to_string();
+        if seen.insert(text.clone()) {
+            eprintln!("LAUNCH FAILED (configuration {i} of {count}, first of its kind): {text}");
+        }
+        (Timing::from_samples(vec![]), false)
+    };
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
-        out.push((dev.time(1, 1, SCREEN_BATCH, |j| launch(i, j))?, false));
+        out.push(match dev.time(1, 1, SCREEN_BATCH, |j| launch(i, j)) {
+            Ok(t) => (t, false),
+            Err(e) => failed(i, e),
+        });
     }
-    let mut order: Vec<usize> = (0..count).collect();
+    let mut order: Vec<usize> = (0..count)
+        .filter(|&i| out[i].0.median_us.is_finite())
+        .collect();
     order.sort_by(|&x, &y| out[x].0.median_us.total_cmp(&out[y].0.median_us));
     for &i in order.iter().take(FINALISTS) {
-        out[i] = (dev.time(WARMUP, REPS, BATCH, |j| launch(i, j))?, true);
+        out[i] = match dev.time(WARMUP, REPS, BATCH, |j| launch(i, j)) {
+            Ok(t) => (t, true),
+            Err(e) => failed(i, e),
+        };
     }
     Ok(out)
 }
