@@ -81,14 +81,16 @@ fn the_hopper_rows_of_a_table_are_scored_by_the_hopper_prior() {
             t(x).total_cmp(&t(y))
         })
         .unwrap();
+    let row = format!("wgmma,3072,768,4096,128,8,\"{first}\",");
     let failed: String = table(&|us| us)
         .lines()
-        .map(
-            |l| match l.starts_with(&format!("wgmma,3072,768,4096,128,8,\"{first}\",")) {
-                true => format!("wgmma,3072,768,4096,128,8,\"{first}\",NaN\n"),
-                false => format!("{l}\n"),
-            },
-        )
+        .map(|l| {
+            if l.starts_with(&row) {
+                format!("{row}NaN\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
         .collect();
     assert!(failed.contains("NaN"));
     let check = check_model(&failed, &gpu).unwrap();
