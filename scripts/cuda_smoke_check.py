@@ -3,7 +3,8 @@
 half of issue 19: the Hopper kernel's points the tuner measured and how many it rejected as
 wrong; each layer format's best point; the evaluate rows; and, per evaluate row, its GPU
 latency at the kernel-tune batch beside the sum of its layers' kernel-tune latencies (the
-best point of each layer's tuning: the issue asks for agreement within 10 %). Writes
+best point of each layer's tuning: the issue asks for agreement within 10 %; a tuning's batch
+is its GEMMs' columns, the evaluate batch for an MLP, whose rows these are). Writes
 kernel_tune.csv, evaluate.csv and engine_latency.csv into SMOKE. A report, not a gate: it
 exits 0 whatever the figures (1 only if the run's tables are missing).
 
@@ -49,8 +50,12 @@ def engine_latency(ev, best):
     batch sizes both ran."""
     rows = []
     for _, e in ev[ev.status == "ok"].iterrows():
-        tuned = best.reindex(list(e.get("kernel_tune_keys", [])))
+        keys = list(e.get("kernel_tune_keys", []))
+        tuned = best.reindex(keys).dropna(subset=["kernel_tune.batch_tokens"])
         layers = len(e.get("layer_latency_us", []))
+        if len(tuned) < len(keys):
+            rows.append({"key": e.key[:12], "pattern": pattern(e),
+                         "note": f"{len(keys) - len(tuned)} of {len(keys)} tunings lack a best point"})
         for b, at in tuned.groupby(tuned["kernel_tune.batch_tokens"].astype(int)):
             if pd.isna(e.get(f"latency_us_b{b}")):
                 continue  # not a batch size the evaluation ran

@@ -275,7 +275,8 @@ fn each_feature_is_tested_on_its_nearest_configurations() {
 
 /// One feature of the kernel, named by `COTUNE_WGMMA_FEATURE` in the syntax of
 /// `COTUNE_WGMMA_EXCLUDE` (`bulk=1`; `split_k=2,split_k=4`: either), on its
-/// [`feature_configs`] with V:2:8 (V:2:4 for `tma=1`) and K and n ragged. The device check
+/// [`feature_configs`] with V:2:8 (V:2:4 for `tma=1`) and K and n ragged (for persistent
+/// blocks, more tiles than the device has SMs). The device check
 /// runs this once per [`FEATURES`] entry, each in a process of its own under a short timeout
 /// (a fault ends the context, a wrong transaction count hangs), and leaves the features that
 /// fail out of everything after (`COTUNE_WGMMA_EXCLUDE`).
@@ -296,8 +297,15 @@ fn wgmma_feature() {
     } else {
         8
     };
-    let a = random_vnm(256, 999, 128, m, 60).unwrap();
-    check_vnm(&dev, &a, 70, &configs, 61);
+    // Persistent blocks walk several tiles only where there are more tiles than SMs (132 on
+    // an H200): 2048 rows by 2,200 columns are 144 of the largest tiles (128 × 256).
+    let (rows, n) = if feature.to_string().contains("persistent") {
+        (2048, 2200)
+    } else {
+        (256, 70)
+    };
+    let a = random_vnm(rows, 999, 128, m, 60).unwrap();
+    check_vnm(&dev, &a, n, &configs, 61);
     println!(
         "wgmma feature {feature}: {} configurations agree",
         configs.len()
