@@ -194,6 +194,22 @@ fn wgmma_tma_every_configuration_matches_reference() {
     }
 }
 
+/// The plainest configuration: the smallest tile, two stages, no feature on (the layout
+/// probe's).
+const PLAIN: WgmmaConfig = WgmmaConfig {
+    bm: 64,
+    bn: 64,
+    bk: 64,
+    stages: 2,
+    keep: 0,
+    split_k: 1,
+    bulk: 0,
+    swizzle: 0,
+    tma: 0,
+    raster: 0,
+    persistent: 0,
+};
+
 /// The features `scripts/device-check.sh` tests one by one (its list is this one), in the
 /// syntax of `COTUNE_WGMMA_EXCLUDE`: two consumer warpgroups (and `setmaxnreg`), bulk copies,
 /// the 128-byte swizzle, wgmma groups kept in flight, split-K, persistent blocks, TMA.
@@ -209,21 +225,9 @@ const FEATURES: [&str; 7] = [
 
 /// The configurations [`wgmma_feature`] runs for `feature`: for each listed value and each
 /// tile of 64 or 128 rows by 64 or 256 columns, the configuration with it that differs least
-/// from a plain one (BK 64, 3 stages, nothing else on).
+/// from [`PLAIN`] with 3 stages (so that `keep` = 1 has one that differs in it alone).
 fn feature_configs(feature: &WgmmaExclusions) -> Vec<WgmmaConfig> {
-    let plain = WgmmaConfig {
-        bm: 64,
-        bn: 64,
-        bk: 64,
-        stages: 3,
-        keep: 0,
-        split_k: 1,
-        bulk: 0,
-        swizzle: 0,
-        tma: 0,
-        raster: 0,
-        persistent: 0,
-    };
+    let plain = WgmmaConfig { stages: 3, ..PLAIN };
     let distance = |c: &WgmmaConfig| {
         // bm and bn (the first two) pick the tile; the rest should be the plain ones.
         let (a, b) = (c.values(), plain.values());
@@ -344,19 +348,7 @@ fn two_four_runs_on_wgmma_with_m4() {
 #[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
 fn wgmma_layout_probe() {
     let dev = device("wgmma_layout_probe");
-    let cfg = WgmmaConfig {
-        bm: 64,
-        bn: 64,
-        bk: 64,
-        stages: 2,
-        keep: 0,
-        split_k: 1,
-        bulk: 0,
-        swizzle: 0,
-        tma: 0,
-        raster: 0,
-        persistent: 0,
-    };
+    let cfg = PLAIN;
     let a = random_vnm(128, 300, 64, 8, 3).unwrap();
     let n = 64;
     let b = exact_values(a.cols() * n, 4);
