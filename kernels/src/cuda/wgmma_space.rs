@@ -39,15 +39,14 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 /// needs 3+ stages; `tma` = 1 needs `swizzle` = 1 and `bulk` = 1; the pipeline must fit
 /// sm_90's shared memory; see [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
-    wgmma_space_without(bms, m, &WgmmaExclusions::default())
-        .expect("a Hopper space without exclusions has every parameter")
+    space_of(wgmma_params(bms, m, &WgmmaExclusions::default()))
 }
 
-/// [`wgmma_space`] less the parameter values `ex` excludes; `None` where that leaves a
-/// parameter without values.
-fn wgmma_space_without(bms: &[usize], m: usize, ex: &WgmmaExclusions) -> Option<KernelSpace> {
+/// [`wgmma_space`]'s parameters less the values `ex` excludes (a parameter may be left with
+/// none).
+fn wgmma_params(bms: &[usize], m: usize, ex: &WgmmaExclusions) -> Vec<ParamDef> {
     let tma: &[usize] = if m == 4 { &WGMMA_TMA } else { &WGMMA_TMA[..1] };
-    let params = [
+    [
         ("bk", &WGMMA_BK[..]),
         ("bm", bms),
         ("bn", &WGMMA_BN),
@@ -59,25 +58,38 @@ fn wgmma_space_without(bms: &[usize], m: usize, ex: &WgmmaExclusions) -> Option<
         ("stages", &WGMMA_STAGES),
         ("swizzle", &WGMMA_SWIZZLE),
         ("tma", tma),
-    ];
-    let mut defs = Vec::with_capacity(params.len());
-    for (name, values) in params {
-        let values = ex.keep(name, values);
-        if values.is_empty() {
-            return None;
-        }
-        defs.push(ParamDef {
-            name,
-            values: values.into_iter().map(|v| v as i64).collect(),
-        });
-    }
-    Some(KernelSpace::new(
+    ]
+    .into_iter()
+    .map(|(name, values)| ParamDef {
+        name,
+        values: ex
+            .keep(name, values)
+            .into_iter()
+            .map(|v| v as i64)
+            .collect(),
+    })
+    .collect()
+}
+
+/// The Hopper kernel's space over `params`.
+fn space_of(params: Vec<ParamDef>) -> KernelSpace {
+    KernelSpace::new(
         WGMMA_KERNEL,
-        defs,
+        params,
         vec![Constraint::KernelAccepts {
             kernel: WGMMA_KERNEL,
         }],
-    ))
+    )
+}
+
+/// [`wgmma_space`] less the values `ex` excludes; `None` where a parameter is left without
+/// values.
+fn wgmma_space_without(bms: &[usize], m: usize, ex: &WgmmaExclusions) -> Option<KernelSpace> {
+    let params = wgmma_params(bms, m, ex);
+    params
+        .iter()
+        .all(|p| !p.values.is_empty())
+        .then(|| space_of(params))
 }
 
 /// Every CUDA space a device of `arch` offers for a matrix of signature `sig` times a B of `n`
