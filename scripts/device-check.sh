@@ -152,7 +152,7 @@ fi
 # other feature is tried at both heights), and is left alone if too little time is left to test
 # it fairly.
 EXCLUDE=${COTUNE_WGMMA_EXCLUDE:-}
-for f in bm=128 bulk=1 swizzle=1 keep=1 split_k=2,split_k=4 persistent=1 tma=1; do
+for f in bm=128 bulk=1 swizzle=1 keep=1 split_k=2,split_k=4 persistent=1 tma=1 cluster=2; do
   T=$(limit 30 400)
   if [ "$T" -lt 20 ]; then log "Hopper feature $f: not tested (${T} s left for it)"; continue; fi
   COTUNE_WGMMA_EXCLUDE="$EXCLUDE" COTUNE_WGMMA_FEATURE=$f timeout "$T" \
@@ -173,23 +173,29 @@ if [ -n "$EXCLUDE" ]; then
 fi
 log "Hopper kernel: correctness tests (cuda_device_wgmma, reading ${READING:-unknown})"
 timeout "$(limit 150 330)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
-  --skip wgmma_layout_probe --skip wgmma_tma --skip wgmma_feature > "$RES/tests-wgmma.log" 2>&1
+  --skip wgmma_layout_probe --skip wgmma_tma --skip wgmma_cluster --skip wgmma_feature \
+  > "$RES/tests-wgmma.log" 2>&1
 code=$?
 grep -e '^test ' -e 'disagree' -e 'panicked' "$RES/tests-wgmma.log" | head -40
 [ $code = 0 ] || { status=1; log "HOPPER CORRECTNESS TESTS FAILED (exit $code)"; }
-# B by TMA tensor copies (2:4 only) in a process of its own: a malformed tensor map faults the
-# context for every later launch. If it fails, the later steps leave TMA out.
-if [[ ",${COTUNE_WGMMA_EXCLUDE:-}," != *,tma=1,* ]]; then
-  log "Hopper kernel: TMA configurations (cuda_device_wgmma wgmma_tma)"
-  timeout "$(limit 60 300)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
-    wgmma_tma > "$RES/tests-wgmma-tma.log" 2>&1
-  code=$?
-  grep -e '^test ' -e 'disagree' -e 'panicked' "$RES/tests-wgmma-tma.log" | head -20
+# A feature's configurations in a process of their own: a malformed tensor map faults the
+# context for every later launch, a refused cluster launch or a multicast that never completes
+# hangs. If the test fails, the later steps leave the feature out.
+excluded() { [[ ",${COTUNE_WGMMA_EXCLUDE:-}," == *,$1,* ]]; }
+isolated() {  # $1 = the test (a cuda_device_wgmma filter), $2 = the feature, $3 = cap, $4 = reserve
+  log "Hopper kernel: $2 configurations (cuda_device_wgmma $1)"
+  timeout "$(limit "$3" "$4")" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
+    "$1" > "$RES/tests-$1.log" 2>&1
+  local code=$?
+  grep -e '^test ' -e 'disagree' -e 'panicked' "$RES/tests-$1.log" | head -20
   if [ $code != 0 ]; then
-    status=1; export COTUNE_WGMMA_EXCLUDE="${COTUNE_WGMMA_EXCLUDE:+$COTUNE_WGMMA_EXCLUDE,}tma=1"
-    log "HOPPER TMA TESTS FAILED: COTUNE_WGMMA_EXCLUDE=$COTUNE_WGMMA_EXCLUDE from here on"
+    status=1; export COTUNE_WGMMA_EXCLUDE="${COTUNE_WGMMA_EXCLUDE:+$COTUNE_WGMMA_EXCLUDE,}$2"
+    log "HOPPER $2 TESTS FAILED: COTUNE_WGMMA_EXCLUDE=$COTUNE_WGMMA_EXCLUDE from here on"
   fi
-fi
+}
+# B by TMA tensor copies (2:4 only), then clusters multicasting its boxes (if TMA is still in).
+excluded tma=1 || isolated wgmma_tma tma=1 60 300
+excluded tma=1 || excluded cluster=2 || isolated wgmma_cluster cluster=2 60 280
 
 log "Hopper benchmark ($MODE)"
 # It starts no new point after its deadline, so that the table and ablations of what it

@@ -37,6 +37,17 @@
 //   read as zero, so K's and n's ragged edges need no guard), issued by one producer thread
 //   after raising the stage's `full` barrier's expected bytes by the stage's. The host refuses
 //   TMA for M != 4.
+// - CLUSTER = 2 (with TMA): thread-block clusters of 2 blocks (`__cluster_dims__`), the row
+//   blocks 2 p and 2 p + 1 of one column tile and split, which read the same tiles of B: each
+//   block loads half of every stage's boxes (BK / 2 of its rows, tensor-map boxes of 64 x
+//   BK / 2) and multicasts them into both blocks' stages (`.multicast::cluster`), completing
+//   their bytes on each block's `full` barrier, so B crosses from L2 once per pair. A stage may
+//   be refilled only when both blocks' consumers have released it: each consumer warp arrives
+//   (lanes 0 and 1, after the warp's wgmmas are done) on the `empty` barrier of both blocks
+//   (`mapa` + a cluster-scope arrive); the blocks meet at a cluster barrier after initialising
+//   their mbarriers and again before exiting (no block leaves while its peer may still arrive
+//   on its barriers). With an odd number of row blocks the last pair's second block loads a
+//   valid row block's A (so its copies stay in bounds) and stores nothing.
 //
 // A is read in the layout of the CPU type `kernels::VnmMatrix` (format/vnm.rs), with ks padded
 // to a multiple of BK / 2 (see spmm_vnm_f16.cu for the arrays).
@@ -70,6 +81,12 @@
 #if TMA && !(SWIZZLE && BULK)
 #error "TMA copies write the 128-byte swizzle, and come with A's bulk copies: TMA = 1 needs SWIZZLE = 1 and BULK = 1"
 #endif
+#ifndef CLUSTER
+#error "CLUSTER must be defined"
+#endif
+#if CLUSTER != 1 && !(CLUSTER == 2 && TMA)
+#error "CLUSTER is 1, or 2 with TMA = 1 (the pair multicasts B's boxes)"
+#endif
 
 #define CONSUMERS (BM / 64)
 #define THREADS (128 * (CONSUMERS + 1))
@@ -83,6 +100,7 @@
 #define B_CHUNKS (BK * BN / 8)          // 16-byte chunks of B per k-tile
 #define M_CHUNKS (M_STAGE / 4)          // 16-byte chunks of metadata per k-tile
 #define NACC (BN / 2)                   // f32 accumulators per consumer thread
+#define B_BOX_ROWS (BK / CLUSTER)       // rows of B's boxes: each block of a cluster loads its share
 // The B descriptor's byte offsets (NOTES.md, "wgmma layouts"). N-major without swizzle: the
 // leading byte offset between core matrices adjacent along k, the stride byte offset along n
 // (the PTX ISA's canonical layout ((8,1,m),(8,k)):((1,8,SBO),(8,LBO)) in halves). N-major with
@@ -192,6 +210,39 @@ static __device__ __forceinline__ void cp_async_bulk_tensor_2d(void* dst, const 
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
         ::"r"(smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar)) : "memory");
+}
+
+// The same box multicast to the blocks of the cluster in `mask`: it lands at `dst`'s offset in
+// each one's shared memory and completes its bytes on the barrier at `bar`'s offset in each.
+static __device__ __forceinline__ void cp_async_bulk_tensor_2d_multicast(void* dst, const TensorMap* map, int c0, int c1,
+                                                                         u64* bar, unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;\n"
+        ::"r"(smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "h"(mask) : "memory");
+}
+
+// This block's rank in its cluster.
+static __device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+// Every thread of every block of the cluster arrives, then waits for all: what was written to
+// shared memory before (mbarrier inits among it) is visible cluster-wide after.
+static __device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// Arrives on the barrier at `bar`'s offset in the shared memory of the cluster's block `rank`
+// (this block's own included), releasing this thread's prior reads at cluster scope.
+static __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 rank) {
+    asm volatile(
+        "{ .reg .b32 remote; mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }\n" ::"r"(smem_addr(bar)),
+        "r"(rank)
+        : "memory");
 }
 
 static __device__ __forceinline__ void mbar_init(u64* bar, int count) {
@@ -354,8 +405,10 @@ struct Tile {
 // column tiles fastest, 1 row blocks fastest (then the blocks at work at once share B's column
 // tiles, so a B larger than L2 streams from DRAM about once instead of once per wave of row
 // blocks).
+// With clusters a tile of the walk is a cluster's: CLUSTER row blocks (`row_blocks` counts
+// their groups), of which the block of rank `rank` takes one.
 struct TileGrid {
-    int row_blocks, col_tiles, splits, raster, total;
+    int row_blocks, col_tiles, splits, raster, total, rank;
 
     __device__ __forceinline__ int tiles() const { return row_blocks * col_tiles * splits; }
 
@@ -366,11 +419,30 @@ struct TileGrid {
         const int ct = raster ? i / row_blocks : i % col_tiles;
         const int per = (total + splits - 1) / splits;
         const int kt0 = min(total, z * per);
-        return Tile{rb * BM, ct * BN, z, kt0, min(total, kt0 + per) - kt0};
+        return Tile{(rb * CLUSTER + rank) * BM, ct * BN, z, kt0, min(total, kt0 + per) - kt0};
     }
 };
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
+// A consumer's release of a stage it has finished reading (its wgmmas done): one arrival per
+// thread on this block's `empty` barrier, or with a cluster one per warp on each block's (the
+// peer multicasts into this block's stages too): lane r arrives on block r's once the warp's
+// lanes are all past their waits.
+static __device__ __forceinline__ void release_stage(u64* bar) {
+#if CLUSTER > 1
+    __syncwarp();
+    if ((threadIdx.x & 31) < CLUSTER) mbar_arrive_cluster(bar, threadIdx.x & 31);
+#else
+    mbar_arrive(bar);
+#endif
+}
+
+#if CLUSTER > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_DIMS
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_wgmma_f16(
     const u16* __restrict__ a_vals, const u32* __restrict__ a_meta,
     const unsigned char* __restrict__ col_loc, const u16* __restrict__ b, u16* __restrict__ c,
     float* __restrict__ ws, int rows, int n, int ks, int groups, int m, int k, int ldb, int ldc,
@@ -388,15 +460,32 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
     // The launch's tiles, (split z, row block, column tile), walked by the blocks in turn:
     // block b takes tiles b, b + gridDim.x, ... (one tile each when the grid has as many blocks
     // as tiles; fewer blocks, `persistent` at launch, keep the pipeline running across tiles).
-    const TileGrid grid{rows / BM, (n + BN - 1) / BN, splits, raster, 2 * ks / BK};
+    // With clusters the clusters walk them: cluster c (blocks CLUSTER c ..) takes c,
+    // c + gridDim.x / CLUSTER, ...
+#if CLUSTER > 1
+    const int rank = (int)cluster_rank();
+#else
+    const int rank = 0;
+#endif
+    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
+    const TileGrid grid{(rows / BM + CLUSTER - 1) / CLUSTER, (n + BN - 1) / BN, splits, raster, 2 * ks / BK, rank};
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 128);             // one arrival per producer thread
+#if CLUSTER > 1
+            mbar_init(&empty[s], 4 * CONSUMERS * CLUSTER); // one per consumer warp of the cluster
+#else
             mbar_init(&empty[s], 128 * CONSUMERS); // one per consumer thread
+#endif
         }
         mbar_init_fence();
     }
+#if CLUSTER > 1
+    // The peer's barriers are initialised before this block's copies or arrivals reach them.
+    cluster_sync();
+#else
     __syncthreads();
+#endif
 
     if (tid < 128) {
         // Producer. Two consumer warpgroups need more registers than an even split gives:
@@ -407,9 +496,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
         // `it` counts this block's k-tiles over all its tiles: stage it % STAGES, round
         // it / STAGES.
         int it = 0;
-        for (int tile = blockIdx.x; tile < grid.tiles(); tile += gridDim.x) {
+        for (int tile = first; tile < grid.tiles(); tile += step) {
             const Tile x = grid.at(tile);
-            const int row0 = x.row0, col0 = x.col0, kt0 = x.kt0;
+            // A cluster's second block past the last row block (odd row blocks) copies the
+            // last valid one's A, in bounds, and stores nothing.
+            const int row0 = min(x.row0, rows - BM), col0 = x.col0, kt0 = x.kt0;
             // The row block's column locations (4 per group): every k-tile's gather reads them.
             const unsigned char* loc = col_loc + (size_t)(row0 / v) * groups * 4;
             for (int kt = 0; kt < x.ktiles; ++kt, ++it) {
@@ -458,8 +549,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
                 if (tid == 0 && !ABLATE_B) {
                     mbar_expect_tx(&full[s], B_STAGE * 2);
 #pragma unroll
-                    for (int cg = 0; cg < BN / 64; ++cg)
+                    for (int cg = 0; cg < BN / 64; ++cg) {
+#if CLUSTER > 1
+                        // This block's share: rows rank * BK / 2 .. of the k-tile, into both
+                        // blocks' stages (whole 8-row atoms: BK / 2 >= 16).
+                        cp_async_bulk_tensor_2d_multicast(dB + (cg * BK + rank * B_BOX_ROWS) * 64, &tmap_b, col0 + cg * 64,
+                                                          (kt0 + kt) * BK + rank * B_BOX_ROWS, &full[s], (1 << CLUSTER) - 1);
+#else
                         cp_async_bulk_tensor_2d(dB + cg * BK * 64, &tmap_b, col0 + cg * 64, (kt0 + kt) * BK, &full[s]);
+#endif
+                    }
                 }
 #else
                 // B's gathered row kg (of all the row's 2 ks) is row `source_row(kg)` of B, or
@@ -505,6 +604,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
         }
         // Copies in flight when a thread exits would land in a block that may be gone.
         cp_async_wait_all();
+#if CLUSTER > 1
+        cluster_sync();
+#endif
         return;
     }
 
@@ -567,16 +669,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
         // Once at most this tile's group is pending, the previous tile's is done: its stage and
         // its fragment registers (the other set) are free.
         wgmma_wait<1>();
-        if (kt > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+        if (kt > 0) release_stage(&empty[(it - 1) % STAGES]);
 #else
         // The stage (and the fragment registers) may be reused once the wgmmas are done.
         wgmma_wait<0>();
         fence_accumulators(acc);
-        mbar_arrive(&empty[s]);
+        release_stage(&empty[s]);
 #endif
     };
     int it = 0;
-    for (int tile = blockIdx.x; tile < grid.tiles(); tile += gridDim.x) {
+    for (int tile = first; tile < grid.tiles(); tile += step) {
         const Tile x = grid.at(tile);
 #pragma unroll
         for (int i = 0; i < NACC; ++i) acc[i] = 0.0f;
@@ -590,7 +692,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
         // The tile's last group, and so its stage, is done once none is pending.
         wgmma_wait<0>();
         fence_accumulators(acc);
-        if (x.ktiles > 0) mbar_arrive(&empty[(it + x.ktiles - 1) % STAGES]);
+        if (x.ktiles > 0) release_stage(&empty[(it + x.ktiles - 1) % STAGES]);
 #endif
         it += x.ktiles;
 
@@ -619,6 +721,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) spmm_vnm_wgmma_f16(
             }
         }
     }
+#if CLUSTER > 1
+    // The peer's consumers may still arrive on this block's barriers: stay until they are done.
+    cluster_sync();
+#endif
 }
 
 // C = the sum of the `splits` partial products in `ws`, in split order (deterministic), as fp16:

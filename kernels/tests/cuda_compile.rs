@@ -138,7 +138,7 @@ fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
 
 /// The Hopper kernel compiles for sm_90a (the only target with `wgmma`) in every
 /// configuration. NVRTC passes inline PTX through unchecked, so where a ptxas is named
-/// (`$COTUNE_PTXAS`; .ci/run installs PyPI's) every PTX is also assembled, without spills.
+/// (`$COTUNE_PTXAS`; .ci/run installs PyPI's) every PTX is also assembled, without spills or serialised `wgmma`s.
 #[test]
 #[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
 fn every_hopper_configuration_compiles_for_sm90a() {
@@ -175,6 +175,12 @@ fn every_hopper_configuration_compiles_for_sm90a() {
                             .unwrap()
                             .push(format!("{cfg}: PTX lacks the entry or {op}"));
                     }
+                    if ptx.contains(".multicast::cluster") != (cfg.cluster == 2) {
+                        failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{cfg}: multicast boxes present iff CLUSTER = 2"));
+                    }
                     if ptx.contains("cp.async.bulk.tensor.2d") != (cfg.tma == 1) {
                         failures
                             .lock()
@@ -183,9 +189,13 @@ fn every_hopper_configuration_compiles_for_sm90a() {
                     }
                     if assemble {
                         match ptxas_report(&ptx, "sm_90a") {
-                            Some(r) if r.spill_bytes == 0 => {
+                            Some(r) if r.spill_bytes == 0 && !r.wgmma_serialized => {
                                 registers.lock().unwrap().push(r.registers)
                             }
+                            Some(r) if r.wgmma_serialized => failures
+                                .lock()
+                                .unwrap()
+                                .push(format!("{cfg}: ptxas serialised the wgmmas")),
                             Some(r) => failures
                                 .lock()
                                 .unwrap()
@@ -288,5 +298,15 @@ fn ptxas_log_is_parsed() {
                ptxas info    : Used 244 registers, used 1 barriers\n";
     let r = kernels::cuda::parse_ptxas(log).unwrap();
     assert_eq!((r.registers, r.spill_bytes), (244, 8));
+    assert!(!r.wgmma_serialized);
+    let advised = format!(
+        "{log}ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions \
+         are serialized due to the presence of Extern calls in the function 'k'\n"
+    );
+    assert!(
+        kernels::cuda::parse_ptxas(&advised)
+            .unwrap()
+            .wgmma_serialized
+    );
     assert!(kernels::cuda::parse_ptxas("garbage").is_none());
 }

@@ -173,7 +173,13 @@ fn wgmma_matches_reference_on_awkward_shapes() {
 #[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
 fn wgmma_tma_every_configuration_matches_reference() {
     let dev = device("wgmma_tma_every_configuration_matches_reference");
-    let tma = |v| -> Vec<WgmmaConfig> { configs(v).into_iter().filter(|c| c.tma == 1).collect() };
+    // Clusters have their own test.
+    let tma = |v| -> Vec<WgmmaConfig> {
+        configs(v)
+            .into_iter()
+            .filter(|c| c.tma == 1 && c.cluster == 1)
+            .collect()
+    };
     for (i, v) in [64, 128].into_iter().enumerate() {
         let configs = tma(v);
         prepare_all(&dev, &configs);
@@ -194,6 +200,45 @@ fn wgmma_tma_every_configuration_matches_reference() {
     }
 }
 
+/// The configurations in clusters of two blocks (B's boxes multicast to the pair of row blocks,
+/// 2:4 only) against the reference on the shallowest and deepest pipelines, with an odd number
+/// of row blocks (the last pair's second block past the rows), K and n ragged, and more tiles
+/// than SMs for the persistent ones. In a process of its own, after the TMA test: a cluster
+/// launch the device refuses, or a multicast that never completes, must cost only this feature.
+#[test]
+#[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
+fn wgmma_cluster_every_configuration_matches_reference() {
+    let dev = device("wgmma_cluster_every_configuration_matches_reference");
+    let clustered = |v| -> Vec<WgmmaConfig> {
+        configs(v)
+            .into_iter()
+            .filter(|c| c.cluster == 2 && (c.stages == 2 || c.stages == 4))
+            .collect()
+    };
+    for v in [64, 128] {
+        prepare_all(&dev, &clustered(v));
+    }
+    // rows, cols, v, n: 3 row blocks of 128 (6 of 64); 5 of 64; 2048 x 2200 has more
+    // tiles than an H200 has SMs (persistent clusters walk several).
+    for (i, (rows, cols, v, n)) in [
+        (384, 999, 128, 70),
+        (320, 257, 64, 33),
+        (2048, 999, 128, 2200),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let a = random_vnm(rows, cols, v, 4, 70 + i as u64).unwrap();
+        let configs = clustered(v);
+        let configs: Vec<WgmmaConfig> = if rows > 1024 {
+            configs.into_iter().filter(|c| c.persistent == 1).collect()
+        } else {
+            configs
+        };
+        check_vnm(&dev, &a, n, &configs, 80 + i as u64);
+    }
+}
+
 /// The plainest configuration: the smallest tile, two stages, no feature on (the layout
 /// probe's).
 const PLAIN: WgmmaConfig = WgmmaConfig {
@@ -208,12 +253,14 @@ const PLAIN: WgmmaConfig = WgmmaConfig {
     tma: 0,
     raster: 0,
     persistent: 0,
+    cluster: 1,
 };
 
 /// The features `scripts/device-check.sh` tests one by one (its list is this one), in the
 /// syntax of `COTUNE_WGMMA_EXCLUDE`: two consumer warpgroups (and `setmaxnreg`), bulk copies,
-/// the 128-byte swizzle, wgmma groups kept in flight, split-K, persistent blocks, TMA.
-const FEATURES: [&str; 7] = [
+/// the 128-byte swizzle, wgmma groups kept in flight, split-K, persistent blocks, TMA, clusters
+/// multicasting TMA boxes.
+const FEATURES: [&str; 8] = [
     "bm=128",
     "bulk=1",
     "swizzle=1",
@@ -221,6 +268,7 @@ const FEATURES: [&str; 7] = [
     "split_k=2,split_k=4",
     "persistent=1",
     "tma=1",
+    "cluster=2",
 ];
 
 /// The configurations [`wgmma_feature`] runs for `feature`: for each listed value and each
@@ -258,7 +306,8 @@ fn each_feature_is_tested_on_its_nearest_configurations() {
         // Only what the feature needs differs from the plain configuration.
         let needs = match text {
             "bm=128" => 0,
-            "tma=1" => 3, // with the swizzle and bulk copies
+            "tma=1" => 3,     // with the swizzle and bulk copies
+            "cluster=2" => 4, // with TMA
             _ => 1,
         };
         for c in &configs {
@@ -269,6 +318,7 @@ fn each_feature_is_tested_on_its_nearest_configurations() {
                 c.swizzle,
                 c.tma,
                 c.persistent,
+                c.cluster - 1,
             ];
             let off = [c.bk == 64, c.stages == 3, c.raster == 0];
             assert_eq!(on.iter().sum::<usize>(), needs, "{text}: [{c}]");

@@ -70,6 +70,7 @@ fn configurations() -> Vec<WgmmaConfig> {
             tma: WGMMA_TMA[usize::from(i == 2)],
             raster: WGMMA_RASTER[(i + 1) % 2],
             persistent: WGMMA_PERSISTENT[(i / 2 + i) % 2],
+            cluster: 1,
         })
         .collect();
     // The largest tile, where shared memory allows only few stages, with B gathered (4 column
@@ -87,12 +88,36 @@ fn configurations() -> Vec<WgmmaConfig> {
         tma: 0,
         raster: 0,
         persistent: 1,
+        cluster: 1,
     };
     out.push(largest);
     out.push(WgmmaConfig {
         tma: 1,
         persistent: 0,
         ..largest
+    });
+    // Clusters of two blocks multicasting B's boxes: the largest tile split along K (several
+    // clusters in the grid), and a persistent cluster walking its tiles with a group kept in
+    // flight, on row blocks of one pair and (the 2:4 matrix of BM rows) an odd one.
+    out.push(WgmmaConfig {
+        tma: 1,
+        persistent: 0,
+        cluster: 2,
+        ..largest
+    });
+    out.push(WgmmaConfig {
+        bm: 64,
+        bn: 128,
+        bk: 64,
+        stages: 4,
+        keep: 1,
+        split_k: 1,
+        bulk: 1,
+        swizzle: 1,
+        tma: 1,
+        raster: 1,
+        persistent: 1,
+        cluster: 2,
     });
     for c in &out {
         assert!(all.contains(c), "{c} is not a listed configuration");
@@ -102,8 +127,9 @@ fn configurations() -> Vec<WgmmaConfig> {
 
 /// The matrices a configuration runs on: V:N:M with V = BM and (for BM = 64) V = 128, so that
 /// two thread blocks share a V-block's column locations; K not a multiple of M and long
-/// enough for more k-tiles than stages; and 2:4 as V:N:M with M = 4. With TMA (M = 4 only)
-/// the V:N:M ones have M = 4 too.
+/// enough for more k-tiles than stages; and 2:4 as V:N:M with M = 4 (one row block: with
+/// clusters, a pair whose second block is past the rows). With TMA (M = 4 only) the V:N:M
+/// ones have M = 4 too.
 fn matrices(cfg: &WgmmaConfig, i: usize) -> Vec<VnmMatrix> {
     let m = if cfg.tma == 1 { 4 } else { [8, 10, 20][i % 3] };
     let k = ((cfg.stages + 2) * cfg.bk / 4 + 1) * m - 3;
@@ -149,6 +175,19 @@ fn in_flight_case(
     raster: usize,
     seed: u64,
 ) -> (WgmmaConfig, VnmMatrix, usize, Vec<f32>, Vec<f32>) {
+    in_flight_rows(bulk, swizzle, tma, raster, 1, 128, seed)
+}
+
+/// [`in_flight_case`] with blocks in clusters of `cluster` and `rows` rows.
+fn in_flight_rows(
+    bulk: usize,
+    swizzle: usize,
+    tma: usize,
+    raster: usize,
+    cluster: usize,
+    rows: usize,
+    seed: u64,
+) -> (WgmmaConfig, VnmMatrix, usize, Vec<f32>, Vec<f32>) {
     let cfg = WgmmaConfig {
         bm: 128,
         bn: 64,
@@ -161,8 +200,9 @@ fn in_flight_case(
         tma,
         raster,
         persistent: 1,
+        cluster,
     };
-    let a = random_vnm(128, 300, 128, if tma == 1 { 4 } else { 8 }, seed).unwrap();
+    let a = random_vnm(rows, 300, 128, if tma == 1 { 4 } else { 8 }, seed).unwrap();
     let n = cfg.bn + 12;
     let b = exact_values(a.cols() * n, seed + 1);
     let want = expected(&a, &b, n);
@@ -234,7 +274,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         (
             "accumulators-kept",
             "acc[i] = 0.0f;",
-            "acc[i] = tile == (int)blockIdx.x ? 0.0f : acc[i];",
+            "acc[i] = tile == first ? 0.0f : acc[i];",
             &[Copies::Lazy, Copies::Eager][..],
         ),
         // The consumers count each tile's k-tiles from stage 0 again: they wait on stages (and
@@ -262,13 +302,32 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             &[Copies::Lazy, Copies::Eager][..],
         ),
     ];
+    let cluster_mutants = [
+        // Both blocks of a pair take the pair's first row block: the second is never computed.
+        (
+            "cluster-one-row-block",
+            "(rb * CLUSTER + rank) * BM",
+            "rb * CLUSTER * BM",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+        // Both blocks load the first half of the stage's rows, each into its own half.
+        (
+            "cluster-first-half",
+            "(kt0 + kt) * BK + rank * B_BOX_ROWS, &full[s]",
+            "(kt0 + kt) * BK, &full[s]",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+    ];
     let gathered = in_flight_case(1, 1, 0, 1, 9);
     let boxed = in_flight_case(1, 1, 1, 1, 10);
+    // Two row blocks: one pair.
+    let paired = in_flight_rows(1, 1, 1, 0, 2, 256, 12);
     let kernel = std::fs::read_to_string(format!("{CUDA_DIR}/spmm_vnm_wgmma_f16.cu")).unwrap();
     let cases = mutants
         .into_iter()
         .map(|m| (m, &gathered))
-        .chain(tma_mutants.into_iter().map(|m| (m, &boxed)));
+        .chain(tma_mutants.into_iter().map(|m| (m, &boxed)))
+        .chain(cluster_mutants.into_iter().map(|m| (m, &paired)));
     for ((name, from, to, timings), (cfg, a, n, b, want)) in cases {
         let (n, want) = (*n, want.clone());
         assert_eq!(

@@ -37,6 +37,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __cluster_dims__(...)
 #define __ldg(p) (*(p))
 
 namespace emu {
@@ -111,6 +112,8 @@ struct Sm90State {
     std::vector<BulkCopy> bulk;
 };
 
+// A thread block; with clusters (sm90.h) the blocks of one run at once, sharing one Sm90State
+// (mbarriers are keyed by their host address, distinct across the blocks' shared memories).
 struct Block {
     std::barrier<>* bar;
     Warp* warps;
@@ -118,6 +121,10 @@ struct Block {
     size_t smem_bytes;
     WarpGroup* groups;
     Sm90State* sm90;
+    int cluster_rank;
+    int cluster_size;
+    unsigned char* const* peers;  // each rank's shared memory
+    std::barrier<>* cluster_bar;
 };
 
 enum class CopyMode { Lazy, Eager };
@@ -130,6 +137,8 @@ inline thread_local std::vector<Copy> open_group;
 inline thread_local std::deque<std::vector<Copy>> committed;
 
 inline int lane() { return thread_idx.x & 31; }
+// A thread's identity across the blocks of a cluster (cp.async copies tied to mbarriers).
+inline int thread_key() { return block.cluster_rank * 65536 + thread_idx.x; }
 inline Warp& warp() { return block.warps[thread_idx.x >> 5]; }
 
 inline void check_shared(const void* p, size_t bytes, const char* what) {
@@ -238,39 +247,60 @@ inline void mma_sp(float* d, const uint32_t* a, const uint32_t* b, uint32_t meta
     for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
+// One block's own state while it runs.
+struct BlockState {
+    unsigned char* smem;
+    std::unique_ptr<std::barrier<>> bar;
+    std::unique_ptr<Warp[]> warps;
+    std::unique_ptr<WarpGroup[]> groups;
+};
+
 // Runs `kernel` (one call per thread) over a grid of grid_x × grid_y × grid_z blocks of
-// `threads` threads, one block after another, each with `shared_bytes` of fresh shared memory
-// filled with fp16 NaNs; every thread must have waited for its cp.async copies when it ends.
+// `threads` threads, one block after another (with `cluster` > 1, one cluster of that many
+// blocks along x after another, its blocks at once), each with `shared_bytes` of fresh shared
+// memory filled with fp16 NaNs; every thread must have waited for its cp.async copies when it
+// ends.
 inline void run_grid(int grid_x, int grid_y, int grid_z, int threads, size_t shared_bytes,
-                     const std::function<void()>& kernel) {
+                     const std::function<void()>& kernel, int cluster = 1) {
     if (threads % 32 != 0) fail("the block size is not a whole number of warps");
+    if (cluster < 1 || grid_x % cluster != 0) fail("the grid's x is not a whole number of clusters");
     for (int bz = 0; bz < grid_z; ++bz) {
         for (int by = 0; by < grid_y; ++by) {
-            for (int bx = 0; bx < grid_x; ++bx) {
-                void* p = nullptr;
-                if (posix_memalign(&p, 128, shared_bytes + (shared_bytes == 0)) != 0) fail("out of memory");
-                auto* smem = static_cast<unsigned char*>(p);
-                std::memset(smem, 0xff, shared_bytes);
-                std::barrier<> bar(threads);
-                std::unique_ptr<Warp[]> warps(new Warp[threads / 32]);
-                std::unique_ptr<WarpGroup[]> groups(new WarpGroup[(threads + 127) / 128]);
+            for (int bx0 = 0; bx0 < grid_x; bx0 += cluster) {
+                std::vector<BlockState> blocks(static_cast<size_t>(cluster));
+                std::vector<unsigned char*> smems;
+                for (BlockState& b : blocks) {
+                    void* p = nullptr;
+                    if (posix_memalign(&p, 128, shared_bytes + (shared_bytes == 0)) != 0) fail("out of memory");
+                    b.smem = static_cast<unsigned char*>(p);
+                    std::memset(b.smem, 0xff, shared_bytes);
+                    b.bar = std::make_unique<std::barrier<>>(threads);
+                    b.warps.reset(new Warp[threads / 32]);
+                    b.groups.reset(new WarpGroup[(threads + 127) / 128]);
+                    smems.push_back(b.smem);
+                }
                 Sm90State sm90;
+                std::barrier<> cluster_bar(cluster * threads);
                 std::vector<std::thread> team;
-                for (int t = 0; t < threads; ++t) {
-                    team.emplace_back([&, t] {
-                        thread_idx = {t, 0, 0};
-                        block_idx = {bx, by, bz};
-                        block = {&bar, warps.get(), smem, shared_bytes, groups.get(), &sm90};
-                        kernel();
-                        if (!open_group.empty() || !committed.empty()) fail("cp.async copies never waited for");
-                        std::lock_guard<std::mutex> lock(sm90.mu);
-                        for (const AsyncArrival& a : sm90.arrivals)
-                            if (a.thread == t) fail("cp.async copies tied to an mbarrier never landed");
-                    });
+                for (int r = 0; r < cluster; ++r) {
+                    for (int t = 0; t < threads; ++t) {
+                        team.emplace_back([&, r, t] {
+                            BlockState& b = blocks[static_cast<size_t>(r)];
+                            thread_idx = {t, 0, 0};
+                            block_idx = {bx0 + r, by, bz};
+                            block = {b.bar.get(), b.warps.get(), b.smem,     shared_bytes, b.groups.get(),
+                                     &sm90,       r,             cluster,    smems.data(), &cluster_bar};
+                            kernel();
+                            if (!open_group.empty() || !committed.empty()) fail("cp.async copies never waited for");
+                            std::lock_guard<std::mutex> lock(sm90.mu);
+                            for (const AsyncArrival& a : sm90.arrivals)
+                                if (a.thread == thread_key()) fail("cp.async copies tied to an mbarrier never landed");
+                        });
+                    }
                 }
                 for (auto& t : team) t.join();
                 if (!sm90.bulk.empty()) fail("cp.async.bulk copies never landed (no wait on their mbarrier)");
-                std::free(smem);
+                for (unsigned char* p : smems) std::free(p);
             }
         }
     }
@@ -303,6 +333,7 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 
 inline void __syncthreads() { emu::block.bar->arrive_and_wait(); }
+inline void __syncwarp() { emu::warp().bar.arrive_and_wait(); }
 
 inline void cp_async16(void* dst, const void* src, int src_bytes) {
     if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) emu::fail("cp.async: destination not 16-byte aligned");

@@ -1,5 +1,5 @@
 // Runs `spmm_vnm_wgmma_f16.cu` on the host emulator (emu.h, sm90.h) for one configuration,
-// whose #defines (BM BN BK STAGES KEEP BULK SWIZZLE TMA) are given on the compiler's command
+// whose #defines (BM BN BK STAGES KEEP BULK SWIZZLE TMA CLUSTER) are given on the compiler's command
 // line: the product kernel, and with split-K its reduction.
 //
 //   run_wgmma INPUT OUTPUT
@@ -9,7 +9,7 @@
 // 1 eager), and the element counts of a_vals a_meta col_loc b c — then those five arrays (u16,
 // u32, u8, u16, u16) as uploaded to the device. OUTPUT: the c array. Any fault aborts with a
 // message on stderr. The kernel's tensor map over B is built here as `CudaDevice` encodes it
-// (dims (n, k), rows ldb halves apart, box (64, BK), 128-byte swizzle), whether TMA is on or not.
+// (dims (n, k), rows ldb halves apart, box (64, BK / CLUSTER), 128-byte swizzle), whether TMA is on or not.
 
 #include "emu.h"
 #include "sm90.h"
@@ -38,13 +38,13 @@ int main(int argc, char** argv) {
     // The driver refuses a map whose base or row stride is not a multiple of 16 bytes.
     if (reinterpret_cast<uintptr_t>(b) % 16 != 0 || (ldb * 2) % 16 != 0)
         emu::fail("tensor map: B's base or row stride not a multiple of 16 bytes");
-    const TensorMap tmap_b{b, {n, k}, long(ldb) * 2, {64, BK}, 128};
+    const TensorMap tmap_b{b, {n, k}, long(ldb) * 2, {64, BK / CLUSTER}, 128};
     // The product kernel's blocks walk the tiles in steps of gridDim.x.
     emu::grid_dim = {int(h[11]), int(h[12]), int(h[13])};
     emu::run_grid(int(h[11]), int(h[12]), int(h[13]), THREADS, size_t(h[15]), [&] {
         spmm_vnm_wgmma_f16(a_vals, a_meta, col_loc, b, c, ws, rows, n, ks, groups, m, k, ldb, ldc, v, splits,
                            raster, tmap_b);
-    });
+    }, CLUSTER);
     if (splits > 1) {
         const long long per_block = REDUCE_THREADS * REDUCE_PER_THREAD;
         emu::grid_dim = {int(((long long)rows * n + per_block - 1) / per_block), 1, 1};

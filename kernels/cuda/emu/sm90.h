@@ -10,7 +10,12 @@
 //   (`cp.async.bulk.tensor.2d`, a box of a 2-D tensor map: `TensorMap` below, built by the
 //   harness as the host encodes the driver's) reads its box at issue, zero outside the
 //   tensor, lays it out under the 128-byte swizzle of its destination's shared address, and
-//   lands like a bulk copy.
+//   lands like a bulk copy; multicast to a cluster's blocks, it lands at the same offsets of
+//   each one's shared memory and completes its bytes on each one's barrier.
+// - Clusters (`run_grid`'s `cluster`: the blocks of a cluster run at once and share the
+//   barrier table): `%cluster_ctarank`, `barrier.cluster` arrive + wait, and an arrive on the
+//   barrier at the same offset of another block's shared memory (`mapa` + a cluster-scope
+//   `mbarrier.arrive`).
 //   `cp.async.mbarrier.arrive.noinc` ties the thread's pending copies to the barrier: in lazy
 //   mode they land, and then arrive, only when some thread waits on that barrier (or the
 //   issuing thread waits for all its copies); in eager mode they landed at issue and the
@@ -260,15 +265,44 @@ struct TensorMap {
 };
 #define GRID_CONSTANT
 
-inline void cp_async_bulk_tensor_2d(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {
-    if (map->swizzle_bytes != 128 || map->box[0] * 2 != 128)
-        emu::fail("cp.async.bulk.tensor: only 128-byte box rows under the 128-byte swizzle are emulated");
+namespace emu {
+
+// The address at `p`'s offset in the shared memory of the cluster's block `rank`.
+template <typename T> T* peer(T* p, unsigned rank) {
+    check_shared(p, 1, "mapa: address outside shared memory");
+    if (rank >= static_cast<unsigned>(block.cluster_size)) fail("mapa: rank outside the cluster");
+    return reinterpret_cast<T*>(block.peers[rank] + (reinterpret_cast<unsigned char*>(p) - block.smem));
+}
+
+// A box gathered into `staged` (see below) lands at `dst` completing on `bar`: now (eager) or at
+// a wait on `bar` (lazy). The caller holds the lock.
+inline void deliver_box_locked(void* dst, u64* bar, std::vector<unsigned char> staged) {
+    barrier_at(bar);
+    const int bytes = static_cast<int>(staged.size());
+    if (copy_mode == CopyMode::Eager) {
+        std::memcpy(dst, staged.data(), staged.size());
+        add_tx_locked(bar, -static_cast<long>(bytes));
+    } else {
+        block.sm90->bulk.push_back({bar, dst, nullptr, bytes, std::move(staged)});
+    }
+}
+
+}  // namespace emu
+
+inline u32 cluster_rank() { return static_cast<u32>(emu::block.cluster_rank); }
+inline void cluster_sync() { emu::block.cluster_bar->arrive_and_wait(); }
+
+inline void mbar_arrive_cluster(u64* bar, u32 rank) {
+    u64* there = emu::peer(bar, rank);
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    emu::arrive_locked(there);
+}
+
+// The box of `map` at (c0, c1) as it lands at shared address `at`: element (column c0 + c,
+// row c1 + r) at at + r * 128 + c * 2 with the address's bits 4-6 XOR its bits 7-9 (the
+// swizzle is of the address, as wgmma reads it), zero outside the tensor.
+inline std::vector<unsigned char> stage_box(const TensorMap* map, int c0, int c1, u32 at) {
     const int bytes = map->box[0] * map->box[1] * 2;
-    emu::check_shared(dst, static_cast<size_t>(bytes), "cp.async.bulk.tensor: box outside shared memory");
-    // Element (column c0 + c, row c1 + r) lands at shared address at + r * 128 + c * 2 with
-    // the address's bits 4-6 XOR its bits 7-9 (the swizzle is of the address, as wgmma reads it).
-    const u32 at = smem_addr(dst);
-    if (at % 128 != 0) emu::fail("cp.async.bulk.tensor: destination not 128-byte aligned");
     std::vector<unsigned char> staged(static_cast<size_t>(bytes));
     for (int r = 0; r < map->box[1]; ++r) {
         for (int c = 0; c < map->box[0]; ++c) {
@@ -280,14 +314,33 @@ inline void cp_async_bulk_tensor_2d(void* dst, const TensorMap* map, int c0, int
             std::memcpy(staged.data() + (addr - at), &x, 2);
         }
     }
+    return staged;
+}
+
+inline void check_box(void* dst, const TensorMap* map) {
+    if (map->swizzle_bytes != 128 || map->box[0] * 2 != 128)
+        emu::fail("cp.async.bulk.tensor: only 128-byte box rows under the 128-byte swizzle are emulated");
+    emu::check_shared(dst, static_cast<size_t>(map->box[0] * map->box[1] * 2),
+                      "cp.async.bulk.tensor: box outside shared memory");
+    if (smem_addr(dst) % 128 != 0) emu::fail("cp.async.bulk.tensor: destination not 128-byte aligned");
+}
+
+inline void cp_async_bulk_tensor_2d_multicast(void* dst, const TensorMap* map, int c0, int c1, u64* bar,
+                                              unsigned short mask) {
+    check_box(dst, map);
+    if (mask == 0 || mask >> emu::block.cluster_size != 0)
+        emu::fail("cp.async.bulk.tensor.multicast: the mask names no block, or one outside the cluster");
+    const std::vector<unsigned char> staged = stage_box(map, c0, c1, smem_addr(dst));
     std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
-    emu::barrier_at(bar);
-    if (emu::copy_mode == emu::CopyMode::Eager) {
-        std::memcpy(dst, staged.data(), staged.size());
-        emu::add_tx_locked(bar, -static_cast<long>(bytes));
-    } else {
-        emu::block.sm90->bulk.push_back({bar, dst, nullptr, bytes, std::move(staged)});
-    }
+    for (unsigned r = 0; r < static_cast<unsigned>(emu::block.cluster_size); ++r)
+        if (mask >> r & 1) emu::deliver_box_locked(emu::peer(dst, r), emu::peer(bar, r), staged);
+}
+
+inline void cp_async_bulk_tensor_2d(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {
+    check_box(dst, map);
+    std::vector<unsigned char> staged = stage_box(map, c0, c1, smem_addr(dst));
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    emu::deliver_box_locked(dst, bar, std::move(staged));
 }
 
 inline void mbar_arrive(u64* bar) {
@@ -301,7 +354,7 @@ inline void cp_async_mbar_arrive_noinc(u64* bar) {
     if (emu::copy_mode == emu::CopyMode::Eager) {
         emu::arrive_locked(bar);
     } else {
-        emu::block.sm90->arrivals.push_back({bar, emu::thread_idx.x, std::move(emu::open_group)});
+        emu::block.sm90->arrivals.push_back({bar, emu::thread_key(), std::move(emu::open_group)});
         emu::open_group.clear();
     }
 }
@@ -325,7 +378,7 @@ inline void mbar_wait(u64* bar, int parity) {
 inline void cp_async_wait_all() {
     {
         std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
-        emu::land_locked(nullptr, emu::thread_idx.x);
+        emu::land_locked(nullptr, emu::thread_key());
     }
     cp_async_wait<0>();
 }

@@ -130,10 +130,10 @@ impl CudaDevice {
             *workspace = Some(fresh);
         }
         let ws = workspace.as_ref().expect("allocated above");
-        // B's tensor map for TMA configurations (M = 4, checked by `WgmmaLaunch::new`), unused
-        // zeros otherwise.
+        // B's tensor map for TMA configurations (M = 4, checked by `WgmmaLaunch::new`), boxes
+        // of a cluster's block's share of a stage's rows; unused zeros otherwise.
         let map = if cfg.tma == 1 {
-            self.tensor_map_b(b, cfg.bk)?
+            self.tensor_map_b(b, cfg.bk / cfg.cluster)?
         } else {
             TensorMapArg::unused()
         };
@@ -144,7 +144,9 @@ impl CudaDevice {
         // so a block's rows share their column locations); gathered rows are < K or skipped; B
         // and C are b.rows × b.ld and a.rows × c.ld with ld multiples of 8 (checked); the
         // blocks walk only the tiles of the rows, n and splits passed (one or several each, in
-        // either raster) and guard columns ≥ n; with split-K `ws` holds splits × rows × ldc
+        // either raster) and guard columns ≥ n; with clusters the grid is a whole number of
+        // them (the kernel's `__cluster_dims__`), a block past the rows copies a valid row
+        // block's A and stores nothing; with split-K `ws` holds splits × rows × ldc
         // floats (checked above); with TMA the map describes this B (its boxes' out-of-bounds
         // elements are zeros, not reads), and M = 4 makes a k-tile's gathered rows B's
         // consecutive rows.

@@ -13,6 +13,10 @@ pub struct PtxasReport {
     pub registers: usize,
     /// Bytes spilled to local memory (stores).
     pub spill_bytes: usize,
+    /// Whether ptxas serialised the `wgmma`s (its "Potential Performance Loss: wgmma.mma_async
+    /// instructions are serialized" advice): each then waits for the last, and the tensor
+    /// cores idle between them.
+    pub wgmma_serialized: bool,
 }
 
 /// Runs `ptxas -v` on `ptx` for `arch` and reads registers and spills; `None` when no ptxas is
@@ -41,7 +45,8 @@ pub fn ptxas_report(ptx: &str, arch: &str) -> Option<PtxasReport> {
     parse_ptxas(&String::from_utf8_lossy(&out.stderr))
 }
 
-/// Reads "Used N registers" and "N bytes spill stores" from ptxas's log.
+/// Reads "Used N registers", "N bytes spill stores" and any advice that the `wgmma`s were
+/// serialised from ptxas's log.
 pub fn parse_ptxas(log: &str) -> Option<PtxasReport> {
     let number_before = |line: &str, word: &str| -> Option<usize> {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -50,7 +55,9 @@ pub fn parse_ptxas(log: &str) -> Option<PtxasReport> {
     };
     let mut registers = None;
     let mut spill_bytes = 0;
+    let mut wgmma_serialized = false;
     for line in log.lines() {
+        wgmma_serialized |= line.contains("wgmma") && line.contains("serialized");
         if line.contains("Used") && line.contains("registers") {
             registers = number_before(line, "registers");
         }
@@ -62,5 +69,6 @@ pub fn parse_ptxas(log: &str) -> Option<PtxasReport> {
     Some(PtxasReport {
         registers: registers?,
         spill_bytes,
+        wgmma_serialized,
     })
 }

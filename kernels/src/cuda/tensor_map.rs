@@ -34,9 +34,10 @@ impl TensorMapArg {
 }
 
 impl CudaDevice {
-    /// The tensor map of B for tiles of `bk` rows: 2-D fp16, dims (columns, rows), rows `ld`
-    /// halves apart, boxes of 64 columns × `bk` rows landing under the 128-byte swizzle (one
-    /// 64-column group of the kernel's swizzled stage), out-of-bounds elements read as zero
+    /// The tensor map of B for boxes of `bk` rows (a stage's, or a cluster block's share of
+    /// one): 2-D fp16, dims (columns, rows), rows `ld` halves apart, boxes of 64 columns × `bk`
+    /// rows landing under the 128-byte swizzle (one 64-column group of the kernel's swizzled
+    /// stage, or that share of it), out-of-bounds elements read as zero
     /// (so tiles past K or n need no guard). An empty B gets the unused map (nothing launches).
     /// Encoded once per B and box (kept by the device), not in every timed launch.
     pub(crate) fn tensor_map_b(

@@ -44,6 +44,10 @@ pub const WGMMA_RASTER: [usize; 2] = [0, 1];
 /// reductions, e.g. 2:16 at K = 768, are not one pipeline fill and drain per tile). A
 /// launch-time choice, like split-K.
 pub const WGMMA_PERSISTENT: [usize; 2] = [0, 1];
+/// Thread-block clusters along C's rows: 1 (none), or 2 for TMA configurations (2:4): the
+/// pair's two row blocks share B's tiles, each block loads half of every stage's boxes and
+/// multicasts them into both, so B crosses from L2 once per pair.
+pub const WGMMA_CLUSTER: [usize; 2] = [1, 2];
 /// Split-K factors: blocks along K (grid z), for products whose grid has fewer blocks than the
 /// device has SMs. A launch-time choice: every factor runs the same compiled program.
 pub const WGMMA_SPLIT_K: [usize; 3] = [1, 2, 4];
@@ -79,6 +83,9 @@ pub struct WgmmaConfig {
     pub raster: usize,
     /// Blocks: one per tile (0) or one per SM, walking the tiles (1).
     pub persistent: usize,
+    /// Blocks per thread-block cluster (1, or 2 with `tma` = 1: B's boxes multicast to the
+    /// pair of row blocks that shares them).
+    pub cluster: usize,
 }
 
 impl fmt::Display for WgmmaConfig {
@@ -138,6 +145,11 @@ impl WgmmaConfig {
         if !WGMMA_PERSISTENT.contains(&self.persistent) {
             return fail(format!("PERSISTENT must be one of {WGMMA_PERSISTENT:?}"));
         }
+        if !WGMMA_CLUSTER.contains(&self.cluster) || (self.cluster > 1 && self.tma != 1) {
+            return fail(
+                "CLUSTER must be 1, or 2 with TMA = 1 (the pair multicasts B's boxes)".into(),
+            );
+        }
         if self.shared_bytes() > SM90_MAX_SHARED_BYTES {
             return fail(format!(
                 "{} bytes of shared memory, at most {SM90_MAX_SHARED_BYTES}",
@@ -148,7 +160,7 @@ impl WgmmaConfig {
     }
 
     /// The parameters' values, in the order of [`WgmmaConfig::PARAMS`].
-    pub fn values(&self) -> [usize; 11] {
+    pub fn values(&self) -> [usize; 12] {
         [
             self.bm,
             self.bn,
@@ -161,6 +173,7 @@ impl WgmmaConfig {
             self.tma,
             self.raster,
             self.persistent,
+            self.cluster,
         ]
     }
 
@@ -211,6 +224,7 @@ impl WgmmaConfig {
             ("BULK", self.bulk),
             ("SWIZZLE", self.swizzle),
             ("TMA", self.tma),
+            ("CLUSTER", self.cluster),
         ]
     }
 }
@@ -230,21 +244,24 @@ pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
                                     for &tma in &WGMMA_TMA {
                                         for &raster in &WGMMA_RASTER {
                                             for &persistent in &WGMMA_PERSISTENT {
-                                                let c = WgmmaConfig {
-                                                    bm,
-                                                    bn,
-                                                    bk,
-                                                    stages,
-                                                    keep,
-                                                    split_k,
-                                                    bulk,
-                                                    swizzle,
-                                                    tma,
-                                                    raster,
-                                                    persistent,
-                                                };
-                                                if c.validate().is_ok() {
-                                                    out.push(c);
+                                                for &cluster in &WGMMA_CLUSTER {
+                                                    let c = WgmmaConfig {
+                                                        bm,
+                                                        bn,
+                                                        bk,
+                                                        stages,
+                                                        keep,
+                                                        split_k,
+                                                        bulk,
+                                                        swizzle,
+                                                        tma,
+                                                        raster,
+                                                        persistent,
+                                                        cluster,
+                                                    };
+                                                    if c.validate().is_ok() {
+                                                        out.push(c);
+                                                    }
                                                 }
                                             }
                                         }
@@ -268,10 +285,13 @@ pub const WGMMA_REDUCE_PER_THREAD: u32 = 8;
 /// One launch of `spmm_vnm_wgmma_f16` (and, with split-K, of its reduction).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WgmmaLaunch {
-    /// The tiles: column tiles of C (BN each) × row blocks (BM each) × splits of K.
+    /// The tiles: column tiles of C (BN each) × row blocks (BM each) × splits of K; with
+    /// clusters, a tile is a cluster's (`CLUSTER` row blocks, the last pair's second block past
+    /// the rows where they are odd).
     pub tiles: u32,
     /// Thread blocks (a 1-D grid): one per tile, or with `PERSISTENT` 1 at most one per SM,
-    /// each walking the tiles in turn (the kernel's `TileGrid`, in the order `RASTER` says).
+    /// each walking the tiles in turn (the kernel's `TileGrid`, in the order `RASTER` says);
+    /// with clusters, `CLUSTER` blocks per tile (or per cluster walking them).
     pub blocks: u32,
     /// Threads per block.
     pub threads: u32,
@@ -342,14 +362,16 @@ impl WgmmaLaunch {
             *slot = int(x)?;
         }
         let split = cfg.split_k > 1;
-        let tiles = int(n.div_ceil(cfg.bn) * (a.rows / cfg.bm) * cfg.split_k)? as u32;
+        let row_groups = (a.rows / cfg.bm).div_ceil(cfg.cluster);
+        let tiles = int(n.div_ceil(cfg.bn) * row_groups * cfg.split_k)? as u32;
+        let clusters = if cfg.persistent == 1 {
+            tiles.min((multiprocessors / cfg.cluster).max(1) as u32)
+        } else {
+            tiles
+        };
         Ok(WgmmaLaunch {
             tiles,
-            blocks: if cfg.persistent == 1 {
-                tiles.min(multiprocessors.max(1) as u32)
-            } else {
-                tiles
-            },
+            blocks: int(clusters as usize * cfg.cluster)? as u32,
             threads: cfg.threads() as u32,
             shared_bytes: cfg.shared_bytes(),
             ints,
@@ -395,6 +417,7 @@ mod tests {
             tma: 0,
             raster: 0,
             persistent: 0,
+            cluster: 1,
         };
         assert!(big(2).validate().is_ok());
         assert!(big(3).validate().is_err());
@@ -411,6 +434,7 @@ mod tests {
             tma: 0,
             raster: 0,
             persistent: 0,
+            cluster: 1,
         };
         assert!(shallow.validate().is_err());
         assert!(WgmmaConfig {
@@ -437,10 +461,11 @@ mod tests {
             tma: 0,
             raster: 1,
             persistent: 0,
+            cluster: 1,
         };
         assert_eq!(
             c.to_string(),
-            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 TMA=0 RASTER=1 PERSISTENT=0"
+            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 TMA=0 RASTER=1 PERSISTENT=0 CLUSTER=1"
         );
     }
 
@@ -458,6 +483,7 @@ mod tests {
             tma: 0,
             raster: 0,
             persistent: 0,
+            cluster: 1,
         };
         // B 32 x 64 halves, A 64 x (16 + 8) halves, metadata 4 tiles x 2 steps x 8 words,
         // two mbarriers; two stages.
@@ -482,6 +508,7 @@ mod tests {
             tma: 0,
             raster: 0,
             persistent: 0,
+            cluster: 1,
         };
         let p = pack_vnm(&a, cfg.bk).unwrap();
         let ld = padded_ld(70);
@@ -541,5 +568,21 @@ mod tests {
         assert!(new(&tma).is_err());
         let m4 = VnmDims { m: 4, ..p.dims };
         assert!(WgmmaLaunch::new(m4, 70, ld, ld, &tma, 3).is_ok());
+        // Clusters of two (TMA only): a tile is a pair of row blocks, two blocks each, and a
+        // persistent grid has at most SMs / 2 pairs; 3 row blocks make 2 pairs, the second
+        // half past the rows.
+        assert!(WgmmaConfig { cluster: 2, ..cfg }.validate().is_err());
+        let pair = WgmmaConfig { cluster: 2, ..tma };
+        let pairs = |dims, cfg: &WgmmaConfig| {
+            let l = WgmmaLaunch::new(dims, 70, ld, ld, cfg, 3).unwrap();
+            (l.tiles, l.blocks)
+        };
+        assert_eq!(pairs(m4, &pair), (2, 4));
+        let persistent_pairs = WgmmaConfig {
+            persistent: 1,
+            ..pair
+        };
+        assert_eq!(pairs(m4, &persistent_pairs), (2, 2));
+        assert_eq!(pairs(VnmDims { rows: 192, ..m4 }, &pair), (2, 4));
     }
 }

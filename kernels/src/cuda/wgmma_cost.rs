@@ -12,7 +12,8 @@
 //!   cores at 8,192 dense-equivalent fp16 FLOP per cycle), the producer's `cp.async` issue (one
 //!   per 16 bytes, or per row of A and 16-row metadata tile with `BULK`, per 64-column group of
 //!   B with `TMA`), and the L2 →
-//!   shared-memory bytes of A, metadata and the gathered B rows;
+//!   shared-memory bytes of A, metadata and the gathered B rows (B's once per cluster with
+//!   `CLUSTER` = 2: each block fetches half of the boxes and multicasts them to both);
 //! - its latency (mbarrier hand-off, the `wgmma` drain when `KEEP` = 0, the copy latency left
 //!   after `STAGES − 1` tiles in flight) divided by the blocks resident on the SM.
 //!
@@ -144,7 +145,8 @@ pub fn wgmma_cycles_with(
     let ktiles = 2 * slots / cfg.bk;
     let split = cfg.split_k.max(1);
     let tiles_per_block = f(ktiles.div_ceil(split));
-    let blocks = (rows / cfg.bm).max(1) * n.div_ceil(cfg.bn) * split;
+    let blocks =
+        (rows / cfg.bm).max(1).div_ceil(cfg.cluster) * cfg.cluster * n.div_ceil(cfg.bn) * split;
     let registers = if cfg.bm > 64 {
         TWO_CONSUMER_REGISTERS
     } else {
@@ -171,7 +173,10 @@ pub fn wgmma_cycles_with(
         0.0
     } + if cfg.tma == 1 { f(cfg.bn / 64) } else { 0.0 };
     let issue = (copied / 16.0 + bulk_copies) / 128.0 * k.copy_issue;
-    let throughput = tensor.max(issue).max(bytes / k.l2_bytes_per_cycle);
+    // From L2: A and the metadata per block, B's stage once per cluster (each block fetches
+    // its share of the boxes and multicasts it).
+    let l2_bytes = a_bytes + b_bytes_staged / f(cfg.cluster.max(1));
+    let throughput = tensor.max(issue).max(l2_bytes / k.l2_bytes_per_cycle);
     let drain = if cfg.keep == 0 { k.wgmma_drain } else { 0.0 };
     let latency = k.sync + drain + tensor + k.copy_latency / f(cfg.stages.saturating_sub(1).max(1));
     let step = (latency / overlapped).max(throughput);
@@ -276,6 +281,28 @@ mod tests {
         };
         assert!(at(1) < at(0));
         assert_eq!(cfg.persistent, 1);
+    }
+
+    #[test]
+    fn a_cluster_halves_b_from_l2_where_l2_bounds_the_step() {
+        let gpu = GpuModel::h200();
+        let at = |cfg: &WgmmaConfig, cluster| {
+            let c = WgmmaConfig { cluster, ..*cfg };
+            wgmma_cycles(&c, (3072, 768, 4), 16384, &gpu)
+        };
+        let tma: Vec<WgmmaConfig> = wgmma_configs(128)
+            .into_iter()
+            .filter(|c| c.cluster == 2)
+            .collect();
+        // Never dearer (the same work, half of B's bytes) and cheaper where the bytes bound it.
+        assert!(
+            tma.iter().all(|c| at(c, 2) <= at(c, 1)),
+            "a cluster costs more"
+        );
+        assert!(
+            tma.iter().any(|c| at(c, 2) < at(c, 1)),
+            "a cluster never pays"
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use super::wgmma::{
-    WgmmaConfig, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_KEEP, WGMMA_PERSISTENT,
-    WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
+    WgmmaConfig, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER, WGMMA_KEEP,
+    WGMMA_PERSISTENT, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
 };
 
 /// The environment variable read by [`env_exclusions`].
@@ -37,6 +37,7 @@ pub fn wgmma_param_values(name: &str) -> Option<&'static [usize]> {
         "tma" => &WGMMA_TMA,
         "raster" => &WGMMA_RASTER,
         "persistent" => &WGMMA_PERSISTENT,
+        "cluster" => &WGMMA_CLUSTER,
         _ => return None,
     })
 }

@@ -4,8 +4,9 @@
 
 use super::space::{cuda_space, size_param};
 use super::wgmma::{
-    WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_KEEP,
-    WGMMA_PERSISTENT, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
+    WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER,
+    WGMMA_KEEP, WGMMA_PERSISTENT, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE,
+    WGMMA_TMA,
 };
 use super::wgmma_exclude::{env_exclusions, WgmmaExclusions};
 use crate::{
@@ -35,9 +36,10 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 
 /// The Hopper kernel's space, for a format of group width `m`, with thread blocks of any of
 /// the heights `bms`: `bm`, `bn`, `bk`, `stages`, `keep`, `split_k`, `bulk`, `swizzle`, `tma`
-/// (1 offered only where M = 4), `raster`, `persistent`, constrained to what the kernel accepts (`keep` = 1
-/// needs 3+ stages; `tma` = 1 needs `swizzle` = 1 and `bulk` = 1; the pipeline must fit
-/// sm_90's shared memory; see [`WgmmaConfig::validate`]).
+/// and `cluster` (1 and 2 offered only where M = 4), `raster`, `persistent`, constrained to
+/// what the kernel accepts (`keep` = 1 needs 3+ stages; `tma` = 1 needs `swizzle` = 1 and
+/// `bulk` = 1; `cluster` = 2 needs `tma` = 1; the pipeline must fit sm_90's shared memory; see
+/// [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
     space_of(wgmma_params(bms, m, &WgmmaExclusions::default()))
 }
@@ -45,12 +47,17 @@ pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
 /// [`wgmma_space`]'s parameters less the values `ex` excludes (a parameter may be left with
 /// none).
 fn wgmma_params(bms: &[usize], m: usize, ex: &WgmmaExclusions) -> Vec<ParamDef> {
-    let tma: &[usize] = if m == 4 { &WGMMA_TMA } else { &WGMMA_TMA[..1] };
+    let (tma, cluster): (&[usize], &[usize]) = if m == 4 {
+        (&WGMMA_TMA, &WGMMA_CLUSTER)
+    } else {
+        (&WGMMA_TMA[..1], &WGMMA_CLUSTER[..1])
+    };
     [
         ("bk", &WGMMA_BK[..]),
         ("bm", bms),
         ("bn", &WGMMA_BN),
         ("bulk", &WGMMA_BULK),
+        ("cluster", cluster),
         ("keep", &WGMMA_KEEP),
         ("persistent", &WGMMA_PERSISTENT),
         ("raster", &WGMMA_RASTER),
@@ -126,7 +133,7 @@ pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelE
 impl WgmmaConfig {
     /// The names of its parameters in [`wgmma_space`] (and, upper-case, of its `#define`s and
     /// launch arguments in its display).
-    pub const PARAMS: [&'static str; 11] = [
+    pub const PARAMS: [&'static str; 12] = [
         "bm",
         "bn",
         "bk",
@@ -138,6 +145,7 @@ impl WgmmaConfig {
         "tma",
         "raster",
         "persistent",
+        "cluster",
     ];
 
     /// The configuration at `p` (a point of [`wgmma_space`]); checked like
@@ -156,6 +164,7 @@ impl WgmmaConfig {
             tma: get("tma")?,
             raster: get("raster")?,
             persistent: get("persistent")?,
+            cluster: get("cluster")?,
         };
         c.validate().map_err(|e| KernelError::ParamConstraint {
             name: "stages".into(),
@@ -230,6 +239,7 @@ mod tests {
             tma: 0,
             raster: 1,
             persistent: 0,
+            cluster: 1,
         };
         assert!(space.contains(&ok.to_point()).is_ok());
         let two_stages = WgmmaConfig { stages: 2, ..ok };
