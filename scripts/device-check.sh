@@ -124,6 +124,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 status=0
 if [ "$MODE" = smoke ] || [ "$MODE" = dry-run ]; then export COTUNE_BENCH_QUICK=1; fi
+# The kernels' device tests and benchmarks share one PTX cache (outside the packed results), so
+# that their processes compile each program once between them, and the driver keeps what it
+# builds from PTX in its own cache; the engine's steps run without it (their PTX goes to the
+# store, which is what they check).
+export COTUNE_PTX_CACHE="$TARGET/device-check-ptx" CUDA_CACHE_MAXSIZE=4294967296
 # The Hopper kernel first: it is what a device run is scarce for. The probe finds which
 # reading of the wgmma layouts the device takes (the kernel as written first; it stops at the
 # first that agrees) and every later step builds the kernel with it (COTUNE_WGMMA_READING), so
@@ -242,7 +247,8 @@ tail -1 "$RES/model-check-wgmma.txt" 2>/dev/null
 # The engine's own GPU test: a 16:2:4 MLP tuned on the device and evaluated end to end, its
 # rows carrying the device fingerprint and its PTX cached in the store.
 log "engine test on the GPU (pipeline cuda_backend)"
-COTUNE_BIN="$BIN/cotune" timeout "$(limit 60 80)" "$BIN/cuda_backend" --ignored --nocapture \
+COTUNE_BIN="$BIN/cotune" env -u COTUNE_PTX_CACHE timeout "$(limit 60 80)" "$BIN/cuda_backend" \
+  --ignored --nocapture \
   --exact on_a_gpu_a_vnm_shape_is_tuned_and_the_model_evaluated_end_to_end \
   > "$RES/tests-engine.log" 2>&1
 code=$?
@@ -254,7 +260,7 @@ grep -e '^test ' -e 'panicked' -e 'assert' "$RES/tests-engine.log" | head -10
 log "cuda-smoke experiment through cotune"
 SMOKE="$RES/cuda-smoke"
 mkdir -p "$SMOKE"
-timeout "$(limit 150 20)" "$BIN/cotune" run \
+env -u COTUNE_PTX_CACHE timeout "$(limit 150 20)" "$BIN/cotune" run \
   "$ROOT/experiments/cuda-smoke.toml" --store "$SMOKE/store" --out "$SMOKE/out" -q \
   > "$SMOKE/run.log" 2>&1
 code=$?
@@ -272,7 +278,7 @@ else
 fi
 # The same experiment again on the same store: every instance is found, nothing is computed.
 log "cuda-smoke again (the second run computes nothing)"
-timeout "$(limit 30 0)" "$BIN/cotune" run \
+env -u COTUNE_PTX_CACHE timeout "$(limit 30 0)" "$BIN/cotune" run \
   "$ROOT/experiments/cuda-smoke.toml" --store "$SMOKE/store" --out "$SMOKE/out" -q \
   > "$SMOKE/run2.log" 2>&1
 code2=$?

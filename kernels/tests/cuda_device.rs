@@ -11,7 +11,9 @@ use kernels::cuda::{
 use kernels::{spmm_reference, NmMatrix, SparseMatrix, VnmMatrix};
 
 fn device(test: &str) -> CudaDevice {
-    CudaDevice::new(0).unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"))
+    CudaDevice::new(0)
+        .map(CudaDevice::with_env_ptx_cache)
+        .unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"))
 }
 
 fn reference(a: &SparseMatrix, b: &[f32], n: usize) -> Vec<f32> {

@@ -16,7 +16,9 @@ use kernels::cuda::{
 use kernels::{build_mask, spmm_reference, NmMatrix, Pattern, SparseMatrix, VnmMatrix};
 
 fn device(test: &str) -> CudaDevice {
-    CudaDevice::new(0).unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"))
+    CudaDevice::new(0)
+        .map(CudaDevice::with_env_ptx_cache)
+        .unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"))
 }
 
 /// The configurations for blocks of `v` rows less those `COTUNE_WGMMA_EXCLUDE` leaves out

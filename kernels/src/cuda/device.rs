@@ -122,6 +122,15 @@ impl CudaDevice {
         self
     }
 
+    /// Caches compiled PTX in `$COTUNE_PTX_CACHE` where it is set (the device tests and
+    /// benchmarks: the device check's processes then compile each program once between them).
+    pub fn with_env_ptx_cache(self) -> Self {
+        match std::env::var_os("COTUNE_PTX_CACHE") {
+            Some(dir) => self.with_ptx_cache(PtxCache::new(dir)),
+            None => self,
+        }
+    }
+
     /// The kernel for this configuration, compiled and loaded on first use.
     pub(super) fn function(
         &self,

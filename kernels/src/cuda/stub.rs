@@ -40,6 +40,11 @@ impl CudaDevice {
     pub fn with_ptx_cache(self, _cache: PtxCache) -> Self {
         self
     }
+
+    /// Caches compiled PTX in `$COTUNE_PTX_CACHE` where it is set.
+    pub fn with_env_ptx_cache(self) -> Self {
+        self
+    }
 }
 
 impl Gpu for CudaDevice {

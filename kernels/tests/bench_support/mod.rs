@@ -145,7 +145,9 @@ pub struct Setup {
 }
 
 pub fn setup(test: &str, quick_shape: (usize, usize)) -> Setup {
-    let dev = CudaDevice::new(0).unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"));
+    let dev = CudaDevice::new(0)
+        .map(CudaDevice::with_env_ptx_cache)
+        .unwrap_or_else(|e| panic!("{test} needs a CUDA device: {e}"));
     let quick = std::env::var("COTUNE_BENCH_QUICK").is_ok_and(|v| v == "1");
     let out = std::path::PathBuf::from(
         std::env::var("COTUNE_BENCH_OUT").unwrap_or_else(|_| "target/cuda-bench".into()),
