@@ -44,7 +44,7 @@
 //   their bytes on each block's `full` barrier, so B crosses from L2 once per pair. A stage may
 //   be refilled only when both blocks' consumers have released it: each consumer warp arrives
 //   (lanes 0 and 1, after the warp's wgmmas are done) on the `empty` barrier of both blocks
-//   (`mapa` + a cluster-scope arrive); the blocks meet at a cluster barrier after initialising
+//   (`mapa` + `mbarrier.arrive.shared::cluster`); the blocks meet at a cluster barrier after initialising
 //   their mbarriers and again before exiting (no block leaves while its peer may still arrive
 //   on its barriers). With an odd number of row blocks the last pair's second block loads a
 //   valid row block's A (so its copies stay in bounds) and stores nothing.
@@ -236,11 +236,14 @@ static __device__ __forceinline__ void cluster_sync() {
 }
 
 // Arrives on the barrier at `bar`'s offset in the shared memory of the cluster's block `rank`
-// (this block's own included), releasing this thread's prior reads at cluster scope.
+// (this block's own included). The default semantics (release at CTA scope), as CUTLASS's
+// cluster barrier arrives: what it releases are reads of a stage already complete (the
+// wgmmas waited for), and `.release.cluster` costs a GPU-wide memory barrier (MEMBAR.ALL.GPU
+// in the SASS) before every arrival, per consumer warp per k-tile.
 static __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 rank) {
     asm volatile(
         "{ .reg .b32 remote; mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }\n" ::"r"(smem_addr(bar)),
+        "mbarrier.arrive.shared::cluster.b64 _, [remote]; }\n" ::"r"(smem_addr(bar)),
         "r"(rank)
         : "memory");
 }

@@ -14,7 +14,7 @@
 //   each one's shared memory and completes its bytes on each one's barrier.
 // - Clusters (`run_grid`'s `cluster`: the blocks of a cluster run at once and share the
 //   barrier table): `%cluster_ctarank`, `barrier.cluster` arrive + wait, and an arrive on the
-//   barrier at the same offset of another block's shared memory (`mapa` + a cluster-scope
+//   barrier at the same offset of another block's shared memory (`mapa` + a remote
 //   `mbarrier.arrive`).
 //   `cp.async.mbarrier.arrive.noinc` ties the thread's pending copies to the barrier: in lazy
 //   mode they land, and then arrive, only when some thread waits on that barrier (or the
