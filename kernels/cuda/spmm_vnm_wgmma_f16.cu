@@ -564,35 +564,44 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
                     }
                 }
 #else
-                // B's gathered row kg (of all the row's 2 ks) is row `source_row(kg)` of B, or
-                // none (-1: padding, or columns past K), which lands as zeros.
+                // A gathered row's source: row `src_row` of B, or none (-1: padding, or columns
+                // past K), which lands as zeros.
+                auto copy_b = [&](u16* dst, int src_row, int col) {
+                    const bool ok = src_row >= 0 && col < n;
+                    cp_async16(dst, ok ? b + (size_t)src_row * ldb + col : b, ok ? 16 : 0);
+                };
+#if SWIZZLE
+                // Thread t copies piece t % 8 of the 4 gathered rows of the k-tile's groups
+                // t / 8, t / 8 + 16, ... in every column group: one 32-bit load gives a group's 4
+                // column locations (the 4 rows of B it gathers), where a lookup per row made each
+                // row's copies wait for a load of their own. The 8 lanes of a group read 128
+                // contiguous bytes of a B row and write one 128-byte row of the stage, its pieces
+                // permuted by the row's index mod 8 (so the banks differ). Groups not unrolled
+                // (the producer has 56 registers with two consumers).
+                const int piece = tid % 8;
+#pragma unroll 1
+                for (int q = tid / 8; q < BK / 4 * !ABLATE_B; q += 16) {
+                    const int g = (kt0 + kt) * (BK / 4) + q;
+                    const u32 locs = g < groups ? __ldg(reinterpret_cast<const u32*>(loc + g * 4)) : 0u;
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const int r = 4 * q + j;
+                        const int col = g * m + (int)((locs >> (8 * j)) & 0xFFu);
+                        const int src_row = g < groups && col < k ? col : -1;
+                        const int swizzled = (piece ^ (r % 8)) * 8;
+#pragma unroll
+                        for (int cg = 0; cg < BN / 64; ++cg)
+                            copy_b(dB + (cg * BK + r) * 64 + swizzled, src_row, col0 + cg * 64 + piece * 8);
+                    }
+                }
+#else
+                // B's gathered row kg (of all the row's 2 ks) is row `source_row(kg)` of B.
                 auto source_row = [&](int kg) {
                     const int g = kg >> 2;
                     if (g >= groups) return -1;
                     const int col = g * m + (int)__ldg(loc + g * 4 + (kg & 3));
                     return col < k ? col : -1;
                 };
-                auto copy_b = [&](u16* dst, int src_row, int col) {
-                    const bool ok = src_row >= 0 && col < n;
-                    cp_async16(dst, ok ? b + (size_t)src_row * ldb + col : b, ok ? 16 : 0);
-                };
-#if SWIZZLE
-                // Thread t copies piece t % 8 of gathered rows t / 8, t / 8 + 16, ... in every
-                // column group: 8 lanes read 128 contiguous bytes of a B row and write one 128-byte
-                // row of the stage, its pieces permuted (so the banks differ). A thread's rows step
-                // by 16, so its piece's place stays the same; each row is looked up once for all
-                // column groups (the rows not unrolled: unrolled, the lookups' registers spill in
-                // the producer's 56 with two consumers).
-                const int piece = tid % 8;
-                const int swizzled = (piece ^ (tid / 8 % 8)) * 8;
-#pragma unroll 1
-                for (int r = tid / 8; r < BK * !ABLATE_B; r += 16) {
-                    const int src_row = source_row((kt0 + kt) * BK + r);
-#pragma unroll
-                    for (int cg = 0; cg < BN / 64; ++cg)
-                        copy_b(dB + (cg * BK + r) * 64 + swizzled, src_row, col0 + cg * 64 + piece * 8);
-                }
-#else
                 // Chunk i is row i % 8 of core matrix i / 8 = (kc, nc): 16-byte rows in chunk
                 // order, so that the 8 lanes of each quarter-warp write 8 different banks'
                 // groups, while global reads stay 64 bytes contiguous per gathered row.

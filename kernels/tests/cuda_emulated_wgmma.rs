@@ -96,6 +96,22 @@ fn configurations() -> Vec<WgmmaConfig> {
         persistent: 0,
         ..largest
     });
+    // B gathered under the swizzle at the shallowest k-tile (8 groups of 4 rows: half the
+    // producer's threads copy) over 4 column groups, deepest pipeline.
+    out.push(WgmmaConfig {
+        bm: 64,
+        bn: 256,
+        bk: 32,
+        stages: 6,
+        keep: 0,
+        split_k: 1,
+        bulk: 0,
+        swizzle: 1,
+        tma: 0,
+        raster: 0,
+        persistent: 0,
+        cluster: 1,
+    });
     // Clusters of two blocks multicasting B's boxes: the largest tile split along K (several
     // clusters in the grid), and a persistent cluster walking its tiles with a group kept in
     // flight, on row blocks of one pair and (the 2:4 matrix of BM rows) an odd one.
@@ -244,7 +260,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         // B's gathered rows land in the swizzled stage unpermuted.
         (
             "unswizzled-pieces",
-            "(piece ^ (tid / 8 % 8)) * 8",
+            "(piece ^ (r % 8)) * 8",
             "piece * 8",
             &[Copies::Lazy, Copies::Eager][..],
         ),
