@@ -125,7 +125,7 @@ impl CudaDevice {
     /// Caches compiled PTX in `$COTUNE_PTX_CACHE` where it is set (the device tests and
     /// benchmarks: the device check's processes then compile each program once between them).
     pub fn with_env_ptx_cache(self) -> Self {
-        match std::env::var_os("COTUNE_PTX_CACHE") {
+        match std::env::var_os(super::PTX_CACHE_ENV) {
             Some(dir) => self.with_ptx_cache(PtxCache::new(dir)),
             None => self,
         }

@@ -91,6 +91,10 @@ pub use nvrtc::{compile_ptx, compile_ptx_from, nvrtc_available, nvrtc_version, P
 #[cfg(not(feature = "cuda"))]
 pub use stub::{nvrtc_available, CudaDevice, PtxCache};
 
+/// The environment variable naming a folder for compiled PTX (the engine's cache, and the
+/// device tests' through [`CudaDevice::with_env_ptx_cache`]).
+pub const PTX_CACHE_ENV: &str = "COTUNE_PTX_CACHE";
+
 /// Whether this build has the CUDA backend (feature `cuda`).
 pub const CUDA_ENABLED: bool = cfg!(feature = "cuda");
 

@@ -59,7 +59,7 @@ pub fn use_ptx_cache_in(dir: PathBuf) {
 /// Where compiled PTX is cached: `$COTUNE_PTX_CACHE`, else the folder given to
 /// [`use_ptx_cache_in`], else `cotune-ptx-<user>` in the system's temporary folder.
 pub fn ptx_cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("COTUNE_PTX_CACHE") {
+    if let Some(dir) = std::env::var_os(kernels::cuda::PTX_CACHE_ENV) {
         return PathBuf::from(dir);
     }
     if let Some(dir) = PTX_DIR.get() {
