@@ -192,7 +192,7 @@ isolated() {  # $1 = the test (a cuda_device_wgmma filter), $2 = the feature, $3
   timeout "$(limit "$3" "$4")" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
     "$1" > "$RES/tests-$1.log" 2>&1
   local code=$?
-  grep -e '^test ' -e 'disagree' -e 'panicked' "$RES/tests-$1.log" | head -20
+  grep -e '^test ' -e 'disagree' -e 'panicked' -e 'at once' "$RES/tests-$1.log" | head -20
   if [ $code != 0 ]; then
     status=1; export COTUNE_WGMMA_EXCLUDE="${COTUNE_WGMMA_EXCLUDE:+$COTUNE_WGMMA_EXCLUDE,}$2"
     log "HOPPER $2 TESTS FAILED: COTUNE_WGMMA_EXCLUDE=$COTUNE_WGMMA_EXCLUDE from here on"

@@ -138,6 +138,16 @@
 #ifndef ABLATE_B
 #define ABLATE_B 0
 #endif
+// ABLATE_STORE=1 drops the epilogue's stores of C (and of the split-K partials): what is left
+// is the main loop, so the difference is what the epilogue costs the tile. EPILOGUE_U32=1
+// stores C as it once did, one 4-byte store per thread per row and column block (a warp's
+// store: 8 rows x 16 bytes) instead of the quad's 16-byte ones: the benchmark's comparison.
+#ifndef ABLATE_STORE
+#define ABLATE_STORE 0
+#endif
+#ifndef EPILOGUE_U32
+#define EPILOGUE_U32 0
+#endif
 #if SWIZZLE
 #define B_KSTEP 1024
 #define B_NSTEP (BK * 128)
@@ -299,6 +309,23 @@ template <int R> static __device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
+// Lane `lane ^ mask`'s `v` (every lane of the warp takes part).
+static __device__ __forceinline__ u32 shfl_xor(u32 v, int mask) {
+    u32 r;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n" : "=r"(r) : "r"(v), "r"(mask));
+    return r;
+}
+
+// 16 bytes to global memory (16-byte aligned).
+static __device__ __forceinline__ void st_global_v4(void* p, const u32* v) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+}
+
+// 8 bytes (two floats) to global memory (8-byte aligned).
+static __device__ __forceinline__ void st_global_v2_f32(float* p, float x, float y) {
+    asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
+}
+
 static __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
     u32 r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -396,6 +423,26 @@ static __device__ __forceinline__ void wgmma_sp(float* d, const u32* a, unsigned
 static __device__ __forceinline__ u64 matrix_descriptor(const void* p, u32 lbo, u32 sbo) {
     return (u64)((smem_addr(p) & 0x3FFFF) >> 4) | (u64)((lbo >> 4) & 0x3FFF) << 16 |
            (u64)((sbo >> 4) & 0x3FFF) << 32 | (u64)SWIZZLE << 62;
+}
+
+// The 4 x 4 transpose of a quad's words: lane q's v[i] (its two columns 2q, 2q + 1 of column
+// block i of 8) becomes v[i] = lane i's two columns of block q, so that a lane then holds the
+// 8 columns of one block, 16 contiguous bytes of a row. Two exchanges of half the words, each
+// trading one bit of the lane for one bit of the slot: across lanes q ^ 1 the words whose
+// slot bit 0 differs from the lane's bit 0 (they stay in their slots), then across q ^ 2 those
+// whose slot bit 1 differs from the lane's bit 1. Every lane of the warp takes part.
+static __device__ __forceinline__ void quad_transpose(u32* v, int q) {
+    const bool odd = q & 1, upper = q & 2;
+#pragma unroll
+    for (int hi = 0; hi < 4; hi += 2) {
+        const u32 got = shfl_xor(odd ? v[hi] : v[hi + 1], 1);
+        if (odd) v[hi] = got; else v[hi + 1] = got;
+    }
+#pragma unroll
+    for (int lo = 0; lo < 2; ++lo) {
+        const u32 got = shfl_xor(upper ? v[lo] : v[2 + lo], 2);
+        if (upper) v[lo] = got; else v[2 + lo] = got;
+    }
 }
 
 // One tile of the product: rows row0 .. row0 + BM, columns col0 .. col0 + BN, and of split z
@@ -710,28 +757,50 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
 
         // Epilogue: accumulator 4j + e of a thread is row `group` + 8 (e / 2) of its warp's 16,
         // column 8 j + 2 quad + e % 2. Split-K blocks write f32 partials to their slice of `ws`
-        // (rows x ldc floats each), which spmm_vnm_wgmma_reduce_f16 sums in order.
+        // (rows x ldc floats each), which spmm_vnm_wgmma_reduce_f16 sums in order; C's rows
+        // are 16-byte aligned (ldc a multiple of 8) and columns past n up to ldc are padding.
+        if (ABLATE_STORE) continue;
+        if (splits > 1) {
+            float* part = ws + (size_t)x.z * rows * ldc;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                const int r = x.row0 + r16 + group;
+                const int col = x.col0 + j * 8 + quad * 2;
+                if (col < n) {
+                    if (r < rows) st_global_v2_f32(part + (size_t)r * ldc + col, acc[4 * j], acc[4 * j + 1]);
+                    if (r + 8 < rows) st_global_v2_f32(part + (size_t)(r + 8) * ldc + col, acc[4 * j + 2], acc[4 * j + 3]);
+                }
+            }
+            continue;
+        }
+#if EPILOGUE_U32
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
             const int r = x.row0 + r16 + group;
             const int col = x.col0 + j * 8 + quad * 2;
             if (col < n) {
-                if (splits == 1) {
-                    if (r < rows) *reinterpret_cast<u32*>(c + (size_t)r * ldc + col) = pack_f16x2(acc[4 * j], acc[4 * j + 1]);
-                    if (r + 8 < rows) *reinterpret_cast<u32*>(c + (size_t)(r + 8) * ldc + col) = pack_f16x2(acc[4 * j + 2], acc[4 * j + 3]);
-                } else {
-                    float* part = ws + (size_t)x.z * rows * ldc;
-                    if (r < rows) {
-                        part[(size_t)r * ldc + col] = acc[4 * j];
-                        part[(size_t)r * ldc + col + 1] = acc[4 * j + 1];
-                    }
-                    if (r + 8 < rows) {
-                        part[(size_t)(r + 8) * ldc + col] = acc[4 * j + 2];
-                        part[(size_t)(r + 8) * ldc + col + 1] = acc[4 * j + 3];
-                    }
-                }
+                if (r < rows) *reinterpret_cast<u32*>(c + (size_t)r * ldc + col) = pack_f16x2(acc[4 * j], acc[4 * j + 1]);
+                if (r + 8 < rows) *reinterpret_cast<u32*>(c + (size_t)(r + 8) * ldc + col) = pack_f16x2(acc[4 * j + 2], acc[4 * j + 3]);
             }
         }
+#else
+        // Per row (h: `group`, `group` + 8) and 4 column blocks at a time, the quad trades
+        // words (quad_transpose) so that each lane stores one block's 16 bytes: a warp's store
+        // is 8 rows x 64 contiguous bytes, a quarter of the stores of 4 bytes each.
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = x.row0 + r16 + group + 8 * h;
+#pragma unroll
+            for (int j0 = 0; j0 < BN / 8; j0 += 4) {
+                u32 w[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) w[i] = pack_f16x2(acc[4 * (j0 + i) + 2 * h], acc[4 * (j0 + i) + 2 * h + 1]);
+                quad_transpose(w, quad);
+                const int col = x.col0 + 8 * (j0 + quad);
+                if (r < rows && col < n) st_global_v4(c + (size_t)r * ldc + col, w);
+            }
+        }
+#endif
     }
 #if CLUSTER > 1
     // The peer's consumers may still arrive on this block's barriers: stay until they are done.

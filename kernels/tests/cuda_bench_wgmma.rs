@@ -309,17 +309,25 @@ type Point = (usize, usize, usize, usize);
 /// builds of it timed beside it (interleaved, same inputs): without the consumers' wgmmas
 /// (`ABLATE_MMA`: the producer's copies and the hand-offs) and without the producer's gather
 /// of B (`ABLATE_B`: the wgmmas, A's copies and the hand-offs). Close to the first: the gather
-/// bounds it; close to the second: the tensor cores or the consumers do. One operand set (B
-/// stays in L2 where it fits, for all three alike). Writes `wgmma_ablation.csv` and prints a
-/// table.
+/// bounds it; close to the second: the tensor cores or the consumers do. Beside them the
+/// epilogue's share: without C's stores (`ABLATE_STORE`), and with the 4-byte stores the
+/// quad's 16-byte ones replaced (`EPILOGUE_U32`). One operand set (B stays in L2 where it
+/// fits, for all alike). Writes `wgmma_ablation.csv` and prints a table.
 fn ablations(
     dev: &kernels::cuda::CudaDevice,
     v: usize,
     winners: &[(Point, WgmmaConfig)],
     out: &std::path::Path,
 ) {
-    // The kernel, then its two ablations (full, no_mma, no_b).
-    let variants: [Option<&'static str>; 3] = [None, Some("ABLATE_MMA"), Some("ABLATE_B")];
+    // The kernel, then its ablations (full, no_mma, no_b, no_store) and the old epilogue
+    // (u32_store).
+    let variants: [Option<&'static str>; 5] = [
+        None,
+        Some("ABLATE_MMA"),
+        Some("ABLATE_B"),
+        Some("ABLATE_STORE"),
+        Some("EPILOGUE_U32"),
+    ];
     let Some(first) = winners.first() else {
         return;
     };
@@ -347,19 +355,23 @@ fn ablations(
         configs.len(),
         t0.elapsed().as_secs_f64()
     );
-    let mut csv = String::from("rows,cols,n,m,config,full_us,no_mma_us,no_b_us\n");
-    println!("\nWhere the Hopper winners' time goes (µs; no_mma: copies only, no_b: wgmmas only):");
+    let mut csv =
+        String::from("rows,cols,n,m,config,full_us,no_mma_us,no_b_us,no_store_us,u32_store_us\n");
     println!(
-        "{:>11} {:>6} {:>3} {:>9} {:>9} {:>9}  config",
-        "shape", "N", "M", "full", "no_mma", "no_b"
+        "\nWhere the Hopper winners' time goes (µs; no_mma: copies only, no_b: wgmmas only, \
+         no_store: without C's stores, u32_store: 4-byte stores):"
+    );
+    println!(
+        "{:>11} {:>6} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9}  config",
+        "shape", "N", "M", "full", "no_mma", "no_b", "no_store", "u32_store"
     );
     for &((r, k, n, m), cfg) in winners {
         let a = random_vnm(r, k, v, m, (r * 7 + k * 3 + m) as u64).unwrap();
         let da = dev.upload_vnm(&a, cfg.bk).unwrap();
         let b = dev.upload_f16(&exact_values(k * n, 10), k, n).unwrap();
         let mut c = dev.zeros_f16(r, n).unwrap();
-        // Rounds of the three builds in turn; each one's median over the rounds.
-        let mut samples = [vec![], vec![], vec![]];
+        // Rounds of the builds in turn; each one's median over the rounds.
+        let mut samples = variants.map(|_| vec![]);
         for _ in 0..5 {
             for (i, ablate) in variants.iter().enumerate() {
                 let d = defines(*ablate);
@@ -371,12 +383,13 @@ fn ablations(
                 samples[i].push(t.median_us);
             }
         }
-        let [full, no_mma, no_b] = samples.map(|s| Timing::from_samples(s).median_us);
+        let [full, no_mma, no_b, no_store, u32_store] =
+            samples.map(|s| Timing::from_samples(s).median_us);
         csv.push_str(&format!(
-            "{r},{k},{n},{m},\"{cfg}\",{full:.3},{no_mma:.3},{no_b:.3}\n"
+            "{r},{k},{n},{m},\"{cfg}\",{full:.3},{no_mma:.3},{no_b:.3},{no_store:.3},{u32_store:.3}\n"
         ));
         println!(
-            "{:>11} {n:>6} {m:>3} {full:>9.1} {no_mma:>9.1} {no_b:>9.1}  {cfg}",
+            "{:>11} {n:>6} {m:>3} {full:>9.1} {no_mma:>9.1} {no_b:>9.1} {no_store:>9.1} {u32_store:>9.1}  {cfg}",
             format!("{r}x{k}")
         );
         std::fs::write(out.join("wgmma_ablation.csv"), &csv).unwrap();

@@ -100,6 +100,8 @@ fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
     builds.push(READING_DEFINES.to_vec());
     builds.push(vec!["ABLATE_MMA"]);
     builds.push(vec!["ABLATE_B"]);
+    builds.push(vec!["ABLATE_STORE"]);
+    builds.push(vec!["EPILOGUE_U32"]);
     // With B unswizzled, swizzled, and by TMA (the probe runs all three).
     let configs = [(0, 0), (1, 0), (1, 1)].map(|(swizzle, tma)| {
         wgmma_configs(128)

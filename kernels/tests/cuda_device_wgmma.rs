@@ -11,7 +11,7 @@
 
 use kernels::cuda::{
     env_exclusions, exact_values, format_reading, random_vnm, reading_defines, reading_variants,
-    vnm_from_nm, wgmma_configs, CudaDevice, WgmmaConfig, WgmmaExclusions,
+    vnm_from_nm, wgmma_configs, CudaDevice, Gpu, WgmmaConfig, WgmmaExclusions,
 };
 use kernels::{build_mask, spmm_reference, NmMatrix, Pattern, SparseMatrix, VnmMatrix};
 
@@ -219,6 +219,16 @@ fn wgmma_cluster_every_configuration_matches_reference() {
     };
     for v in [64, 128] {
         prepare_all(&dev, &clustered(v));
+    }
+    // What persistent grids of pairs are sized by (the driver's count, at most SMs / 2), for
+    // the console: fewer than SMs / 2 means a GPC leaves an SM unpaired.
+    let sms = dev.info().multiprocessors as usize;
+    for cfg in clustered(128).iter().filter(|c| c.persistent == 1).take(2) {
+        let pairs = dev.wgmma_resident_clusters(cfg).unwrap();
+        println!(
+            "{cfg}: {pairs} pairs at once on {sms} SMs (at most {})",
+            sms / 2
+        );
     }
     // rows, cols, v, n: 3 row blocks of 128 (6 of 64); 5 of 64; 2048 x 2200 has more
     // tiles than an H200 has SMs (persistent clusters walk several).

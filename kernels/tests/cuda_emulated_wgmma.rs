@@ -39,7 +39,7 @@ fn try_run(
     let packed = pack_vnm(a, cfg.bk).unwrap();
     let dims = packed.dims;
     let launch = |ld| {
-        let l = WgmmaLaunch::new(dims, n, ld, ld, cfg, SMS).unwrap();
+        let l = WgmmaLaunch::new(dims, n, ld, ld, cfg, cfg.resident_clusters(SMS)).unwrap();
         let shape = [l.blocks, 1, 1, l.threads].map(i64::from);
         let sizes = [l.shared_bytes, l.workspace].map(|x| x as i64);
         (
@@ -372,7 +372,8 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
 /// reading switch (`B_DESC_SWAP`, `META_SWAP`, `META_XHALF`, `A_SWAP`) computes a wrong
 /// product under the emulator's reading. And the benchmark's timing ablations run to the end
 /// (no barrier left waiting) with the part they drop gone: without the wgmmas C is all zeros,
-/// without B's gather it is not the product.
+/// without B's gather it is not the product, without the stores C is untouched (zeros); the
+/// epilogue it is compared with (4-byte stores, `EPILOGUE_U32`) computes the product.
 #[test]
 fn the_probe_readings_differ_and_the_ablations_finish() {
     let cxx = compiler("the_probe_readings_differ_and_the_ablations_finish");
@@ -391,11 +392,21 @@ fn the_probe_readings_differ_and_the_ablations_finish() {
                 .unwrap_or_else(|e| panic!("{name} ({copies:?} copies) did not finish: {e}"));
             assert_ne!(got, want, "{name} ({copies:?} copies) computes the product");
             if name == "ABLATE_MMA" {
-                assert!(
-                    got.iter().all(|&x| x == 0.0),
-                    "ABLATE_MMA left products in C"
-                );
+                assert!(got.iter().all(|&x| x == 0.0), "{name} left products in C");
             }
+        }
+    }
+    // The epilogue's two (without split-K, which stores f32 partials either way).
+    let whole = WgmmaConfig { split_k: 1, ..cfg };
+    for (name, product) in [("ABLATE_STORE", false), ("EPILOGUE_U32", true)] {
+        let mut defines = whole.defines();
+        defines.push((name, 1));
+        let exe = build(&cxx, &dir, Path::new(CUDA_DIR), "run_wgmma", &defines);
+        let got = try_run(&exe, &a, &b, n, &whole, Copies::Lazy).unwrap();
+        if product {
+            assert_eq!(got, want, "{name} stores another product");
+        } else {
+            assert!(got.iter().all(|&x| x == 0.0), "{name} stored products in C");
         }
     }
     // The descriptor's two offsets trade roles in the swizzled layout too.

@@ -1,6 +1,6 @@
 // A host emulator of the CUDA our kernels use, so that CI runs `spmm_vnm_f16.cu` and
 // `spmm_csr_f32.cu` themselves on the CPU (run_vnm.cpp, run_csr.cpp): every thread of a block
-// is an OS thread; `__syncthreads` is a barrier of the block; the warp-collective instructions (ldmatrix, mma.sp) exchange their operands through
+// is an OS thread; `__syncthreads` is a barrier of the block; the warp-collective instructions (ldmatrix, mma.sp, shfl) exchange their operands through
 // a per-warp area between two barriers of the warp and compute each lane's result from the
 // PTX ISA's fragment layouts; cp.async copies are queued per thread in commit groups and land
 // when `cp.async.wait_group` lets them (lazy mode, catches a read before its wait) or at issue
@@ -59,6 +59,7 @@ struct Warp {
     uint32_t a[32][4];
     uint32_t b[32][4];
     uint32_t meta[32];
+    uint32_t shfl[32];
 };
 
 struct Copy {
@@ -334,6 +335,28 @@ typedef unsigned int u32;
 
 inline void __syncthreads() { emu::block.bar->arrive_and_wait(); }
 inline void __syncwarp() { emu::warp().bar.arrive_and_wait(); }
+
+// shfl.sync.bfly.b32 (all lanes): each lane posts its value, then takes lane ^ mask's.
+inline u32 shfl_xor(u32 v, int mask) {
+    emu::Warp& w = emu::warp();
+    const int l = emu::lane();
+    w.shfl[l] = v;
+    w.bar.arrive_and_wait();
+    const u32 r = w.shfl[(l ^ mask) & 31];
+    w.bar.arrive_and_wait();
+    return r;
+}
+
+// st.global.v4.b32 and st.global.v2.f32: vector stores need their size's alignment.
+inline void st_global_v4(void* p, const u32* v) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) emu::fail("st.global.v4: address not 16-byte aligned");
+    std::memcpy(p, v, 16);
+}
+inline void st_global_v2_f32(float* p, float x, float y) {
+    if (reinterpret_cast<uintptr_t>(p) % 8 != 0) emu::fail("st.global.v2.f32: address not 8-byte aligned");
+    p[0] = x;
+    p[1] = y;
+}
 
 inline void cp_async16(void* dst, const void* src, int src_bytes) {
     if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) emu::fail("cp.async: destination not 16-byte aligned");

@@ -49,6 +49,9 @@ pub struct CudaDevice {
     /// Tensor maps over B already encoded (TMA), by address, shape, stride and box rows: a map
     /// is a function of those alone, so one encoded for a freed buffer serves its successor.
     pub(super) tensor_maps: Mutex<HashMap<TensorMapKey, TensorMapArg>>,
+    /// Clusters of a persistent clustered Hopper program (by its `#define`s) that the device
+    /// runs at once, as the driver counted them.
+    pub(super) active_clusters: Mutex<HashMap<Vec<(&'static str, usize)>, usize>>,
 }
 
 /// The NVRTC target for a compute capability; `None` below sm_80 (no `mma.sp`).
@@ -113,6 +116,7 @@ impl CudaDevice {
             blas: Mutex::new(None),
             workspace: Mutex::new(None),
             tensor_maps: Mutex::new(HashMap::new()),
+            active_clusters: Mutex::new(HashMap::new()),
         })
     }
 

@@ -2,7 +2,7 @@
 //! compile, launch (with the split-K workspace and reduction), and the host conveniences the
 //! device tests use, the layout probe's variants among them.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
 use super::device::{driver_err, poisoned, CudaDevice};
 use super::device_memory::{DeviceMatrixF16, DeviceVnm};
@@ -95,14 +95,6 @@ impl CudaDevice {
         extra: &[(&'static str, usize)],
     ) -> Result<(), CudaError> {
         self.require_sm90(cfg)?;
-        let launch = WgmmaLaunch::new(
-            a.dims,
-            b.cols,
-            b.ld,
-            c.ld,
-            cfg,
-            self.info.multiprocessors as usize,
-        )?;
         let entry = |name| {
             let mut defines = cfg.defines();
             defines.extend_from_slice(extra);
@@ -119,6 +111,8 @@ impl CudaDevice {
                 name,
             )
         };
+        let resident = self.resident_clusters(cfg, || entry("spmm_vnm_wgmma_f16"))?;
+        let launch = WgmmaLaunch::new(a.dims, b.cols, b.ld, c.ld, cfg, resident)?;
         // The split-K workspace (at least one element: the kernel takes its pointer always).
         let mut workspace = self.workspace.lock().map_err(poisoned)?;
         let need = launch.workspace.max(1);
@@ -185,6 +179,58 @@ impl CudaDevice {
             unsafe { builder.launch(config) }.map_err(driver_err("cuLaunchKernel"))?;
         }
         Ok(())
+    }
+
+    /// How many clusters of `cfg` (blocks, without clusters) the device runs at once: what a
+    /// persistent grid of `cfg` is sized by ([`WgmmaLaunch::new`]).
+    pub fn wgmma_resident_clusters(&self, cfg: &WgmmaConfig) -> Result<usize, CudaError> {
+        cfg.validate()?;
+        self.require_sm90(cfg)?;
+        let mut defines = cfg.defines();
+        defines.extend(Self::wgmma_reading(cfg)?);
+        self.resident_clusters(cfg, || {
+            self.function(
+                KernelSource::SpmmVnmWgmmaF16,
+                defines,
+                cfg.shared_bytes(),
+                "sm_90a",
+            )
+        })
+    }
+
+    /// How many clusters of `cfg` the device runs at once: one block per SM, and for a
+    /// persistent grid of pairs as many as the driver places (`cuOccupancyMaxActiveClusters`
+    /// on `function`, the compiled product kernel; asked once per program): a GPC with an odd
+    /// number of SMs leaves one out, so ⌊SMs / 2⌋ pairs may be more than fit, and a persistent
+    /// grid that large would run its last pairs as a second wave.
+    fn resident_clusters(
+        &self,
+        cfg: &WgmmaConfig,
+        function: impl FnOnce() -> Result<CudaFunction, CudaError>,
+    ) -> Result<usize, CudaError> {
+        let bound = cfg.resident_clusters(self.info.multiprocessors as usize);
+        if cfg.cluster == 1 || cfg.persistent == 0 {
+            return Ok(bound);
+        }
+        let key = cfg.defines();
+        if let Some(&n) = self.active_clusters.lock().map_err(poisoned)?.get(&key) {
+            return Ok(n);
+        }
+        let config = LaunchConfig {
+            grid_dim: (cfg.cluster as u32, 1, 1),
+            block_dim: (cfg.threads() as u32, 1, 1),
+            shared_mem_bytes: cfg.shared_bytes() as u32,
+        };
+        let placed = function()?
+            .occupancy_max_active_clusters(config, &self.stream)
+            .map_err(driver_err("cuOccupancyMaxActiveClusters"))? as usize;
+        // None placed: the launch itself will say why (shared memory, registers).
+        let n = bound.min(placed.max(1));
+        self.active_clusters
+            .lock()
+            .map_err(poisoned)?
+            .insert(key, n);
+        Ok(n)
     }
 
     /// Host convenience: C = A·B with the Hopper kernel (fp16 in, fp32 accumulate, fp16 out),

@@ -182,6 +182,14 @@ impl WgmmaConfig {
         128 * (self.bm / 64 + 1)
     }
 
+    /// Clusters (blocks without clusters) of this configuration that `multiprocessors` SMs run
+    /// at once, one block per SM, if every SM can join a cluster: where the device is not
+    /// asked, the bound of a persistent grid. A GPC with an odd number of SMs leaves one out
+    /// of pairs, which [`crate::cuda::CudaDevice`] learns from the driver.
+    pub fn resident_clusters(&self, multiprocessors: usize) -> usize {
+        (multiprocessors / self.cluster).max(1)
+    }
+
     /// Bytes of one stage of B: BK × BN halves in 8 × 8 core matrices.
     pub fn b_stage_bytes(&self) -> usize {
         self.bk * self.bn * 2
@@ -313,15 +321,16 @@ impl WgmmaLaunch {
     /// strides `ldb` (B) and `ldc` (C), in elements; both strides must be multiples of 8
     /// (16-byte rows for cp.async). Errors if `cfg` is invalid, BM does not divide V, the
     /// packing does not fit BK, `cfg` copies B by TMA and M is not 4, or a size exceeds the
-    /// kernel's `int`s. A persistent grid has at most `multiprocessors` blocks (the kernel
-    /// runs one block per SM: its registers and shared memory allow no more).
+    /// kernel's `int`s. A persistent grid has at most `resident` clusters (blocks without
+    /// clusters): as many as the device runs at once ([`WgmmaConfig::resident_clusters`], or
+    /// the driver's count), so that no cluster waits for a second wave.
     pub fn new(
         a: VnmDims,
         n: usize,
         ldb: usize,
         ldc: usize,
         cfg: &WgmmaConfig,
-        multiprocessors: usize,
+        resident: usize,
     ) -> Result<Self, CudaError> {
         cfg.validate()?;
         if a.v == 0 || !a.v.is_multiple_of(cfg.bm) || !(2 * a.ks).is_multiple_of(cfg.bk) {
@@ -365,7 +374,7 @@ impl WgmmaLaunch {
         let row_groups = (a.rows / cfg.bm).div_ceil(cfg.cluster);
         let tiles = int(n.div_ceil(cfg.bn) * row_groups * cfg.split_k)? as u32;
         let clusters = if cfg.persistent == 1 {
-            tiles.min((multiprocessors / cfg.cluster).max(1) as u32)
+            tiles.min(int(resident.max(1))? as u32)
         } else {
             tiles
         };
@@ -512,7 +521,8 @@ mod tests {
         };
         let p = pack_vnm(&a, cfg.bk).unwrap();
         let ld = padded_ld(70);
-        let new = |cfg: &WgmmaConfig| WgmmaLaunch::new(p.dims, 70, ld, ld, cfg, 3);
+        let new =
+            |cfg: &WgmmaConfig| WgmmaLaunch::new(p.dims, 70, ld, ld, cfg, cfg.resident_clusters(3));
         let l = new(&cfg).unwrap();
         // BM = 64 inside V = 128: four row blocks, two per V-block; one column tile.
         assert_eq!((l.tiles, l.blocks), (4, 4));
@@ -573,16 +583,21 @@ mod tests {
         // half past the rows.
         assert!(WgmmaConfig { cluster: 2, ..cfg }.validate().is_err());
         let pair = WgmmaConfig { cluster: 2, ..tma };
-        let pairs = |dims, cfg: &WgmmaConfig| {
-            let l = WgmmaLaunch::new(dims, 70, ld, ld, cfg, 3).unwrap();
+        let pairs = |dims, cfg: &WgmmaConfig, resident| {
+            let l = WgmmaLaunch::new(dims, 70, ld, ld, cfg, resident).unwrap();
             (l.tiles, l.blocks)
         };
-        assert_eq!(pairs(m4, &pair), (2, 4));
+        assert_eq!(pair.resident_clusters(3), 1);
+        assert_eq!(pairs(m4, &pair, 1), (2, 4));
         let persistent_pairs = WgmmaConfig {
             persistent: 1,
             ..pair
         };
-        assert_eq!(pairs(m4, &persistent_pairs), (2, 2));
-        assert_eq!(pairs(VnmDims { rows: 192, ..m4 }, &pair), (2, 4));
+        assert_eq!(pairs(m4, &persistent_pairs, 1), (2, 2));
+        // As many pairs as the device holds at once (its count, not SMs / 2), never more than
+        // the tiles.
+        assert_eq!(pairs(m4, &persistent_pairs, 2), (2, 4));
+        assert_eq!(pairs(m4, &persistent_pairs, 5), (2, 4));
+        assert_eq!(pairs(VnmDims { rows: 192, ..m4 }, &pair, 1), (2, 4));
     }
 }
