@@ -18,6 +18,12 @@
 //                      `wgmma.mma_async.sp.m64n{BN}k32` reading B from shared memory through a
 //                      matrix descriptor, wait for them, and arrive on the stage's `empty`
 //                      barrier, which the producer waits on before refilling the stage.
+//                      PINGPONG = 1 (BM = 128, BN <= 128): instead each consumer warpgroup
+//                      owns whole tiles (two m64 wgmmas per k32 step), the block's tiles
+//                      alternating between the two, their main loops taking turns through
+//                      named barriers so that one's epilogue runs under the other's wgmmas
+//                      (the host launches it with persistent grids only: with a block per
+//                      tile the second warpgroup would idle).
 //
 // B's stage is BK x BN halves, read by wgmma N-major (imm-trans-b = 1) in one of two layouts:
 // - SWIZZLE = 0: 8 x 8 core matrices (8 gathered rows x 8 columns = 128 contiguous bytes, one
@@ -87,6 +93,15 @@
 #if CLUSTER != 1 && !(CLUSTER == 2 && TMA)
 #error "CLUSTER is 1, or 2 with TMA = 1 (the pair multicasts B's boxes)"
 #endif
+#ifndef PINGPONG
+#error "PINGPONG must be defined"
+#endif
+#if PINGPONG && !(BM == 128 && BN <= 128 && CLUSTER == 1)
+#error "PINGPONG = 1 needs BM = 128 (two consumer warpgroups), BN <= 128 and CLUSTER = 1"
+#endif
+#if PINGPONG && BN == 128 && BK == 128 && KEEP
+#error "PINGPONG = 1 at BN = 128 and BK = 128 needs KEEP = 0 (ptxas serialises the wgmmas)"
+#endif
 
 #define CONSUMERS (BM / 64)
 #define THREADS (128 * (CONSUMERS + 1))
@@ -99,7 +114,10 @@
 #define A_CHUNKS (BM * BK / 16)         // 16-byte chunks of A per k-tile
 #define B_CHUNKS (BK * BN / 8)          // 16-byte chunks of B per k-tile
 #define M_CHUNKS (M_STAGE / 4)          // 16-byte chunks of metadata per k-tile
-#define NACC (BN / 2)                   // f32 accumulators per consumer thread
+// Ping-pong: a consumer warpgroup owns whole BM-row tiles, MSUB = BM / 64 m64 sub-tiles (one
+// wgmma each per k32 step); cooperative, 64 rows of every tile.
+#define MSUB (PINGPONG ? BM / 64 : 1)
+#define NACC (BN / 2)                   // f32 accumulators per consumer thread and sub-tile
 #define B_BOX_ROWS (BK / CLUSTER)       // rows of B's boxes: each block of a cluster loads its share
 // The B descriptor's byte offsets (NOTES.md, "wgmma layouts"). N-major without swizzle: the
 // leading byte offset between core matrices adjacent along k, the stride byte offset along n
@@ -307,6 +325,15 @@ template <int R> static __device__ __forceinline__ void setmaxnreg_inc() {
 }
 template <int R> static __device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads'): the calling warps wait until `count`
+// threads have arrived or waited on it; `arrive` counts without waiting.
+static __device__ __forceinline__ void named_barrier_sync(int id, int count) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
 // Lane `lane ^ mask`'s `v` (every lane of the warp takes part).
@@ -525,7 +552,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
 #if CLUSTER > 1
             mbar_init(&empty[s], 4 * CONSUMERS * CLUSTER); // one per consumer warp of the cluster
 #else
-            mbar_init(&empty[s], 128 * CONSUMERS); // one per consumer thread
+            // One per consumer thread reading the stage: ping-pong, one warpgroup's.
+            mbar_init(&empty[s], 128 * (PINGPONG ? 1 : CONSUMERS));
 #endif
         }
         mbar_init_fence();
@@ -673,20 +701,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
 #if CONSUMERS == 2
     setmaxnreg_inc<224>();
 #endif
-    const int wg = tid / 128 - 1;          // consumer warpgroup: rows 64 wg .. 64 wg + 63
-    const int warp = (tid % 128) / 32;     // rows 16 warp .. + 15 of them
+    const int wg = tid / 128 - 1;          // consumer warpgroup
+    const int warp = (tid % 128) / 32;
     const int lane = tid & 31;
     const int group = lane >> 2;
     const int quad = lane & 3;
-    const int r16 = wg * 64 + warp * 16;   // this warp's first row within the block
+    // This warp's first row within the tile, in sub-tile 0: cooperative, warpgroup wg owns
+    // rows 64 wg .. 64 wg + 63 of every tile; ping-pong, all of its own tiles' rows, in MSUB
+    // sub-tiles of 64 (sub-tile s: rows 64 s + 16 warp ..).
+    const int r16 = (PINGPONG ? 0 : wg * 64) + warp * 16;
 
-    float acc[NACC];
+    float acc[MSUB][NACC];
     // Fragment registers in two sets, alternating by k-tile: with KEEP = 1 a tile's wgmmas may
     // still read one set while the next tile loads the other.
-    u32 afrag[2][KSTEPS][4];
-    u32 meta[2][KSTEPS];
+    u32 afrag[2][KSTEPS][MSUB][4];
+    u32 meta[2][KSTEPS][MSUB];
     // k-tile kt of the current tile, the block's it-th: stage it % STAGES, round it / STAGES.
-    auto consume = [&](int it, int kt, u32 (&af)[KSTEPS][4], u32 (&me)[KSTEPS]) {
+    auto consume = [&](int it, int kt, u32 (&af)[KSTEPS][MSUB][4], u32 (&me)[KSTEPS][MSUB]) {
         const int s = it % STAGES;
         mbar_wait(&full[s], (it / STAGES) & 1);
         fence_proxy_async();
@@ -695,33 +726,41 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
         const u32* tM = sM + s * M_STAGE;
 #pragma unroll
         for (int kk = 0; kk < KSTEPS; ++kk) {
-            ldmatrix_x4(af[kk], tA + (r16 + (lane & 15)) * A_STRIDE + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+            for (int sub = 0; sub < MSUB; ++sub) {
+                const int rows16 = r16 + sub * 64;
+                u32* a = af[kk][sub];
+                ldmatrix_x4(a, tA + (rows16 + (lane & 15)) * A_STRIDE + kk * 16 + (lane >> 4) * 8);
 #if A_SWAP
-            {
-                const u32 t = af[kk][1];
-                af[kk][1] = af[kk][2];
-                af[kk][2] = t;
-            }
+                {
+                    const u32 t = a[1];
+                    a[1] = a[2];
+                    a[2] = t;
+                }
 #endif
-            // Threads 0 and 1 of each quad carry the metadata (selector 0): thread p holds
-            // gathered columns [16p, 16p + 16) of rows `group` and `group + 8`: step 2 kk + p.
+                // Threads 0 and 1 of each quad carry the metadata (selector 0): thread p holds
+                // gathered columns [16p, 16p + 16) of rows `group` and `group + 8`: step 2 kk + p.
 #if META_XHALF
-            {
-                const u32* w = tM + ((r16 / 16) * STEPS + kk * 2) * 8 + group;
-                const int half = 16 * ((quad & 1) ^ META_SWAP);
-                me[kk] = ((w[0] >> half) & 0xFFFFu) | ((w[8] >> half) << 16);
-            }
+                {
+                    const u32* w = tM + ((rows16 / 16) * STEPS + kk * 2) * 8 + group;
+                    const int half = 16 * ((quad & 1) ^ META_SWAP);
+                    me[kk][sub] = ((w[0] >> half) & 0xFFFFu) | ((w[8] >> half) << 16);
+                }
 #else
-            me[kk] = tM[((r16 / 16) * STEPS + kk * 2 + ((quad & 1) ^ META_SWAP)) * 8 + group];
+                me[kk][sub] = tM[((rows16 / 16) * STEPS + kk * 2 + ((quad & 1) ^ META_SWAP)) * 8 + group];
 #endif
+            }
         }
         // The fence orders the fragment registers written above before the wgmmas read them.
-        fence_accumulators(acc);
+#pragma unroll
+        for (int sub = 0; sub < MSUB; ++sub) fence_accumulators(acc[sub]);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < KSTEPS * !ABLATE_MMA; ++kk) {
             // Gathered rows 32 kk .. 32 kk + 31: 8-row groups 4 kk .. 4 kk + 3.
-            wgmma_sp(acc, af[kk], matrix_descriptor(tB + kk * 4 * (B_KSTEP / 2), B_LBO, B_SBO), me[kk]);
+            const u64 desc = matrix_descriptor(tB + kk * 4 * (B_KSTEP / 2), B_LBO, B_SBO);
+#pragma unroll
+            for (int sub = 0; sub < MSUB; ++sub) wgmma_sp(acc[sub], af[kk][sub], desc, me[kk][sub]);
         }
         wgmma_commit();
 #if KEEP
@@ -732,75 +771,102 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
 #else
         // The stage (and the fragment registers) may be reused once the wgmmas are done.
         wgmma_wait<0>();
-        fence_accumulators(acc);
+#pragma unroll
+        for (int sub = 0; sub < MSUB; ++sub) fence_accumulators(acc[sub]);
         release_stage(&empty[s]);
 #endif
     };
+    // `it` counts the block's k-tiles over all its tiles, as the producer's does: a ping-pong
+    // warpgroup skips the other's tiles (j, the block's tile index, of the other parity) but
+    // counts their k-tiles.
     int it = 0;
-    for (int tile = first; tile < grid.tiles(); tile += step) {
+    for (int tile = first, j = 0; tile < grid.tiles(); tile += step, ++j) {
         const Tile x = grid.at(tile);
+        if (PINGPONG && (j & 1) != wg) {
+            it += x.ktiles;
+            continue;
+        }
+#if PINGPONG
+        // The main loops take turns: tile j's starts once tile j - 1's (the other warpgroup's)
+        // has issued its wgmmas, so that the tensor cores run one main loop at a time and
+        // each warpgroup's epilogue runs under the other's. Named barrier 1 + (j & 1): this
+        // warpgroup's 128 threads wait, the other's 128 arrive (below, after tile j - 1).
+        if (j > 0) named_barrier_sync(1 + (j & 1), 256);
+#endif
 #pragma unroll
-        for (int i = 0; i < NACC; ++i) acc[i] = 0.0f;
+        for (int sub = 0; sub < MSUB; ++sub)
+#pragma unroll
+            for (int i = 0; i < NACC; ++i) acc[sub][i] = 0.0f;
         int kt = 0;
         for (; kt + 1 < x.ktiles; kt += 2) {
             consume(it + kt, kt, afrag[0], meta[0]);
             consume(it + kt + 1, kt + 1, afrag[1], meta[1]);
         }
         if (kt < x.ktiles) consume(it + kt, kt, afrag[0], meta[0]);
+#if PINGPONG
+        // Tile j + 1 (the other warpgroup's), if the block has one, may start its main loop.
+        // Every wait above is matched by exactly one arrival: none is left at exit.
+        if (tile + step < grid.tiles()) named_barrier_arrive(1 + ((j + 1) & 1), 256);
+#endif
 #if KEEP
         // The tile's last group, and so its stage, is done once none is pending.
         wgmma_wait<0>();
-        fence_accumulators(acc);
+#pragma unroll
+        for (int sub = 0; sub < MSUB; ++sub) fence_accumulators(acc[sub]);
         if (x.ktiles > 0) release_stage(&empty[(it + x.ktiles - 1) % STAGES]);
 #endif
         it += x.ktiles;
 
-        // Epilogue: accumulator 4j + e of a thread is row `group` + 8 (e / 2) of its warp's 16,
-        // column 8 j + 2 quad + e % 2. Split-K blocks write f32 partials to their slice of `ws`
-        // (rows x ldc floats each), which spmm_vnm_wgmma_reduce_f16 sums in order; C's rows
-        // are 16-byte aligned (ldc a multiple of 8) and columns past n up to ldc are padding.
+        // Epilogue: accumulator 4 jb + e of a thread's sub-tile s is row `group` + 8 (e / 2) of
+        // its warp's 16 there, column 8 jb + 2 quad + e % 2. Split-K blocks write f32 partials
+        // to their slice of `ws` (rows x ldc floats each), which spmm_vnm_wgmma_reduce_f16 sums
+        // in order; C's rows are 16-byte aligned (ldc a multiple of 8) and columns past n up to
+        // ldc are padding.
         if (ABLATE_STORE) continue;
-        if (splits > 1) {
-            float* part = ws + (size_t)x.z * rows * ldc;
 #pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                const int r = x.row0 + r16 + group;
-                const int col = x.col0 + j * 8 + quad * 2;
-                if (col < n) {
-                    if (r < rows) st_global_v2_f32(part + (size_t)r * ldc + col, acc[4 * j], acc[4 * j + 1]);
-                    if (r + 8 < rows) st_global_v2_f32(part + (size_t)(r + 8) * ldc + col, acc[4 * j + 2], acc[4 * j + 3]);
+        for (int sub = 0; sub < MSUB; ++sub) {
+            const float* d = acc[sub];
+            const int row = x.row0 + r16 + sub * 64 + group;
+            if (splits > 1) {
+                float* part = ws + (size_t)x.z * rows * ldc;
+#pragma unroll
+                for (int jb = 0; jb < BN / 8; ++jb) {
+                    const int col = x.col0 + jb * 8 + quad * 2;
+                    if (col < n) {
+                        if (row < rows) st_global_v2_f32(part + (size_t)row * ldc + col, d[4 * jb], d[4 * jb + 1]);
+                        if (row + 8 < rows) st_global_v2_f32(part + (size_t)(row + 8) * ldc + col, d[4 * jb + 2], d[4 * jb + 3]);
+                    }
                 }
+                continue;
             }
-            continue;
-        }
 #if EPILOGUE_U32
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int r = x.row0 + r16 + group;
-            const int col = x.col0 + j * 8 + quad * 2;
-            if (col < n) {
-                if (r < rows) *reinterpret_cast<u32*>(c + (size_t)r * ldc + col) = pack_f16x2(acc[4 * j], acc[4 * j + 1]);
-                if (r + 8 < rows) *reinterpret_cast<u32*>(c + (size_t)(r + 8) * ldc + col) = pack_f16x2(acc[4 * j + 2], acc[4 * j + 3]);
+            for (int jb = 0; jb < BN / 8; ++jb) {
+                const int col = x.col0 + jb * 8 + quad * 2;
+                if (col < n) {
+                    if (row < rows) *reinterpret_cast<u32*>(c + (size_t)row * ldc + col) = pack_f16x2(d[4 * jb], d[4 * jb + 1]);
+                    if (row + 8 < rows) *reinterpret_cast<u32*>(c + (size_t)(row + 8) * ldc + col) = pack_f16x2(d[4 * jb + 2], d[4 * jb + 3]);
+                }
             }
-        }
 #else
-        // Per row (h: `group`, `group` + 8) and 4 column blocks at a time, the quad trades
-        // words (quad_transpose) so that each lane stores one block's 16 bytes: a warp's store
-        // is 8 rows x 64 contiguous bytes, a quarter of the stores of 4 bytes each.
+            // Per row (h: `group`, `group` + 8) and 4 column blocks at a time, the quad trades
+            // words (quad_transpose) so that each lane stores one block's 16 bytes: a warp's
+            // store is 8 rows x 64 contiguous bytes, a quarter of the stores of 4 bytes each.
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = x.row0 + r16 + group + 8 * h;
+            for (int h = 0; h < 2; ++h) {
+                const int r = row + 8 * h;
 #pragma unroll
-            for (int j0 = 0; j0 < BN / 8; j0 += 4) {
-                u32 w[4];
+                for (int j0 = 0; j0 < BN / 8; j0 += 4) {
+                    u32 w[4];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) w[i] = pack_f16x2(acc[4 * (j0 + i) + 2 * h], acc[4 * (j0 + i) + 2 * h + 1]);
-                quad_transpose(w, quad);
-                const int col = x.col0 + 8 * (j0 + quad);
-                if (r < rows && col < n) st_global_v4(c + (size_t)r * ldc + col, w);
+                    for (int i = 0; i < 4; ++i) w[i] = pack_f16x2(d[4 * (j0 + i) + 2 * h], d[4 * (j0 + i) + 2 * h + 1]);
+                    quad_transpose(w, quad);
+                    const int col = x.col0 + 8 * (j0 + quad);
+                    if (r < rows && col < n) st_global_v4(c + (size_t)r * ldc + col, w);
+                }
             }
-        }
 #endif
+        }
     }
 #if CLUSTER > 1
     // The peer's consumers may still arrive on this block's barriers: stay until they are done.

@@ -266,13 +266,14 @@ const PLAIN: WgmmaConfig = WgmmaConfig {
     raster: 0,
     persistent: 0,
     cluster: 1,
+    pingpong: 0,
 };
 
 /// The features `scripts/device-check.sh` tests one by one (its list is this one), in the
 /// syntax of `COTUNE_WGMMA_EXCLUDE`: two consumer warpgroups (and `setmaxnreg`), bulk copies,
 /// the 128-byte swizzle, wgmma groups kept in flight, split-K, persistent blocks, TMA, clusters
-/// multicasting TMA boxes.
-const FEATURES: [&str; 8] = [
+/// multicasting TMA boxes, ping-pong consumers.
+const FEATURES: [&str; 9] = [
     "bm=128",
     "bulk=1",
     "swizzle=1",
@@ -281,6 +282,7 @@ const FEATURES: [&str; 8] = [
     "persistent=1",
     "tma=1",
     "cluster=2",
+    "pingpong=1",
 ];
 
 /// The configurations [`wgmma_feature`] runs for `feature`: for each listed value and each
@@ -311,15 +313,21 @@ fn each_feature_is_tested_on_its_nearest_configurations() {
     for text in FEATURES {
         let feature = WgmmaExclusions::parse(text).unwrap();
         let configs = feature_configs(&feature);
-        // Per value, the four tiles (two where the value is the tile's height).
-        let tiles = if text.starts_with("bm=") { 2 } else { 4 };
+        // Per value, the four tiles (two where the value is the tile's height; for
+        // ping-pong the one of BM 128 and BN <= 128).
+        let tiles = match text {
+            "pingpong=1" => 1,
+            _ if text.starts_with("bm=") => 2,
+            _ => 4,
+        };
         assert_eq!(configs.len(), tiles * text.split(',').count(), "{text}");
         assert!(configs.iter().all(|c| feature.excludes(c)), "{text}");
         // Only what the feature needs differs from the plain configuration.
         let needs = match text {
             "bm=128" => 0,
-            "tma=1" => 3,     // with the swizzle and bulk copies
-            "cluster=2" => 4, // with TMA
+            "pingpong=1" => 2, // with persistent blocks
+            "tma=1" => 3,      // with the swizzle and bulk copies
+            "cluster=2" => 4,  // with TMA
             _ => 1,
         };
         for c in &configs {
@@ -331,6 +339,7 @@ fn each_feature_is_tested_on_its_nearest_configurations() {
                 c.tma,
                 c.persistent,
                 c.cluster - 1,
+                c.pingpong,
             ];
             let off = [c.bk == 64, c.stages == 3, c.raster == 0];
             assert_eq!(on.iter().sum::<usize>(), needs, "{text}: [{c}]");
@@ -364,8 +373,10 @@ fn wgmma_feature() {
         8
     };
     // Persistent blocks walk several tiles only where there are more tiles than SMs (132 on
-    // an H200): 2048 rows by 2,200 columns are 144 of the largest tiles (128 × 256).
-    let (rows, n) = if feature.to_string().contains("persistent") {
+    // an H200): 2048 rows by 2,200 columns are 144 of the largest tiles (128 × 256), 560 of
+    // ping-pong's (128 × 64: its warpgroups take ~4 tiles per block in turn).
+    let text = feature.to_string();
+    let (rows, n) = if text.contains("persistent") || text.contains("pingpong") {
         (2048, 2200)
     } else {
         (256, 70)

@@ -71,6 +71,7 @@ fn configurations() -> Vec<WgmmaConfig> {
             raster: WGMMA_RASTER[(i + 1) % 2],
             persistent: WGMMA_PERSISTENT[(i / 2 + i) % 2],
             cluster: 1,
+            pingpong: 0,
         })
         .collect();
     // The largest tile, where shared memory allows only few stages, with B gathered (4 column
@@ -89,6 +90,7 @@ fn configurations() -> Vec<WgmmaConfig> {
         raster: 0,
         persistent: 1,
         cluster: 1,
+        pingpong: 0,
     };
     out.push(largest);
     out.push(WgmmaConfig {
@@ -111,6 +113,7 @@ fn configurations() -> Vec<WgmmaConfig> {
         raster: 0,
         persistent: 0,
         cluster: 1,
+        pingpong: 0,
     });
     // Clusters of two blocks multicasting B's boxes: the largest tile split along K (several
     // clusters in the grid), and a persistent cluster walking its tiles with a group kept in
@@ -134,6 +137,38 @@ fn configurations() -> Vec<WgmmaConfig> {
         raster: 1,
         persistent: 1,
         cluster: 2,
+        pingpong: 0,
+    });
+    // Ping-pong consumers (whole tiles each, their main loops in turn): persistent blocks of
+    // 2 to 4 tiles (so each warpgroup waits on the other's barrier, both ways), a group kept
+    // in flight with split-K and the swizzled gather; and without a group in flight, B
+    // unswizzled, the narrowest tile.
+    let pingpong = WgmmaConfig {
+        bm: 128,
+        bn: 128,
+        bk: 64,
+        stages: 4,
+        keep: 1,
+        split_k: 2,
+        bulk: 1,
+        swizzle: 1,
+        tma: 0,
+        raster: 0,
+        persistent: 1,
+        cluster: 1,
+        pingpong: 1,
+    };
+    out.push(pingpong);
+    out.push(WgmmaConfig {
+        bn: 64,
+        bk: 32,
+        stages: 3,
+        keep: 0,
+        split_k: 1,
+        bulk: 0,
+        swizzle: 0,
+        raster: 1,
+        ..pingpong
     });
     for c in &out {
         assert!(all.contains(c), "{c} is not a listed configuration");
@@ -217,6 +252,7 @@ fn in_flight_rows(
         raster,
         persistent: 1,
         cluster,
+        pingpong: 0,
     };
     let a = random_vnm(rows, 300, 128, if tma == 1 { 4 } else { 8 }, seed).unwrap();
     let n = cfg.bn + 12;
@@ -228,7 +264,8 @@ fn in_flight_rows(
 /// What makes the test above able to fail: kernels one edit away from the real one must fail
 /// on the emulator (on a configuration that leaves a wgmma group in flight, splits K and
 /// bulk-copies A, with B gathered under the swizzle, and for B's TMA copies on the same
-/// configuration with TMA and a 2:4 matrix). The readings of the ISA the device check probes
+/// configuration with TMA and a 2:4 matrix, for clusters with a pair of row blocks, for
+/// ping-pong consumers with the gathered one's ping-pong twin). The readings of the ISA the device check probes
 /// are the next test's.
 #[test]
 fn the_emulator_rejects_a_broken_hopper_kernel() {
@@ -289,16 +326,16 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         // A block's next tile starts from the accumulators of its last.
         (
             "accumulators-kept",
-            "acc[i] = 0.0f;",
-            "acc[i] = tile == first ? 0.0f : acc[i];",
+            "acc[sub][i] = 0.0f;",
+            "acc[sub][i] = tile == first ? 0.0f : acc[sub][i];",
             &[Copies::Lazy, Copies::Eager][..],
         ),
         // The consumers count each tile's k-tiles from stage 0 again: they wait on stages (and
         // phases) the producer has not filled, or read them early.
         (
             "stages-per-tile",
-            "it += x.ktiles;",
-            "it = 0;",
+            "it += x.ktiles;\n\n",
+            "it = 0;\n\n",
             &[Copies::Eager][..],
         ),
     ];
@@ -334,7 +371,42 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             &[Copies::Lazy, Copies::Eager][..],
         ),
     ];
+    let pingpong_mutants = [
+        // A warpgroup does not count the other's k-tiles: it waits on (and releases) stages
+        // of the other's tile.
+        (
+            "pingpong-own-stages",
+            "it += x.ktiles;\n            continue;",
+            "continue;",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+        // An arrival after the block's last tile, with no turn left to take it: the emulator
+        // finds the named barrier's arrivals pending at exit.
+        (
+            "pingpong-extra-turn",
+            "if (tile + step < grid.tiles()) named_barrier_arrive",
+            "named_barrier_arrive",
+            &[Copies::Lazy][..],
+        ),
+    ];
     let gathered = in_flight_case(1, 1, 0, 1, 9);
+    // The same with ping-pong consumers: each block's 2 tiles, one per warpgroup.
+    let turns = {
+        let (cfg, a, n, b, want) = in_flight_case(1, 1, 0, 1, 9);
+        (WgmmaConfig { pingpong: 1, ..cfg }, a, n, b, want)
+    };
+    {
+        // The kernel itself computes it (so that the mutants' failures are theirs).
+        let (cfg, a, n, b, want) = &turns;
+        let exe = build(&cxx, &dir, Path::new(CUDA_DIR), "run_wgmma", &cfg.defines());
+        for copies in [Copies::Lazy, Copies::Eager] {
+            assert_eq!(
+                &try_run(&exe, a, b, *n, cfg, copies).unwrap(),
+                want,
+                "[{cfg}]"
+            );
+        }
+    }
     let boxed = in_flight_case(1, 1, 1, 1, 10);
     // Two row blocks: one pair.
     let paired = in_flight_rows(1, 1, 1, 0, 2, 256, 12);
@@ -343,7 +415,8 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         .into_iter()
         .map(|m| (m, &gathered))
         .chain(tma_mutants.into_iter().map(|m| (m, &boxed)))
-        .chain(cluster_mutants.into_iter().map(|m| (m, &paired)));
+        .chain(cluster_mutants.into_iter().map(|m| (m, &paired)))
+        .chain(pingpong_mutants.into_iter().map(|m| (m, &turns)));
     for ((name, from, to, timings), (cfg, a, n, b, want)) in cases {
         let (n, want) = (*n, want.clone());
         assert_eq!(

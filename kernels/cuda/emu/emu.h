@@ -18,6 +18,8 @@
 #pragma once
 
 #include <barrier>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -113,6 +115,36 @@ struct Sm90State {
     std::vector<BulkCopy> bulk;
 };
 
+// A named barrier (bar.sync / bar.arrive `id`, `count`): threads arrive, one at a time here
+// (the hardware counts a warp's 32 at once); those that sync wait until `count` have, which
+// completes this use and starts the next. A wait that never completes fails after 20 s.
+struct NamedBarrier {
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    int count = 0;
+    unsigned generation = 0;
+
+    void arrive(int n, bool wait) {
+        std::unique_lock<std::mutex> lock(mu);
+        if (arrived == 0) {
+            count = n;
+        } else if (count != n) {
+            fail("named barrier: its threads name different counts");
+        }
+        const unsigned g = generation;
+        if (++arrived == count) {
+            arrived = 0;
+            ++generation;
+            cv.notify_all();
+            return;
+        }
+        if (wait && !cv.wait_for(lock, std::chrono::seconds(20), [&] { return generation != g; }))
+            fail("named barrier: a bar.sync never completed");
+    }
+};
+constexpr int kNamedBarriers = 16;
+
 // A thread block; with clusters (sm90.h) the blocks of one run at once, sharing one Sm90State
 // (mbarriers are keyed by their host address, distinct across the blocks' shared memories).
 struct Block {
@@ -126,6 +158,7 @@ struct Block {
     int cluster_size;
     unsigned char* const* peers;  // each rank's shared memory
     std::barrier<>* cluster_bar;
+    NamedBarrier* named;  // kNamedBarriers of them (0 is __syncthreads')
 };
 
 enum class CopyMode { Lazy, Eager };
@@ -254,6 +287,7 @@ struct BlockState {
     std::unique_ptr<std::barrier<>> bar;
     std::unique_ptr<Warp[]> warps;
     std::unique_ptr<WarpGroup[]> groups;
+    std::unique_ptr<NamedBarrier[]> named;
 };
 
 // Runs `kernel` (one call per thread) over a grid of grid_x × grid_y × grid_z blocks of
@@ -278,6 +312,7 @@ inline void run_grid(int grid_x, int grid_y, int grid_z, int threads, size_t sha
                     b.bar = std::make_unique<std::barrier<>>(threads);
                     b.warps.reset(new Warp[threads / 32]);
                     b.groups.reset(new WarpGroup[(threads + 127) / 128]);
+                    b.named.reset(new NamedBarrier[kNamedBarriers]);
                     smems.push_back(b.smem);
                 }
                 Sm90State sm90;
@@ -290,7 +325,8 @@ inline void run_grid(int grid_x, int grid_y, int grid_z, int threads, size_t sha
                             thread_idx = {t, 0, 0};
                             block_idx = {bx0 + r, by, bz};
                             block = {b.bar.get(), b.warps.get(), b.smem,     shared_bytes, b.groups.get(),
-                                     &sm90,       r,             cluster,    smems.data(), &cluster_bar};
+                                     &sm90,       r,             cluster,    smems.data(), &cluster_bar,
+                                     b.named.get()};
                             kernel();
                             if (!open_group.empty() || !committed.empty()) fail("cp.async copies never waited for");
                             std::lock_guard<std::mutex> lock(sm90.mu);
@@ -300,6 +336,9 @@ inline void run_grid(int grid_x, int grid_y, int grid_z, int threads, size_t sha
                     }
                 }
                 for (auto& t : team) t.join();
+                for (BlockState& b : blocks)
+                    for (int i = 0; i < kNamedBarriers; ++i)
+                        if (b.named[i].arrived != 0) fail("a named barrier has arrivals no bar.sync completed at exit");
                 if (!sm90.bulk.empty()) fail("cp.async.bulk copies never landed (no wait on their mbarrier)");
                 for (unsigned char* p : smems) std::free(p);
             }
@@ -335,6 +374,15 @@ typedef unsigned int u32;
 
 inline void __syncthreads() { emu::block.bar->arrive_and_wait(); }
 inline void __syncwarp() { emu::warp().bar.arrive_and_wait(); }
+
+// bar.sync / bar.arrive on named barrier `id` (1..15) with `count` threads (a multiple of 32).
+inline void named_barrier(int id, int count, bool wait) {
+    if (id < 1 || id >= emu::kNamedBarriers) emu::fail("named barrier: id outside 1..15");
+    if (count <= 0 || count % 32 != 0) emu::fail("named barrier: count not a positive multiple of 32");
+    emu::block.named[id].arrive(count, wait);
+}
+inline void named_barrier_sync(int id, int count) { named_barrier(id, count, true); }
+inline void named_barrier_arrive(int id, int count) { named_barrier(id, count, false); }
 
 // shfl.sync.bfly.b32 (all lanes): each lane posts its value, then takes lane ^ mask's.
 inline u32 shfl_xor(u32 v, int mask) {

@@ -5,7 +5,8 @@
 //! A thread block is one producer warpgroup (cp.async gathers of B rows, and of A and metadata
 //! or bulk copies of them (`BULK`), into a `STAGES`-deep ring, signalled through mbarriers) and `BM / 64` consumer warpgroups, each
 //! owning 64 rows × BN columns of C and issuing `wgmma.mma_async.sp.m64n{BN}k32` per 32
-//! gathered columns, leaving up to `KEEP` groups in flight while it loads the next tile. The
+//! gathered columns, leaving up to `KEEP` groups in flight while it loads the next tile (with
+//! `PINGPONG`, the two consumer warpgroups of BM = 128 own whole tiles instead, in turn). The
 //! block's rows must share their column locations: BM divides V.
 
 use std::fmt;
@@ -48,6 +49,14 @@ pub const WGMMA_PERSISTENT: [usize; 2] = [0, 1];
 /// pair's two row blocks share B's tiles, each block loads half of every stage's boxes and
 /// multicasts them into both, so B crosses from L2 once per pair.
 pub const WGMMA_CLUSTER: [usize; 2] = [1, 2];
+/// The consumers' schedule with two consumer warpgroups (BM = 128): cooperative (0: each owns
+/// 64 rows of every tile, both store it at once while the tensor cores wait), or ping-pong
+/// (1: each owns whole tiles, BM × BN, the block's tiles alternating between them, their main
+/// loops taking turns through two named barriers, so that one's epilogue runs under the
+/// other's wgmmas; BN ≤ 128 for the BM × BN accumulators of one warpgroup, no clusters, at
+/// BN 128 × BK 128 no group kept in flight (registers), and persistent blocks only: with a
+/// block per tile the second warpgroup would have nothing to do).
+pub const WGMMA_PINGPONG: [usize; 2] = [0, 1];
 /// Split-K factors: blocks along K (grid z), for products whose grid has fewer blocks than the
 /// device has SMs. A launch-time choice: every factor runs the same compiled program.
 pub const WGMMA_SPLIT_K: [usize; 3] = [1, 2, 4];
@@ -86,6 +95,9 @@ pub struct WgmmaConfig {
     /// Blocks per thread-block cluster (1, or 2 with `tma` = 1: B's boxes multicast to the
     /// pair of row blocks that shares them).
     pub cluster: usize,
+    /// Consumers cooperative on each tile (0) or taking whole tiles in turn (1: ping-pong;
+    /// BM = 128, BN ≤ 128, `cluster` = 1).
+    pub pingpong: usize,
 }
 
 impl fmt::Display for WgmmaConfig {
@@ -150,6 +162,27 @@ impl WgmmaConfig {
                 "CLUSTER must be 1, or 2 with TMA = 1 (the pair multicasts B's boxes)".into(),
             );
         }
+        if !WGMMA_PINGPONG.contains(&self.pingpong)
+            || (self.pingpong == 1
+                && (self.bm != 128 || self.bn > 128 || self.cluster != 1 || self.persistent != 1))
+        {
+            return fail(
+                "PINGPONG must be 0, or 1 with BM = 128 (two consumer warpgroups), BN <= 128 (a \
+                 warpgroup's BM x BN accumulators), CLUSTER = 1 and PERSISTENT = 1 (the turns \
+                 are within a block's tiles: a block per tile leaves one warpgroup idle)"
+                    .into(),
+            );
+        }
+        // A ping-pong warpgroup holds 2 x BN / 2 accumulators and, per fragment set, 2 x BK /
+        // 32 x 5 fragment registers: at BN 128, BK 128 two sets make 208, and ptxas then
+        // serialises the wgmmas (one set, 168, as the cooperative BN 256 tiles, does not).
+        if self.pingpong == 1 && self.bn == 128 && self.bk == 128 && self.keep == 1 {
+            return fail(
+                "PINGPONG at BN = 128 and BK = 128 needs KEEP = 0 (two fragment sets beside the \
+                 accumulators serialise the wgmmas)"
+                    .into(),
+            );
+        }
         if self.shared_bytes() > SM90_MAX_SHARED_BYTES {
             return fail(format!(
                 "{} bytes of shared memory, at most {SM90_MAX_SHARED_BYTES}",
@@ -160,7 +193,7 @@ impl WgmmaConfig {
     }
 
     /// The parameters' values, in the order of [`WgmmaConfig::PARAMS`].
-    pub fn values(&self) -> [usize; 12] {
+    pub fn values(&self) -> [usize; 13] {
         [
             self.bm,
             self.bn,
@@ -174,6 +207,7 @@ impl WgmmaConfig {
             self.raster,
             self.persistent,
             self.cluster,
+            self.pingpong,
         ]
     }
 
@@ -213,11 +247,18 @@ impl WgmmaConfig {
     }
 
     /// Whether this is the one configuration per compiled program that compiles and loads it:
-    /// the launch-time choices (split-K, raster, persistent) at their first values.
+    /// the launch-time choices (split-K, raster, persistent) at their first values (persistent
+    /// for ping-pong, which has only that).
     pub fn is_program_canonical(&self) -> bool {
+        // Ping-pong programs run persistent grids only.
+        let persistent = if self.pingpong == 1 {
+            1
+        } else {
+            WGMMA_PERSISTENT[0]
+        };
         self.split_k == WGMMA_SPLIT_K[0]
             && self.raster == WGMMA_RASTER[0]
-            && self.persistent == WGMMA_PERSISTENT[0]
+            && self.persistent == persistent
     }
 
     /// The `#define`s of this configuration, in a fixed order (the split-K factor, the raster
@@ -233,6 +274,7 @@ impl WgmmaConfig {
             ("SWIZZLE", self.swizzle),
             ("TMA", self.tma),
             ("CLUSTER", self.cluster),
+            ("PINGPONG", self.pingpong),
         ]
     }
 }
@@ -252,7 +294,11 @@ pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
                                     for &tma in &WGMMA_TMA {
                                         for &raster in &WGMMA_RASTER {
                                             for &persistent in &WGMMA_PERSISTENT {
-                                                for &cluster in &WGMMA_CLUSTER {
+                                                for (&cluster, &pingpong) in
+                                                    WGMMA_CLUSTER.iter().flat_map(|c| {
+                                                        WGMMA_PINGPONG.iter().map(move |p| (c, p))
+                                                    })
+                                                {
                                                     let c = WgmmaConfig {
                                                         bm,
                                                         bn,
@@ -266,6 +312,7 @@ pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
                                                         raster,
                                                         persistent,
                                                         cluster,
+                                                        pingpong,
                                                     };
                                                     if c.validate().is_ok() {
                                                         out.push(c);
@@ -413,6 +460,17 @@ mod tests {
             assert!(c.shared_bytes() <= SM90_MAX_SHARED_BYTES, "{c}");
             assert!(c.threads() == 256 || c.threads() == 384);
         }
+        // Each compiled program (its #defines) has exactly one canonical configuration, the one
+        // that compiles and loads it (ping-pong's is persistent).
+        let mut programs = std::collections::BTreeMap::new();
+        for c in &v128 {
+            *programs.entry(c.defines()).or_insert(0) += usize::from(c.is_program_canonical());
+        }
+        assert!(
+            programs.values().all(|&n| n == 1),
+            "a program without (or with two) canonical"
+        );
+        assert_eq!(programs.len(), 850);
         // The largest stage (BM 128, BN 256, BK 128: 84 KiB with 64 KiB of B) fits 2 stages.
         let big = |stages| WgmmaConfig {
             bm: 128,
@@ -427,6 +485,7 @@ mod tests {
             raster: 0,
             persistent: 0,
             cluster: 1,
+            pingpong: 0,
         };
         assert!(big(2).validate().is_ok());
         assert!(big(3).validate().is_err());
@@ -444,6 +503,7 @@ mod tests {
             raster: 0,
             persistent: 0,
             cluster: 1,
+            pingpong: 0,
         };
         assert!(shallow.validate().is_err());
         assert!(WgmmaConfig {
@@ -471,10 +531,11 @@ mod tests {
             raster: 1,
             persistent: 0,
             cluster: 1,
+            pingpong: 0,
         };
         assert_eq!(
             c.to_string(),
-            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 TMA=0 RASTER=1 PERSISTENT=0 CLUSTER=1"
+            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 TMA=0 RASTER=1 PERSISTENT=0 CLUSTER=1 PINGPONG=0"
         );
     }
 
@@ -493,6 +554,7 @@ mod tests {
             raster: 0,
             persistent: 0,
             cluster: 1,
+            pingpong: 0,
         };
         // B 32 x 64 halves, A 64 x (16 + 8) halves, metadata 4 tiles x 2 steps x 8 words,
         // two mbarriers; two stages.
@@ -518,6 +580,7 @@ mod tests {
             raster: 0,
             persistent: 0,
             cluster: 1,
+            pingpong: 0,
         };
         let p = pack_vnm(&a, cfg.bk).unwrap();
         let ld = padded_ld(70);

@@ -18,7 +18,9 @@
 //!   after `STAGES − 1` tiles in flight) divided by the blocks resident on the SM.
 //!
 //! Each tile also pays its pipeline's fill (a copy latency), hidden only by other resident
-//! blocks; with `PERSISTENT` blocks once per SM.
+//! blocks; with `PERSISTENT` blocks once per SM; and its epilogue (C's bytes at the L2 rate),
+//! hidden by other resident blocks or, with `PINGPONG` consumers in persistent blocks, under
+//! the other consumer's main loop.
 //!
 //! Split-K divides the k-tiles over more blocks, then pays the f32 partials' traffic and the
 //! reduction's launch. The whole product takes at least the time to stream B from DRAM: once
@@ -184,10 +186,22 @@ pub fn wgmma_cycles_with(
     // another resident block): per tile with a block per tile, once per SM with persistent
     // blocks (the producer fills the next tile's stages while the consumers store the last).
     let fill = k.copy_latency + k.sync;
-    let product = if cfg.persistent == 1 {
-        per_sm.ceil() * tiles_per_block * step + fill
+    // The epilogue: the tile's C (fp16; f32 partials with split-K) stored at the L2 rate while
+    // the tensor cores wait, hidden only by another resident block; with ping-pong consumers
+    // in a persistent block, under the other warpgroup's main loop (a tile then costs the
+    // longer of the two, and the block's last epilogue shows).
+    let epilogue = f(cfg.bm * cfg.bn) * if split > 1 { 4.0 } else { 2.0 } / k.l2_bytes_per_cycle;
+    let main = tiles_per_block * step;
+    let hidden = cfg.pingpong == 1; // persistent blocks only
+    let per_tile = if hidden {
+        main.max(epilogue)
     } else {
-        per_sm.ceil() * (tiles_per_block * step + fill / overlapped)
+        main + epilogue / overlapped
+    };
+    let product = if cfg.persistent == 1 {
+        per_sm.ceil() * per_tile + fill + if hidden { epilogue } else { 0.0 }
+    } else {
+        per_sm.ceil() * (per_tile + fill / overlapped)
     };
     // DRAM: B (K × n halves; some row block wants every row of it) once where it fits in L2 or
     // the blocks walk the row blocks fastest (RASTER 1: the resident blocks share B's column
@@ -303,6 +317,24 @@ mod tests {
             tma.iter().any(|c| at(c, 2) < at(c, 1)),
             "a cluster never pays"
         );
+    }
+
+    #[test]
+    fn ping_pong_hides_the_epilogue() {
+        let gpu = GpuModel::h200();
+        let pingpong: Vec<WgmmaConfig> = wgmma_configs(128)
+            .into_iter()
+            .filter(|c| c.pingpong == 1)
+            .collect();
+        assert!(!pingpong.is_empty());
+        let at = |cfg: &WgmmaConfig, pingpong| {
+            let c = WgmmaConfig { pingpong, ..*cfg };
+            wgmma_cycles(&c, (3072, 768, 8), 16384, &gpu)
+        };
+        // Thousands of tiles, ~20 per block: all but the last epilogue hidden.
+        for c in &pingpong {
+            assert!(at(c, 1) < at(c, 0), "[{c}] gains nothing");
+        }
     }
 
     #[test]

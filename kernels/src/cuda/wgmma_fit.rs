@@ -292,7 +292,7 @@ mod tests {
             sparse_flop_per_cycle: 2500.0,
             wgmma_drain: 700.0,
             copy_latency: 2000.0,
-            l2_bytes_per_cycle: 12.0,
+            l2_bytes_per_cycle: 25.0,
             ..WgmmaConstants::PRIOR
         };
         let fit = fit_wgmma(&table(&truth), &GpuModel::h200()).unwrap();

@@ -5,8 +5,8 @@
 use super::space::{cuda_space, size_param};
 use super::wgmma::{
     WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER,
-    WGMMA_KEEP, WGMMA_PERSISTENT, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE,
-    WGMMA_TMA,
+    WGMMA_KEEP, WGMMA_PERSISTENT, WGMMA_PINGPONG, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES,
+    WGMMA_SWIZZLE, WGMMA_TMA,
 };
 use super::wgmma_exclude::{env_exclusions, WgmmaExclusions};
 use crate::{
@@ -36,9 +36,10 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 
 /// The Hopper kernel's space, for a format of group width `m`, with thread blocks of any of
 /// the heights `bms`: `bm`, `bn`, `bk`, `stages`, `keep`, `split_k`, `bulk`, `swizzle`, `tma`
-/// and `cluster` (1 and 2 offered only where M = 4), `raster`, `persistent`, constrained to
-/// what the kernel accepts (`keep` = 1 needs 3+ stages; `tma` = 1 needs `swizzle` = 1 and
-/// `bulk` = 1; `cluster` = 2 needs `tma` = 1; the pipeline must fit sm_90's shared memory; see
+/// and `cluster` (1 and 2 offered only where M = 4), `raster`, `persistent`, `pingpong`,
+/// constrained to what the kernel accepts (`keep` = 1 needs 3+ stages; `tma` = 1 needs
+/// `swizzle` = 1 and `bulk` = 1; `cluster` = 2 needs `tma` = 1; `pingpong` = 1 needs BM = 128,
+/// BN ≤ 128, no cluster, and `keep` = 0 at BN 128 × BK 128; the pipeline must fit sm_90's shared memory; see
 /// [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
     space_of(wgmma_params(bms, m, &WgmmaExclusions::default()))
@@ -60,6 +61,7 @@ fn wgmma_params(bms: &[usize], m: usize, ex: &WgmmaExclusions) -> Vec<ParamDef> 
         ("cluster", cluster),
         ("keep", &WGMMA_KEEP),
         ("persistent", &WGMMA_PERSISTENT),
+        ("pingpong", &WGMMA_PINGPONG),
         ("raster", &WGMMA_RASTER),
         ("split_k", &WGMMA_SPLIT_K),
         ("stages", &WGMMA_STAGES),
@@ -133,7 +135,7 @@ pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelE
 impl WgmmaConfig {
     /// The names of its parameters in [`wgmma_space`] (and, upper-case, of its `#define`s and
     /// launch arguments in its display).
-    pub const PARAMS: [&'static str; 12] = [
+    pub const PARAMS: [&'static str; 13] = [
         "bm",
         "bn",
         "bk",
@@ -146,6 +148,7 @@ impl WgmmaConfig {
         "raster",
         "persistent",
         "cluster",
+        "pingpong",
     ];
 
     /// The configuration at `p` (a point of [`wgmma_space`]); checked like
@@ -165,6 +168,7 @@ impl WgmmaConfig {
             raster: get("raster")?,
             persistent: get("persistent")?,
             cluster: get("cluster")?,
+            pingpong: get("pingpong")?,
         };
         c.validate().map_err(|e| KernelError::ParamConstraint {
             name: "stages".into(),
@@ -240,6 +244,7 @@ mod tests {
             raster: 1,
             persistent: 0,
             cluster: 1,
+            pingpong: 0,
         };
         assert!(space.contains(&ok.to_point()).is_ok());
         let two_stages = WgmmaConfig { stages: 2, ..ok };
