@@ -27,6 +27,16 @@ impl CudaDevice {
         cfg: &WgmmaConfig,
         extra: Vec<(&'static str, usize)>,
     ) -> Result<(), CudaError> {
+        self.product_function(cfg, extra).map(|_| ())
+    }
+
+    /// The product kernel of `cfg` built with `extra` `#define`s, compiled and loaded on first
+    /// use.
+    fn product_function(
+        &self,
+        cfg: &WgmmaConfig,
+        extra: Vec<(&'static str, usize)>,
+    ) -> Result<CudaFunction, CudaError> {
         cfg.validate()?;
         self.require_sm90(cfg)?;
         let mut defines = cfg.defines();
@@ -37,7 +47,6 @@ impl CudaDevice {
             cfg.shared_bytes(),
             "sm_90a",
         )
-        .map(|_| ())
     }
 
     /// The `#define`s of the `wgmma` layout reading chosen through `COTUNE_WGMMA_READING`
@@ -186,16 +195,8 @@ impl CudaDevice {
     pub fn wgmma_resident_clusters(&self, cfg: &WgmmaConfig) -> Result<usize, CudaError> {
         cfg.validate()?;
         self.require_sm90(cfg)?;
-        let mut defines = cfg.defines();
-        defines.extend(Self::wgmma_reading(cfg)?);
-        self.resident_clusters(cfg, || {
-            self.function(
-                KernelSource::SpmmVnmWgmmaF16,
-                defines,
-                cfg.shared_bytes(),
-                "sm_90a",
-            )
-        })
+        let reading = Self::wgmma_reading(cfg)?;
+        self.resident_clusters(cfg, || self.product_function(cfg, reading))
     }
 
     /// How many clusters of `cfg` the device runs at once: one block per SM, and for a

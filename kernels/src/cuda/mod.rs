@@ -25,6 +25,7 @@ mod wgmma;
 mod wgmma_cost;
 mod wgmma_exclude;
 mod wgmma_fit;
+mod wgmma_launch;
 mod wgmma_reading;
 mod wgmma_space;
 
@@ -65,14 +66,14 @@ pub use random::{exact_values, random_csr, random_vnm, vnm_mask};
 pub use source::{describe_defines, program_of, KernelSource};
 pub use space::*;
 pub use wgmma::{
-    wgmma_configs, WgmmaConfig, WgmmaLaunch, SM90_MAX_SHARED_BYTES, WGMMA_BK, WGMMA_BLOCK_ROWS,
-    WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER, WGMMA_KEEP, WGMMA_PERSISTENT, WGMMA_PINGPONG,
-    WGMMA_RASTER, WGMMA_REDUCE_PER_THREAD, WGMMA_REDUCE_THREADS, WGMMA_SPLIT_K, WGMMA_STAGES,
-    WGMMA_SWIZZLE, WGMMA_TMA,
+    wgmma_configs, WgmmaConfig, SM90_MAX_SHARED_BYTES, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM,
+    WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER, WGMMA_KEEP, WGMMA_PERSISTENT, WGMMA_PINGPONG,
+    WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
 };
 pub use wgmma_cost::{wgmma_cycles, wgmma_cycles_with, WgmmaConstants};
 pub use wgmma_exclude::{env_exclusions, wgmma_param_values, WgmmaExclusions, WGMMA_EXCLUDE_ENV};
 pub use wgmma_fit::{fit_wgmma, WgmmaFit};
+pub use wgmma_launch::{WgmmaLaunch, WGMMA_REDUCE_PER_THREAD, WGMMA_REDUCE_THREADS};
 pub use wgmma_reading::{
     env_reading, format_reading, parse_reading, reading_defines, reading_variants, READING_DEFINES,
     WGMMA_READING_ENV,
