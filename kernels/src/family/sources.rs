@@ -126,6 +126,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
                 "src/cuda/tensor_map.rs",
                 "src/cuda/wgmma.rs",
                 "src/cuda/wgmma_exclude.rs",
+                "src/cuda/wgmma_launch.rs",
                 "src/cuda/wgmma_reading.rs",
                 "src/format/nm.rs",
                 "src/format/vnm.rs",
