@@ -3,14 +3,16 @@
 //! as `CudaDevice` would launch it ([`WgmmaLaunch`], the arrays of [`pack_vnm`]), compared bit
 //! for bit with the CPU reference rounded to fp16 (inputs are multiples of 1/16, so every sum
 //! is exact). Copies and wgmmas complete as late as the pipeline's waits allow and again at
-//! issue. By default a covering set of configurations runs (every value of every parameter);
-//! `COTUNE_EMULATE_ALL=1` runs all of them.
+//! issue. By default a covering set of configurations runs (hand-picked corner cases, then
+//! every pair of parameter values some configuration has; every t-tuple with
+//! `COTUNE_EMULATE_STRENGTH=t`); `COTUNE_EMULATE_ALL=1` runs all of them.
 //!
 //! The layouts the emulator gives `wgmma.sp` are the PTX ISA's as read in `cuda/NOTES.md`; only
 //! the device check (`scripts/device-check.sh`) can confirm them.
 
 mod emu_support;
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use emu_support::{
@@ -50,8 +52,9 @@ fn try_run(
     run_packed(exe, packed, b, n, launch, copies)
 }
 
-/// Every value of every parameter at least once (each list walked with its own stride), or
-/// every configuration with `COTUNE_EMULATE_ALL=1`.
+/// Every value of every parameter at least once (each list walked with its own stride), corner
+/// cases, then every pair of values (or t-tuple), or every configuration with
+/// `COTUNE_EMULATE_ALL=1`.
 fn configurations() -> Vec<WgmmaConfig> {
     let all = wgmma_configs(128);
     if std::env::var("COTUNE_EMULATE_ALL").is_ok_and(|v| v == "1") {
@@ -172,6 +175,64 @@ fn configurations() -> Vec<WgmmaConfig> {
     });
     for c in &out {
         assert!(all.contains(c), "{c} is not a listed configuration");
+    }
+    // Then every pair of parameter values that some configuration has (every t-tuple with
+    // `COTUNE_EMULATE_STRENGTH=t`), in as few more configurations as a greedy cover finds:
+    // combinations the hand-picked ones miss (ping-pong with TMA boxes, clusters with split-K
+    // and the deepest pipelines, ...) run too.
+    let strength = std::env::var("COTUNE_EMULATE_STRENGTH")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    let more = covering(&all, &out, strength);
+    out.extend(more);
+    out
+}
+
+/// The `t`-tuples of parameter values of `cfg`, each as one key: for parameters i1 < .. < it,
+/// their indices and values, 13 bits each.
+fn value_tuples(cfg: &WgmmaConfig, t: usize) -> Vec<u64> {
+    let v = cfg.values();
+    let mut out = Vec::new();
+    let mut pick = |params: &[usize]| {
+        let key = params
+            .iter()
+            .fold(0u64, |k, &i| (k << 13) | ((i as u64) << 9) | v[i] as u64);
+        out.push(key);
+    };
+    // Every increasing choice of t parameters (t <= 3 here).
+    match t {
+        1 => (0..v.len()).for_each(|i| pick(&[i])),
+        2 => (0..v.len()).for_each(|i| (i + 1..v.len()).for_each(|j| pick(&[i, j]))),
+        _ => (0..v.len()).for_each(|i| {
+            (i + 1..v.len()).for_each(|j| (j + 1..v.len()).for_each(|l| pick(&[i, j, l])))
+        }),
+    }
+    out
+}
+
+/// Configurations of `all` that, with `seeds`, cover every `t`-tuple of parameter values that
+/// some configuration of `all` has: greedily, each time the first configuration (in `all`'s
+/// order) that covers the most tuples not yet covered.
+fn covering(all: &[WgmmaConfig], seeds: &[WgmmaConfig], t: usize) -> Vec<WgmmaConfig> {
+    let tuples: Vec<Vec<u64>> = all.iter().map(|c| value_tuples(c, t)).collect();
+    let mut uncovered: HashSet<u64> = tuples.iter().flatten().copied().collect();
+    for key in seeds.iter().flat_map(|c| value_tuples(c, t)) {
+        uncovered.remove(&key);
+    }
+    let mut out = Vec::new();
+    while !uncovered.is_empty() {
+        let mut best = (0, 0);
+        for (i, keys) in tuples.iter().enumerate() {
+            let new = keys.iter().filter(|k| uncovered.contains(k)).count();
+            if new > best.0 {
+                best = (new, i);
+            }
+        }
+        for key in &tuples[best.1] {
+            uncovered.remove(key);
+        }
+        out.push(all[best.1]);
     }
     out
 }
