@@ -157,7 +157,7 @@ fi
 # other feature is tried at both heights), and is left alone if too little time is left to test
 # it fairly.
 EXCLUDE=${COTUNE_WGMMA_EXCLUDE:-}
-for f in bm=128 bulk=1 swizzle=1 keep=1 split_k=2,split_k=4 persistent=1 tma=1 cluster=2 pingpong=1; do
+for f in bm=128 bulk=1 swizzle=1 keep=1 split_k=2,split_k=4 persistent=1 tma=1 cluster=2 cluster=4 pingpong=1; do
   T=$(limit 30 400)
   if [ "$T" -lt 20 ]; then log "Hopper feature $f: not tested (${T} s left for it)"; continue; fi
   COTUNE_WGMMA_EXCLUDE="$EXCLUDE" COTUNE_WGMMA_FEATURE=$f timeout "$T" \
@@ -198,9 +198,11 @@ isolated() {  # $1 = the test (a cuda_device_wgmma filter), $2 = the feature, $3
     log "HOPPER $2 TESTS FAILED: COTUNE_WGMMA_EXCLUDE=$COTUNE_WGMMA_EXCLUDE from here on"
   fi
 }
-# B by TMA tensor copies (2:4 only), then clusters multicasting its boxes (if TMA is still in).
+# B by TMA tensor copies (2:4 only), then clusters of two and four multicasting its boxes (if
+# TMA is still in).
 excluded tma=1 || isolated wgmma_tma tma=1 60 300
-excluded tma=1 || excluded cluster=2 || isolated wgmma_cluster cluster=2 60 280
+excluded tma=1 || excluded cluster=2 || isolated wgmma_cluster2 cluster=2 60 280
+excluded tma=1 || excluded cluster=4 || isolated wgmma_cluster4 cluster=4 45 260
 
 log "Hopper benchmark ($MODE)"
 # It starts no new point after its deadline, so that the table and ablations of what it

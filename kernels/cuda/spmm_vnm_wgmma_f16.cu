@@ -43,17 +43,19 @@
 //   read as zero, so K's and n's ragged edges need no guard), issued by one producer thread
 //   after raising the stage's `full` barrier's expected bytes by the stage's. The host refuses
 //   TMA for M != 4.
-// - CLUSTER = 2 (with TMA): thread-block clusters of 2 blocks (`__cluster_dims__`), the row
-//   blocks 2 p and 2 p + 1 of one column tile and split, which read the same tiles of B: each
-//   block loads half of every stage's boxes (BK / 2 of its rows, tensor-map boxes of 64 x
-//   BK / 2) and multicasts them into both blocks' stages (`.multicast::cluster`), completing
-//   their bytes on each block's `full` barrier, so B crosses from L2 once per pair. A stage may
-//   be refilled only when both blocks' consumers have released it: each consumer warp arrives
-//   (lanes 0 and 1, after the warp's wgmmas are done) on the `empty` barrier of both blocks
-//   (`mapa` + `mbarrier.arrive.shared::cluster`); the blocks meet at a cluster barrier after initialising
-//   their mbarriers and again before exiting (no block leaves while its peer may still arrive
-//   on its barriers). With an odd number of row blocks the last pair's second block loads a
-//   valid row block's A (so its copies stay in bounds) and stores nothing.
+// - CLUSTER = 2 or 4 (with TMA): thread-block clusters of CLUSTER blocks (`__cluster_dims__`),
+//   the row blocks CLUSTER p .. CLUSTER p + CLUSTER - 1 of one column tile and split, which read
+//   the same tiles of B: each block loads its share of every stage's boxes (BK / CLUSTER of its
+//   rows, tensor-map boxes of 64 x BK / CLUSTER, whole 8-row swizzle atoms) and multicasts it
+//   into every block's stage (`.multicast::cluster`), completing its bytes on each block's
+//   `full` barrier, so B crosses from L2 once per cluster. A stage may be refilled only when
+//   every block's consumers have released it: each consumer warp arrives (lane r, after the
+//   warp's wgmmas are done) on the `empty` barrier of block r, for every r
+//   (`mapa` + `mbarrier.arrive.shared::cluster`); the blocks meet at a cluster barrier after
+//   initialising their mbarriers and again before exiting (no block leaves while a peer may
+//   still arrive on its barriers). Where the row blocks are not a multiple of CLUSTER, the last
+//   cluster's blocks past them load a valid row block's A (so their copies stay in bounds) and
+//   store nothing.
 //
 // A is read in the layout of the CPU type `kernels::VnmMatrix` (format/vnm.rs), with ks padded
 // to a multiple of BK / 2 (see spmm_vnm_f16.cu for the arrays).
@@ -90,8 +92,8 @@
 #ifndef CLUSTER
 #error "CLUSTER must be defined"
 #endif
-#if CLUSTER != 1 && !(CLUSTER == 2 && TMA)
-#error "CLUSTER is 1, or 2 with TMA = 1 (the pair multicasts B's boxes)"
+#if CLUSTER != 1 && !((CLUSTER == 2 || CLUSTER == 4) && TMA && BK / CLUSTER >= 8)
+#error "CLUSTER is 1, or 2 or 4 with TMA = 1 (the cluster multicasts B's boxes, BK / CLUSTER >= 8 rows each)"
 #endif
 #ifndef PINGPONG
 #error "PINGPONG must be defined"
@@ -502,7 +504,7 @@ struct TileGrid {
 
 // A consumer's release of a stage it has finished reading (its wgmmas done): one arrival per
 // thread on this block's `empty` barrier, or with a cluster one per warp on each block's (the
-// peer multicasts into this block's stages too): lane r arrives on block r's once the warp's
+// peers multicast into this block's stages too): lane r arrives on block r's once the warp's
 // lanes are all past their waits.
 static __device__ __forceinline__ void release_stage(u64* bar) {
 #if CLUSTER > 1
@@ -559,7 +561,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
         mbar_init_fence();
     }
 #if CLUSTER > 1
-    // The peer's barriers are initialised before this block's copies or arrivals reach them.
+    // The peers' barriers are initialised before this block's copies or arrivals reach them.
     cluster_sync();
 #else
     __syncthreads();
@@ -576,8 +578,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
         int it = 0;
         for (int tile = first; tile < grid.tiles(); tile += step) {
             const Tile x = grid.at(tile);
-            // A cluster's second block past the last row block (odd row blocks) copies the
-            // last valid one's A, in bounds, and stores nothing.
+            // A cluster's blocks past the last row block (row blocks not a multiple of
+            // CLUSTER) copy the last valid one's A, in bounds, and store nothing.
             const int row0 = min(x.row0, rows - BM), col0 = x.col0, kt0 = x.kt0;
             // The row block's column locations (4 per group): every k-tile's gather reads them.
             const unsigned char* loc = col_loc + (size_t)(row0 / v) * groups * 4;
@@ -629,8 +631,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
 #pragma unroll
                     for (int cg = 0; cg < BN / 64; ++cg) {
 #if CLUSTER > 1
-                        // This block's share: rows rank * BK / 2 .. of the k-tile, into both
-                        // blocks' stages (whole 8-row atoms: BK / 2 >= 16).
+                        // This block's share: rows rank * BK / CLUSTER .. of the k-tile, into
+                        // every block's stage (whole 8-row atoms: BK / CLUSTER >= 8).
                         cp_async_bulk_tensor_2d_multicast(dB + (cg * BK + rank * B_BOX_ROWS) * 64, &tmap_b, col0 + cg * 64,
                                                           (kt0 + kt) * BK + rank * B_BOX_ROWS, &full[s], (1 << CLUSTER) - 1);
 #else
@@ -869,7 +871,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
         }
     }
 #if CLUSTER > 1
-    // The peer's consumers may still arrive on this block's barriers: stay until they are done.
+    // The peers' consumers may still arrive on this block's barriers: stay until they are done.
     cluster_sync();
 #endif
 }

@@ -209,25 +209,48 @@ fn wgmma_tma_every_configuration_matches_reference() {
 /// launch the device refuses, or a multicast that never completes, must cost only this feature.
 #[test]
 #[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
-fn wgmma_cluster_every_configuration_matches_reference() {
-    let dev = device("wgmma_cluster_every_configuration_matches_reference");
+fn wgmma_cluster2_every_configuration_matches_reference() {
+    check_clusters(
+        "wgmma_cluster2_every_configuration_matches_reference",
+        2,
+        &[2, 4],
+    );
+}
+
+/// As [`wgmma_cluster2_every_configuration_matches_reference`], in clusters of four (3 row
+/// blocks of 128 and 5 of 64 leave one and three blocks past the rows), on 4-stage pipelines only (the
+/// pairs' test covers the stage counts; this one the fourfold multicast and barriers).
+#[test]
+#[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
+fn wgmma_cluster4_every_configuration_matches_reference() {
+    check_clusters(
+        "wgmma_cluster4_every_configuration_matches_reference",
+        4,
+        &[4],
+    );
+}
+
+/// The configurations in clusters of `size` blocks with any of `stages`, against the
+/// reference.
+fn check_clusters(test: &str, size: usize, stages: &[usize]) {
+    let dev = device(test);
     let clustered = |v| -> Vec<WgmmaConfig> {
         configs(v)
             .into_iter()
-            .filter(|c| c.cluster == 2 && (c.stages == 2 || c.stages == 4))
+            .filter(|c| c.cluster == size && stages.contains(&c.stages))
             .collect()
     };
     for v in [64, 128] {
         prepare_all(&dev, &clustered(v));
     }
-    // What persistent grids of pairs are sized by (the driver's count, at most SMs / 2), for
-    // the console: fewer than SMs / 2 means a GPC leaves an SM unpaired.
+    // What persistent grids of clusters are sized by (the driver's count, at most SMs /
+    // size), for the console: fewer means a GPC leaves SMs out of clusters.
     let sms = dev.info().multiprocessors as usize;
     for cfg in clustered(128).iter().filter(|c| c.persistent == 1).take(2) {
-        let pairs = dev.wgmma_resident_clusters(cfg).unwrap();
+        let clusters = dev.wgmma_resident_clusters(cfg).unwrap();
         println!(
-            "{cfg}: {pairs} pairs at once on {sms} SMs (at most {})",
-            sms / 2
+            "{cfg}: {clusters} clusters of {size} at once on {sms} SMs (at most {})",
+            sms / size
         );
     }
     // rows, cols, v, n: 3 row blocks of 128 (6 of 64); 5 of 64; 2048 x 2200 has more
@@ -272,8 +295,8 @@ const PLAIN: WgmmaConfig = WgmmaConfig {
 /// The features `scripts/device-check.sh` tests one by one (its list is this one), in the
 /// syntax of `COTUNE_WGMMA_EXCLUDE`: two consumer warpgroups (and `setmaxnreg`), bulk copies,
 /// the 128-byte swizzle, wgmma groups kept in flight, split-K, persistent blocks, TMA, clusters
-/// multicasting TMA boxes, ping-pong consumers.
-const FEATURES: [&str; 9] = [
+/// of two and of four multicasting TMA boxes, ping-pong consumers.
+const FEATURES: [&str; 10] = [
     "bm=128",
     "bulk=1",
     "swizzle=1",
@@ -282,6 +305,7 @@ const FEATURES: [&str; 9] = [
     "persistent=1",
     "tma=1",
     "cluster=2",
+    "cluster=4",
     "pingpong=1",
 ];
 
@@ -325,9 +349,9 @@ fn each_feature_is_tested_on_its_nearest_configurations() {
         // Only what the feature needs differs from the plain configuration.
         let needs = match text {
             "bm=128" => 0,
-            "pingpong=1" => 2, // with persistent blocks
-            "tma=1" => 3,      // with the swizzle and bulk copies
-            "cluster=2" => 4,  // with TMA
+            "pingpong=1" => 2,              // with persistent blocks
+            "tma=1" => 3,                   // with the swizzle and bulk copies
+            "cluster=2" | "cluster=4" => 4, // with TMA
             _ => 1,
         };
         for c in &configs {
@@ -338,7 +362,7 @@ fn each_feature_is_tested_on_its_nearest_configurations() {
                 c.swizzle,
                 c.tma,
                 c.persistent,
-                c.cluster - 1,
+                c.cluster.min(2) - 1,
                 c.pingpong,
             ];
             let off = [c.bk == 64, c.stages == 3, c.raster == 0];

@@ -200,10 +200,11 @@ impl CudaDevice {
     }
 
     /// How many clusters of `cfg` the device runs at once: one block per SM, and for a
-    /// persistent grid of pairs as many as the driver places (`cuOccupancyMaxActiveClusters`
-    /// on `function`, the compiled product kernel; asked once per program): a GPC with an odd
-    /// number of SMs leaves one out, so ⌊SMs / 2⌋ pairs may be more than fit, and a persistent
-    /// grid that large would run its last pairs as a second wave.
+    /// persistent grid of clusters as many as the driver places (`cuOccupancyMaxActiveClusters`
+    /// on `function`, the compiled product kernel; asked once per program): a GPC whose SMs are
+    /// not a multiple of the cluster's size leaves some out, so ⌊SMs / CLUSTER⌋ clusters may be
+    /// more than fit, and a persistent grid that large would run its last ones as a second
+    /// wave.
     fn resident_clusters(
         &self,
         cfg: &WgmmaConfig,

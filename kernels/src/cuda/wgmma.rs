@@ -45,10 +45,13 @@ pub const WGMMA_RASTER: [usize; 2] = [0, 1];
 /// reductions, e.g. 2:16 at K = 768, are not one pipeline fill and drain per tile). A
 /// launch-time choice, like split-K.
 pub const WGMMA_PERSISTENT: [usize; 2] = [0, 1];
-/// Thread-block clusters along C's rows: 1 (none), or 2 for TMA configurations (2:4): the
-/// pair's two row blocks share B's tiles, each block loads half of every stage's boxes and
-/// multicasts them into both, so B crosses from L2 once per pair.
-pub const WGMMA_CLUSTER: [usize; 2] = [1, 2];
+/// Thread-block clusters along C's rows: 1 (none), or 2 or 4 for TMA configurations (2:4): the
+/// cluster's row blocks share B's tiles, each block loads its share (BK / CLUSTER rows) of
+/// every stage's boxes and multicasts it into all of them, so B crosses from L2 once per
+/// cluster. Four halve B's L2 bytes again (at BM 128 × BN 256, ~49 → ~33 bytes per
+/// tensor-core cycle with A's) at the price of four blocks in step at every stage and an SM
+/// or more per GPC that no cluster of four can take.
+pub const WGMMA_CLUSTER: [usize; 3] = [1, 2, 4];
 /// The consumers' schedule with two consumer warpgroups (BM = 128): cooperative (0: each owns
 /// 64 rows of every tile, both store it at once while the tensor cores wait), or ping-pong
 /// (1: each owns whole tiles, BM × BN, the block's tiles alternating between them, their main
@@ -92,8 +95,8 @@ pub struct WgmmaConfig {
     pub raster: usize,
     /// Blocks: one per tile (0) or one per SM, walking the tiles (1).
     pub persistent: usize,
-    /// Blocks per thread-block cluster (1, or 2 with `tma` = 1: B's boxes multicast to the
-    /// pair of row blocks that shares them).
+    /// Blocks per thread-block cluster (1, or 2 or 4 with `tma` = 1: B's boxes multicast to
+    /// the cluster's row blocks, which share them).
     pub cluster: usize,
     /// Consumers cooperative on each tile (0) or taking whole tiles in turn (1: ping-pong;
     /// BM = 128, BN ≤ 128, `cluster` = 1).
@@ -157,10 +160,15 @@ impl WgmmaConfig {
         if !WGMMA_PERSISTENT.contains(&self.persistent) {
             return fail(format!("PERSISTENT must be one of {WGMMA_PERSISTENT:?}"));
         }
-        if !WGMMA_CLUSTER.contains(&self.cluster) || (self.cluster > 1 && self.tma != 1) {
-            return fail(
-                "CLUSTER must be 1, or 2 with TMA = 1 (the pair multicasts B's boxes)".into(),
-            );
+        // Each block's share of a stage's boxes is whole 8-row swizzle atoms.
+        if !WGMMA_CLUSTER.contains(&self.cluster)
+            || (self.cluster > 1 && (self.tma != 1 || self.bk / self.cluster < 8))
+        {
+            return fail(format!(
+                "CLUSTER must be 1, or one of {:?} with TMA = 1 (the cluster multicasts B's \
+                 boxes, BK / CLUSTER >= 8 rows each)",
+                &WGMMA_CLUSTER[1..]
+            ));
         }
         if !WGMMA_PINGPONG.contains(&self.pingpong)
             || (self.pingpong == 1
@@ -359,7 +367,7 @@ mod tests {
             programs.values().all(|&n| n == 1),
             "a program without (or with two) canonical"
         );
-        assert_eq!(programs.len(), 850);
+        assert_eq!(programs.len(), 960);
         // The largest stage (BM 128, BN 256, BK 128: 84 KiB with 64 KiB of B) fits 2 stages.
         let big = |stages| WgmmaConfig {
             bm: 128,

@@ -298,7 +298,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_halves_b_from_l2_where_l2_bounds_the_step() {
+    fn a_cluster_divides_b_from_l2_where_l2_bounds_the_step() {
         let gpu = GpuModel::h200();
         let at = |cfg: &WgmmaConfig, cluster| {
             let c = WgmmaConfig { cluster, ..*cfg };
@@ -308,14 +308,25 @@ mod tests {
             .into_iter()
             .filter(|c| c.cluster == 2)
             .collect();
-        // Never dearer (the same work, half of B's bytes) and cheaper where the bytes bound it.
+        // Never dearer (the same work, a half or a quarter of B's bytes; 24 row blocks are
+        // whole clusters of either size) and cheaper where the bytes bound it.
         assert!(
-            tma.iter().all(|c| at(c, 2) <= at(c, 1)),
-            "a cluster costs more"
+            tma.iter()
+                .all(|c| at(c, 4) <= at(c, 2) && at(c, 2) <= at(c, 1)),
+            "a larger cluster costs more"
         );
+        assert!(tma.iter().any(|c| at(c, 2) < at(c, 1)), "a pair never pays");
+        assert!(tma.iter().any(|c| at(c, 4) < at(c, 2)), "four never pay");
+        // At 768 rows (6 row blocks of 128) clusters of four leave two blocks without rows.
+        let at_768 = |cfg: &WgmmaConfig, cluster| {
+            let c = WgmmaConfig { cluster, ..*cfg };
+            wgmma_cycles(&c, (768, 768, 4), 4096, &gpu)
+        };
         assert!(
-            tma.iter().any(|c| at(c, 2) < at(c, 1)),
-            "a cluster never pays"
+            tma.iter()
+                .filter(|c| c.bm == 128 && c.persistent == 0)
+                .any(|c| at_768(c, 4) > at_768(c, 2)),
+            "idle blocks cost nothing"
         );
     }
 

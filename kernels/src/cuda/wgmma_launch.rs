@@ -14,8 +14,8 @@ pub const WGMMA_REDUCE_PER_THREAD: u32 = 8;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WgmmaLaunch {
     /// The tiles: column tiles of C (BN each) × row blocks (BM each) × splits of K; with
-    /// clusters, a tile is a cluster's (`CLUSTER` row blocks, the last pair's second block past
-    /// the rows where they are odd).
+    /// clusters, a tile is a cluster's (`CLUSTER` row blocks, the last cluster's last blocks
+    /// past the rows where they are not a multiple of `CLUSTER`).
     pub tiles: u32,
     /// Thread blocks (a 1-D grid): one per tile, or with `PERSISTENT` 1 at most one per SM,
     /// each walking the tiles in turn (the kernel's `TileGrid`, in the order `RASTER` says);
@@ -218,5 +218,23 @@ mod tests {
         assert_eq!(pairs(m4, &persistent_pairs, 2), (2, 4));
         assert_eq!(pairs(m4, &persistent_pairs, 5), (2, 4));
         assert_eq!(pairs(VnmDims { rows: 192, ..m4 }, &pair, 1), (2, 4));
+        // Clusters of four: 4 row blocks make one cluster, 5 two (the second's last three
+        // blocks past the rows); a persistent grid has at most as many clusters as the device
+        // holds, four blocks each.
+        let four = WgmmaConfig { cluster: 4, ..tma };
+        assert_eq!(four.resident_clusters(9), 2);
+        assert_eq!(pairs(m4, &four, 1), (1, 4));
+        assert_eq!(pairs(VnmDims { rows: 320, ..m4 }, &four, 1), (2, 8));
+        let persistent_fours = WgmmaConfig {
+            persistent: 1,
+            ..four
+        };
+        assert_eq!(
+            pairs(VnmDims { rows: 320, ..m4 }, &persistent_fours, 1),
+            (2, 4)
+        );
+        // Each block's share of a stage is whole 8-row swizzle atoms: BK / 4 >= 8.
+        assert!(WgmmaConfig { bk: 32, ..four }.validate().is_ok());
+        assert!(WgmmaConfig { cluster: 3, ..tma }.validate().is_err());
     }
 }

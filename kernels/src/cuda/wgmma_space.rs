@@ -36,9 +36,9 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 
 /// The Hopper kernel's space, for a format of group width `m`, with thread blocks of any of
 /// the heights `bms`: `bm`, `bn`, `bk`, `stages`, `keep`, `split_k`, `bulk`, `swizzle`, `tma`
-/// and `cluster` (1 and 2 offered only where M = 4), `raster`, `persistent`, `pingpong`,
+/// and `cluster` (1, 2 and 4 offered only where M = 4), `raster`, `persistent`, `pingpong`,
 /// constrained to what the kernel accepts (`keep` = 1 needs 3+ stages; `tma` = 1 needs
-/// `swizzle` = 1 and `bulk` = 1; `cluster` = 2 needs `tma` = 1; `pingpong` = 1 needs BM = 128,
+/// `swizzle` = 1 and `bulk` = 1; `cluster` > 1 needs `tma` = 1; `pingpong` = 1 needs BM = 128,
 /// BN ≤ 128, no cluster, and `keep` = 0 at BN 128 × BK 128; the pipeline must fit sm_90's shared memory; see
 /// [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
