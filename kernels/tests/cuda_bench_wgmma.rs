@@ -6,15 +6,15 @@
 mod bench_support;
 
 use std::fmt::Write as _;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bench_support::{
-    csv, cublas_point, env_list, prepare_all, reference, rel_err, screen_and_time, setup, Row,
-    Setup, BATCH, REPS, SETS,
+    csv, cublas_point, env_list, prepare_all, reference, rel_err, screen_and_time,
+    screen_and_time_until, setup, Row, Setup, BATCH, REPS, SETS,
 };
 use kernels::cuda::{
-    env_exclusions, exact_values, random_vnm, vnm_configs, wgmma_configs, DeviceMatrixF16, Gpu,
-    Timing, VnmConfig, WgmmaConfig,
+    env_exclusions, exact_values, random_vnm, vnm_configs, wgmma_configs, wgmma_cycles,
+    DeviceMatrixF16, Gpu, GpuModel, Timing, VnmConfig, WgmmaConfig,
 };
 
 /// The Hopper kernel (sparse `wgmma`) against cuBLAS fp16 and the `mma.sp` kernel, in the same
@@ -29,9 +29,14 @@ use kernels::cuda::{
 /// winners' ablations ([`ablations`]); `COTUNE_BENCH_WGMMA_M` (default 4,8,16) and
 /// `COTUNE_BENCH_N` choose the points, `COTUNE_BENCH_QUICK=1` one point, and
 /// `COTUNE_BENCH_DEADLINE_S` the seconds after which no new (shape, N) is started (the table
-/// and ablations of what was measured follow; the device check sets it inside its timeout). At M = 4 the
-/// configurations copying B by TMA compete too, screened after the others (a malformed tensor
-/// map would fault the context). `COTUNE_WGMMA_EXCLUDE` leaves configurations out (the device
+/// and ablations of what was measured follow; the device check sets it inside its timeout).
+/// With a deadline, each point's screening gets an equal share of the time left
+/// ([`SCREEN_SHARE`] of it; the rest is the finalists', the reference's and the `mma.sp`
+/// kernel's) and screens in [`screening_order`] until its share is spent, so that every point
+/// is measured even when the space is larger than the session allows; without one, every
+/// configuration is screened. At M = 4 the configurations copying B by TMA compete too,
+/// screened after the others with half of the point's share (a malformed tensor map would
+/// fault the context). `COTUNE_WGMMA_EXCLUDE` leaves configurations out (the device
 /// check sets it to the features whose small test failed; the engine's tunings leave them
 /// out too).
 #[test]
@@ -110,11 +115,14 @@ fn bench_wgmma_vs_cublas_bert() {
         .ok()
         .and_then(|d| d.parse::<f64>().ok());
     let mut skipped = vec![];
+    let gpu = GpuModel::for_device(dev.info());
+    let mut points_left = ns.len() * shapes.len() * ms.len();
     for &n in &ns {
         for &(r, k) in &shapes {
             if let Some(d) = deadline.filter(|d| t0.elapsed().as_secs_f64() > *d) {
                 eprintln!("deadline {d} s passed: {r}x{k} n={n} skipped");
                 skipped.push(format!("{r}x{k} n={n}"));
+                points_left -= ms.len();
                 continue;
             }
             let (bs, mut cs, baseline) = cublas_point(&dev, (r, k, n));
@@ -122,11 +130,12 @@ fn bench_wgmma_vs_cublas_bert() {
             cublas.insert((r, k, n), base);
             rows.push(baseline);
             for &m in &ms {
-                let hopper: Vec<WgmmaConfig> = hopper
-                    .iter()
-                    .filter(|c| c.tma == 0 || m == 4)
-                    .copied()
-                    .collect();
+                // This point's share of the time left before the deadline, if there is one.
+                let share = deadline.map(|d| {
+                    let left = (d - t0.elapsed().as_secs_f64()).max(0.0);
+                    Duration::from_secs_f64(left / points_left.max(1) as f64 * SCREEN_SHARE)
+                });
+                points_left -= 1;
                 let a = random_vnm(r, k, v, m, (r * 7 + k * 3 + m) as u64).unwrap();
                 let want = reference(&dev, &a, &bs[0]);
                 // Each kernel's fastest configuration that computes the right product.
@@ -155,31 +164,58 @@ fn bench_wgmma_vs_cublas_bert() {
                     .map(|bk| (bk, dev.upload_vnm(&a, bk).unwrap()))
                     .collect();
                 let packed_for = |bk: usize| &packed.iter().find(|p| p.0 == bk).unwrap().1;
-                let times = screen_and_time(&dev, hopper.len(), |i, j| {
-                    let cfg = &hopper[i];
-                    let s = j % SETS;
-                    dev.launch_wgmma(packed_for(cfg.bk), &bs[s], &mut cs[s], cfg)
-                })
-                .unwrap();
-                for (i, (cfg, (t, full))) in hopper.iter().zip(times).enumerate() {
-                    // Only finalists compete: a screening sample is too short to win on.
-                    if full {
-                        timed_h.push((t.median_us, cfg.to_string(), i));
+                // The gathered configurations, then at M = 4 the TMA ones, each in its
+                // screening order; the second segment may use what the first left of the share.
+                let segments: Vec<Vec<WgmmaConfig>> = [0, 1]
+                    .into_iter()
+                    .filter(|&tma| tma == 0 || m == 4)
+                    .map(|tma| {
+                        let seg: Vec<WgmmaConfig> =
+                            hopper.iter().filter(|c| c.tma == tma).copied().collect();
+                        let order = screening_order(&seg, (r, k, n, m), &gpu);
+                        order.into_iter().map(|i| seg[i]).collect()
+                    })
+                    .filter(|seg: &Vec<WgmmaConfig>| !seg.is_empty())
+                    .collect();
+                let offered: usize = segments.iter().map(Vec::len).sum();
+                let mut screened: Vec<WgmmaConfig> = vec![];
+                let start = Instant::now();
+                for (si, seg) in segments.iter().enumerate() {
+                    let until =
+                        share.map(|d| start + d.mul_f64((si + 1) as f64 / segments.len() as f64));
+                    let times = screen_and_time_until(&dev, seg.len(), until, |i, j| {
+                        let cfg = &seg[i];
+                        let s = j % SETS;
+                        dev.launch_wgmma(packed_for(cfg.bk), &bs[s], &mut cs[s], cfg)
+                    })
+                    .unwrap();
+                    for (cfg, (t, full)) in seg.iter().zip(times) {
+                        // Only finalists compete: a screening sample is too short to win on.
+                        if full {
+                            timed_h.push((t.median_us, cfg.to_string(), screened.len()));
+                        }
+                        screened.push(*cfg);
+                        rows.push(Row {
+                            kind: "wgmma",
+                            rows: r,
+                            cols: k,
+                            n,
+                            v,
+                            m,
+                            config: cfg.to_string(),
+                            t,
+                            rel_err: None,
+                        });
                     }
-                    rows.push(Row {
-                        kind: "wgmma",
-                        rows: r,
-                        cols: k,
-                        n,
-                        v,
-                        m,
-                        config: cfg.to_string(),
-                        t,
-                        rel_err: None,
-                    });
                 }
+                eprintln!(
+                    "{r}x{k} n={n} M={m}: screened {} of {offered} Hopper configurations in {:.1} s{}",
+                    screened.len(),
+                    start.elapsed().as_secs_f64(),
+                    share.map_or(String::new(), |d| format!(" (share {:.1} s)", d.as_secs_f64()))
+                );
                 let run_h = |i: usize, c: &mut DeviceMatrixF16| {
-                    let cfg: &WgmmaConfig = &hopper[i];
+                    let cfg: &WgmmaConfig = &screened[i];
                     dev.launch_wgmma(packed_for(cfg.bk), &bs[0], c, cfg)
                         .unwrap();
                 };
@@ -221,7 +257,7 @@ fn bench_wgmma_vs_cublas_bert() {
                     .map_or((f64::NAN, "none correct".into()), |b| (b.0, b.1.clone()));
                 let (au, ac) = best_a.map_or((f64::NAN, "none correct".into()), |b| (b.0, b.1));
                 if let Some(b) = &best_h {
-                    winners.push(((r, k, n, m), hopper[b.2]));
+                    winners.push(((r, k, n, m), screened[b.2]));
                 }
                 let fraction = base / hu / ideal.min(cap);
                 let _ = writeln!(
@@ -304,6 +340,37 @@ fn bench_wgmma_vs_cublas_bert() {
 
 /// A benchmark point: rows, cols (K), n, M.
 type Point = (usize, usize, usize, usize);
+
+/// The part of a point's share of the time left that its Hopper screening may use.
+const SCREEN_SHARE: f64 = 0.7;
+
+/// The order in which a point screens `cfgs`: the prior's ranking for the point
+/// ([`wgmma_cycles`]) and a fixed spread over the space (indices ordered by a hash), taken in
+/// turn, each skipping what the other took. The prior's likely winners come first; the spread
+/// keeps the table, which is what fits the prior (`cuda-model-check --fit-wgmma`), from seeing
+/// only what the prior already likes.
+fn screening_order(cfgs: &[WgmmaConfig], (r, k, n, m): Point, gpu: &GpuModel) -> Vec<usize> {
+    let cycles: Vec<f64> = cfgs
+        .iter()
+        .map(|c| wgmma_cycles(c, (r, k, m), n, gpu))
+        .collect();
+    let mut prior: Vec<usize> = (0..cfgs.len()).collect();
+    prior.sort_by(|&x, &y| cycles[x].total_cmp(&cycles[y]));
+    let mut spread: Vec<usize> = (0..cfgs.len()).collect();
+    spread.sort_by_key(|&i| (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16);
+    let mut taken = vec![false; cfgs.len()];
+    let mut out = Vec::with_capacity(cfgs.len());
+    let (mut p, mut s) = (prior.into_iter(), spread.into_iter());
+    while out.len() < cfgs.len() {
+        for list in [&mut p, &mut s] {
+            if let Some(i) = list.find(|&i| !taken[i]) {
+                taken[i] = true;
+                out.push(i);
+            }
+        }
+    }
+    out
+}
 
 /// Where each point's winning Hopper configuration spends its time, from two timing-only
 /// builds of it timed beside it (interleaved, same inputs): without the consumers' wgmmas
@@ -393,5 +460,36 @@ fn ablations(
             format!("{r}x{k}")
         );
         std::fs::write(out.join("wgmma_ablation.csv"), &csv).unwrap();
+    }
+}
+
+#[test]
+fn the_screening_order_takes_the_prior_and_a_spread_in_turn() {
+    let gpu = GpuModel::h200();
+    let cfgs = wgmma_configs(128);
+    let point = (3072, 768, 16384, 4);
+    let order = screening_order(&cfgs, point, &gpu);
+    // A permutation of the configurations.
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..cfgs.len()).collect::<Vec<_>>());
+    // The prior's 50 best within the first 100.
+    let cycles = |i: usize| wgmma_cycles(&cfgs[i], (3072, 768, 4), 16384, &gpu);
+    let mut prior: Vec<usize> = (0..cfgs.len()).collect();
+    prior.sort_by(|&x, &y| cycles(x).total_cmp(&cycles(y)));
+    assert_eq!(order[0], prior[0]);
+    assert!(prior[..50].iter().all(|i| order[..100].contains(i)));
+    // The spread half reaches every value of every parameter within the first 200.
+    let head: Vec<[usize; 13]> = order[..200].iter().map(|&i| cfgs[i].values()).collect();
+    let all: Vec<[usize; 13]> = cfgs.iter().map(|c| c.values()).collect();
+    for p in 0..13 {
+        for value in all.iter().map(|v| v[p]) {
+            assert!(
+                head.iter().any(|v| v[p] == value),
+                "{}={value} not among the first 200 of {}",
+                WgmmaConfig::PARAMS[p],
+                cfgs.len()
+            );
+        }
     }
 }

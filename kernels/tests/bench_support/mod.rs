@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each benchmark uses its part
 
 use std::fmt::Write as _;
+use std::time::Instant;
 
 use kernels::cuda::{exact_values, CudaDevice, CudaError, DeviceMatrixF16, Gpu, Timing, VnmConfig};
 use kernels::VnmMatrix;
@@ -30,6 +31,18 @@ pub const FINALISTS: usize = 8;
 pub fn screen_and_time(
     dev: &CudaDevice,
     count: usize,
+    launch: impl FnMut(usize, usize) -> Result<(), CudaError>,
+) -> Result<Vec<(Timing, bool)>, CudaError> {
+    screen_and_time_until(dev, count, None, launch)
+}
+
+/// As [`screen_and_time`], but the screening stops once `until` has passed (after at least
+/// [`FINALISTS`] configurations): configurations are screened in index order, so the caller
+/// puts first what matters most, and the result covers the screened ones, `0..len`.
+pub fn screen_and_time_until(
+    dev: &CudaDevice,
+    count: usize,
+    until: Option<Instant>,
     mut launch: impl FnMut(usize, usize) -> Result<(), CudaError>,
 ) -> Result<Vec<(Timing, bool)>, CudaError> {
     let mut seen = std::collections::BTreeSet::new();
@@ -42,12 +55,15 @@ pub fn screen_and_time(
     };
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
+        if i >= FINALISTS && until.is_some_and(|u| Instant::now() > u) {
+            break;
+        }
         out.push(match dev.time(1, 1, SCREEN_BATCH, |j| launch(i, j)) {
             Ok(t) => (t, false),
             Err(e) => failed(i, e),
         });
     }
-    let mut order: Vec<usize> = (0..count)
+    let mut order: Vec<usize> = (0..out.len())
         .filter(|&i| out[i].0.median_us.is_finite())
         .collect();
     order.sort_by(|&x, &y| out[x].0.median_us.total_cmp(&out[y].0.median_us));
