@@ -89,7 +89,8 @@ pack() {
     echo "files: $(find . -type f | wc -l), PTX cached: $(find ptx -type f 2>/dev/null | wc -l)" \
     && ls ptx 2>/dev/null | head -20) > "$RES/cuda-smoke/store.txt"
   tar czf "$OUT/device-check.tar.gz" -C "$RES" --exclude=./cuda-smoke/store .
-  for f in wgmma_summary.csv wgmma_ablation.csv peer_2to4.csv cuda-smoke/engine_latency.csv; do
+  for f in wgmma_summary.csv wgmma_ablation.csv wgmma_neighbours.csv peer_2to4.csv \
+    cuda-smoke/engine_latency.csv; do
     [ -s "$RES/$f" ] && cp "$RES/$f" "$OUT/"
   done
 }
@@ -211,7 +212,7 @@ T=$(limit 150 200)
 COTUNE_BENCH_DEADLINE_S=$(( T > 60 ? T - 35 : T / 2 )) COTUNE_BENCH_OUT="$RES" timeout "$T" \
   "$BIN/cuda_bench_wgmma" --ignored --nocapture --test-threads=1 > "$RES/bench-wgmma.log" 2>&1
 [ $? = 0 ] || { status=1; log "HOPPER BENCHMARK FAILED"; tail -20 "$RES/bench-wgmma.log"; }
-grep -v -e '^running' -e '^test ' -e '^$' "$RES/bench-wgmma.log" | tail -64
+grep -v -e '^running' -e '^test ' -e '^$' "$RES/bench-wgmma.log" | tail -130
 pack
 
 log "2:4 peer: PyTorch semi-structured sparsity (cuSPARSELt / CUTLASS)"

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use bench_support::{
     csv, cublas_point, env_list, prepare_all, reference, rel_err, screen_and_time,
-    screen_and_time_until, setup, Row, Setup, BATCH, REPS, SETS,
+    screen_and_time_until, setup, Row, Setup, BATCH, REPS, SETS, WARMUP,
 };
 use kernels::cuda::{
     env_exclusions, exact_values, random_vnm, vnm_configs, wgmma_configs, wgmma_cycles,
-    DeviceMatrixF16, Gpu, GpuModel, Timing, VnmConfig, WgmmaConfig,
+    wgmma_param_values, DeviceMatrixF16, Gpu, GpuModel, Timing, VnmConfig, WgmmaConfig,
 };
 
 /// The Hopper kernel (sparse `wgmma`) against cuBLAS fp16 and the `mma.sp` kernel, in the same
@@ -26,7 +26,8 @@ use kernels::cuda::{
 /// sparse product's bytes (A's kept values and metadata, B, C) at the device-to-device copy
 /// bandwidth measured in this run. Writes `wgmma.csv` (every configuration: the full timing
 /// for finalists, the screening sample for the rest) and `wgmma_summary.csv`, then the
-/// winners' ablations ([`ablations`]); `COTUNE_BENCH_WGMMA_M` (default 4,8,16) and
+/// winners' ablations ([`ablations`]) and each winner's one-parameter neighbours timed beside
+/// it (`wgmma_neighbours.csv`, [`neighbours`]); `COTUNE_BENCH_WGMMA_M` (default 4,8,16) and
 /// `COTUNE_BENCH_N` choose the points, `COTUNE_BENCH_QUICK=1` one point, and
 /// `COTUNE_BENCH_DEADLINE_S` the seconds after which no new (shape, N) is started (the table
 /// and ablations of what was measured follow; the device check sets it inside its timeout).
@@ -110,6 +111,10 @@ fn bench_wgmma_vs_cublas_bert() {
     );
     let mut table = Vec::new();
     let mut winners = Vec::new();
+    let mut near_csv =
+        String::from("rows,cols,n,m,param,value,winner_us,neighbour_us,ratio,winner,config\n");
+    // Per (parameter, value): the neighbours' times over their winners', for the summary.
+    let mut near_ratios: std::collections::BTreeMap<(&str, usize), Vec<f64>> = Default::default();
     // Batch sizes outermost, so that a run cut short by its deadline has whole means.
     let deadline = std::env::var("COTUNE_BENCH_DEADLINE_S")
         .ok()
@@ -220,6 +225,42 @@ fn bench_wgmma_vs_cublas_bert() {
                         .unwrap();
                 };
                 let best_h = best_of("wgmma", timed_h, &run_h, &mut cs[0]);
+                // The winner's one-parameter neighbours among the point's configurations, each
+                // timed in full, with the winner timed again before and after them: what every
+                // parameter is worth at the optimum (ping-pong or not, a cluster of 1, 2 or 4,
+                // ...), whatever the screening reached.
+                if let Some(b) = &best_h {
+                    let win = screened[b.2];
+                    let offered: Vec<WgmmaConfig> = segments.concat();
+                    let mut time = |cfg: &WgmmaConfig| {
+                        dev.time(WARMUP, REPS, BATCH, |j| {
+                            let s = j % SETS;
+                            dev.launch_wgmma(packed_for(cfg.bk), &bs[s], &mut cs[s], cfg)
+                        })
+                        .map(|t| t.median_us)
+                    };
+                    let before = time(&win).unwrap_or(f64::NAN);
+                    let near: Vec<_> = neighbours(&win, &offered)
+                        .into_iter()
+                        .map(|(param, value, cfg)| (param, value, cfg, time(&cfg)))
+                        .collect();
+                    let after = time(&win).unwrap_or(f64::NAN);
+                    let winner_us = (before + after) / 2.0;
+                    for (param, value, cfg, t) in near {
+                        let us = t.unwrap_or_else(|e| {
+                            eprintln!("neighbour {param}={value} of [{win}]: {e}");
+                            f64::NAN
+                        });
+                        let ratio = us / winner_us;
+                        if ratio.is_finite() {
+                            near_ratios.entry((param, value)).or_default().push(ratio);
+                        }
+                        let _ = writeln!(
+                            near_csv,
+                            "{r},{k},{n},{m},{param},{value},{winner_us:.3},{us:.3},{ratio:.4},\"{win}\",\"{cfg}\""
+                        );
+                    }
+                }
                 let mut timed_a = vec![];
                 let times = screen_and_time(&dev, ampere.len(), |i, j| {
                     let cfg = &ampere[i];
@@ -275,6 +316,7 @@ fn bench_wgmma_vs_cublas_bert() {
             )
             .unwrap();
             std::fs::write(out.join("wgmma_summary.csv"), &summary).unwrap();
+            std::fs::write(out.join("wgmma_neighbours.csv"), &near_csv).unwrap();
         }
     }
     println!(
@@ -331,6 +373,21 @@ fn bench_wgmma_vs_cublas_bert() {
             );
         }
     }
+    println!(
+        "\nThe winners' one-parameter neighbours (wgmma_neighbours.csv): a parameter moved to a \
+         value, its time over the winner's (geometric mean over the points where it was a \
+         valid neighbour; > 1: the winner's value is better; a lowest below 1: somewhere a \
+         neighbour the screening did not finalise beat the winner):"
+    );
+    for ((param, value), ratios) in &near_ratios {
+        let gmean = (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let lowest = ratios.iter().copied().fold(f64::NAN, f64::min);
+        println!(
+            "{:>18} {gmean:>6.3}x over {:>2} points (lowest {lowest:.3}x)",
+            format!("{param}={value}"),
+            ratios.len()
+        );
+    }
     assert!(
         table.iter().any(|t| t.5.is_finite()),
         "no Hopper configuration gave a correct result"
@@ -340,6 +397,30 @@ fn bench_wgmma_vs_cublas_bert() {
 
 /// A benchmark point: rows, cols (K), n, M.
 type Point = (usize, usize, usize, usize);
+
+/// The configurations of `offered` that differ from `cfg` in exactly one parameter: that
+/// parameter's name, its value there, and the configuration, in [`WgmmaConfig::PARAMS`] order.
+fn neighbours(
+    cfg: &WgmmaConfig,
+    offered: &[WgmmaConfig],
+) -> Vec<(&'static str, usize, WgmmaConfig)> {
+    let by_values: std::collections::HashMap<[usize; 13], WgmmaConfig> =
+        offered.iter().map(|c| (c.values(), *c)).collect();
+    let mut out = Vec::new();
+    for (p, &name) in WgmmaConfig::PARAMS.iter().enumerate() {
+        for &value in wgmma_param_values(name).unwrap_or(&[]) {
+            let mut v = cfg.values();
+            if v[p] == value {
+                continue;
+            }
+            v[p] = value;
+            if let Some(c) = by_values.get(&v) {
+                out.push((name, value, *c));
+            }
+        }
+    }
+    out
+}
 
 /// The part of a point's share of the time left that its Hopper screening may use.
 const SCREEN_SHARE: f64 = 0.7;
@@ -492,4 +573,29 @@ fn the_screening_order_takes_the_prior_and_a_spread_in_turn() {
             );
         }
     }
+}
+
+#[test]
+fn a_neighbour_differs_in_one_parameter_and_is_offered() {
+    let all = wgmma_configs(128);
+    let cfg = *all
+        .iter()
+        .find(|c| c.bm == 128 && c.bn == 128 && c.pingpong == 1 && c.keep == 1)
+        .unwrap();
+    let near = neighbours(&cfg, &all);
+    for (param, value, c) in &near {
+        let p = WgmmaConfig::PARAMS.iter().position(|x| x == param).unwrap();
+        let (a, b) = (c.values(), cfg.values());
+        assert_eq!(a[p], *value);
+        assert_eq!((0..13).filter(|&i| a[i] != b[i]).count(), 1, "{c}");
+        assert!(all.contains(c));
+    }
+    // Ping-pong off is a neighbour; a block per tile is not (ping-pong needs persistent
+    // blocks), nor is BN 256 (ping-pong's BN <= 128).
+    assert!(near.iter().any(|n| (n.0, n.1) == ("pingpong", 0)));
+    assert!(!near.iter().any(|n| n.0 == "persistent"));
+    assert!(!near.iter().any(|n| (n.0, n.1) == ("bn", 256)));
+    // Only what is offered: without TMA in the list, no TMA neighbour.
+    let gathered: Vec<WgmmaConfig> = all.iter().filter(|c| c.tma == 0).copied().collect();
+    assert!(neighbours(&cfg, &gathered).iter().all(|n| n.2.tma == 0));
 }
