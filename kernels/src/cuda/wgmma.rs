@@ -11,6 +11,7 @@
 
 use std::fmt;
 
+use super::wgmma_exclude::wgmma_param_values;
 use super::CudaError;
 
 /// Rows per thread block (64 per consumer warpgroup).
@@ -219,6 +220,27 @@ impl WgmmaConfig {
         ]
     }
 
+    /// The configuration of `values`, in the order of [`WgmmaConfig::PARAMS`] (unchecked).
+    pub fn from_values(v: [usize; 13]) -> Self {
+        let [bm, bn, bk, stages, keep, split_k, bulk, swizzle, tma, raster, persistent, cluster, pingpong] =
+            v;
+        Self {
+            bm,
+            bn,
+            bk,
+            stages,
+            keep,
+            split_k,
+            bulk,
+            swizzle,
+            tma,
+            raster,
+            persistent,
+            cluster,
+            pingpong,
+        }
+    }
+
     /// Threads per block: the producer warpgroup and one consumer warpgroup per 64 rows.
     pub fn threads(&self) -> usize {
         128 * (self.bm / 64 + 1)
@@ -287,62 +309,58 @@ impl WgmmaConfig {
     }
 }
 
-/// Every valid configuration for row blocks of `v` rows (BM dividing V), in a fixed order;
-/// empty for V the kernel does not serve.
+/// Every valid configuration for row blocks of `v` rows (BM dividing V), in a fixed order: the
+/// product of the parameters' lists in [`WgmmaConfig::PARAMS`] order, the last fastest (an
+/// odometer over the value indices); empty for V the kernel does not serve.
 pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
+    let lists: [&[usize]; 13] = WgmmaConfig::PARAMS
+        .map(|p| wgmma_param_values(p).expect("every parameter has a list of values"));
+    let mut index = [0usize; 13];
     let mut out = Vec::new();
-    for &bm in WGMMA_BM.iter().filter(|&&bm| v.is_multiple_of(bm)) {
-        for &bn in &WGMMA_BN {
-            for &bk in &WGMMA_BK {
-                for &stages in &WGMMA_STAGES {
-                    for &keep in &WGMMA_KEEP {
-                        for &split_k in &WGMMA_SPLIT_K {
-                            for &bulk in &WGMMA_BULK {
-                                for &swizzle in &WGMMA_SWIZZLE {
-                                    for &tma in &WGMMA_TMA {
-                                        for &raster in &WGMMA_RASTER {
-                                            for &persistent in &WGMMA_PERSISTENT {
-                                                for (&cluster, &pingpong) in
-                                                    WGMMA_CLUSTER.iter().flat_map(|c| {
-                                                        WGMMA_PINGPONG.iter().map(move |p| (c, p))
-                                                    })
-                                                {
-                                                    let c = WgmmaConfig {
-                                                        bm,
-                                                        bn,
-                                                        bk,
-                                                        stages,
-                                                        keep,
-                                                        split_k,
-                                                        bulk,
-                                                        swizzle,
-                                                        tma,
-                                                        raster,
-                                                        persistent,
-                                                        cluster,
-                                                        pingpong,
-                                                    };
-                                                    if c.validate().is_ok() {
-                                                        out.push(c);
-                                                    }
-                                                }
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+    loop {
+        let c = WgmmaConfig::from_values(std::array::from_fn(|p| lists[p][index[p]]));
+        if v.is_multiple_of(c.bm) && c.validate().is_ok() {
+            out.push(c);
+        }
+        // The next index tuple: the last parameter turns fastest, carrying to the one before.
+        let mut p = lists.len();
+        loop {
+            if p == 0 {
+                return out;
             }
+            p -= 1;
+            index[p] += 1;
+            if index[p] < lists[p].len() {
+                break;
+            }
+            index[p] = 0;
         }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn the_configurations_come_in_odometer_order() {
+        // Each configuration's value indices, in PARAMS order, come after the one before's:
+        // the order the device check's feature configurations break ties by.
+        let indices = |c: &WgmmaConfig| -> Vec<usize> {
+            WgmmaConfig::PARAMS
+                .iter()
+                .zip(c.values())
+                .map(|(p, v)| {
+                    let list = wgmma_param_values(p).unwrap();
+                    list.iter().position(|x| *x == v).unwrap()
+                })
+                .collect()
+        };
+        let all = wgmma_configs(128);
+        assert!(all.windows(2).all(|w| indices(&w[0]) < indices(&w[1])));
+        assert!(all
+            .iter()
+            .all(|c| WgmmaConfig::from_values(c.values()) == *c));
+    }
 
     #[test]
     fn every_listed_config_is_valid_and_fits_sm90() {
