@@ -325,7 +325,8 @@ fn in_flight_rows(
 /// What makes the test above able to fail: kernels one edit away from the real one must fail
 /// on the emulator (on a configuration that leaves a wgmma group in flight, splits K and
 /// bulk-copies A, with B gathered under the swizzle, and for B's TMA copies on the same
-/// configuration with TMA and a 2:4 matrix, for clusters with a pair of row blocks, for
+/// configuration with TMA and a 2:4 matrix, for clusters with a pair of row blocks and with
+/// four, for
 /// ping-pong consumers with the gathered one's ping-pong twin). The readings of the ISA the device check probes
 /// are the next test's.
 #[test]
@@ -432,6 +433,16 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             &[Copies::Lazy, Copies::Eager][..],
         ),
     ];
+    let four_mutants = [
+        // Each block's share of a stage's boxes placed as a pair's (BK / 2 rows apart): with
+        // four blocks the shares land past their column group and leave rows unloaded.
+        (
+            "cluster4-pair-shares",
+            "#define B_BOX_ROWS (BK / CLUSTER)",
+            "#define B_BOX_ROWS (BK / 2)",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+    ];
     let pingpong_mutants = [
         // A warpgroup does not count the other's k-tiles: it waits on (and releases) stages
         // of the other's tile.
@@ -456,9 +467,10 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         let (cfg, a, n, b, want) = in_flight_case(1, 1, 0, 1, 9);
         (WgmmaConfig { pingpong: 1, ..cfg }, a, n, b, want)
     };
-    {
-        // The kernel itself computes it (so that the mutants' failures are theirs).
-        let (cfg, a, n, b, want) = &turns;
+    // Four row blocks: one cluster of four walking 4 tiles.
+    let fours = in_flight_rows(1, 1, 1, 0, 4, 512, 13);
+    // The kernel itself computes these (so that the mutants' failures are theirs).
+    for (cfg, a, n, b, want) in [&turns, &fours] {
         let exe = build(&cxx, &dir, Path::new(CUDA_DIR), "run_wgmma", &cfg.defines());
         for copies in [Copies::Lazy, Copies::Eager] {
             assert_eq!(
@@ -477,6 +489,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         .map(|m| (m, &gathered))
         .chain(tma_mutants.into_iter().map(|m| (m, &boxed)))
         .chain(cluster_mutants.into_iter().map(|m| (m, &paired)))
+        .chain(four_mutants.into_iter().map(|m| (m, &fours)))
         .chain(pingpong_mutants.into_iter().map(|m| (m, &turns)));
     for ((name, from, to, timings), (cfg, a, n, b, want)) in cases {
         let (n, want) = (*n, want.clone());
