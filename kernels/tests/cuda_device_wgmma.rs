@@ -218,8 +218,9 @@ fn wgmma_cluster2_every_configuration_matches_reference() {
 }
 
 /// As [`wgmma_cluster2_every_configuration_matches_reference`], in clusters of four (3 row
-/// blocks of 128 and 5 of 64 leave one and three blocks past the rows), on 4-stage pipelines only (the
-/// pairs' test covers the stage counts; this one the fourfold multicast and barriers).
+/// blocks of 128 and 5 of 64 leave one and three blocks past the rows), on 4-stage pipelines
+/// only (the pairs' test covers the stage counts; this one the fourfold multicast and
+/// barriers).
 #[test]
 #[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
 fn wgmma_cluster4_every_configuration_matches_reference() {
