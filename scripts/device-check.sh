@@ -7,8 +7,9 @@
 # (quick), writing CSV (and Parquet where pandas+pyarrow exist) and printing compact tables, and
 # score the cost model on it; last, run experiments/cuda-smoke.toml through `cotune` on the cuda
 # backend (train, prune, tune, evaluate on the GPU; scripts/cuda_smoke_check.py reads its
-# tables) and once more on the same store (it must compute nothing). Budget: 560 s in all
-# (each step's timeout is cut to what is left).
+# tables) and once more on the same store (it must compute nothing); at the end, issue 19's
+# checks against their goals (scripts/hopper_verdict.py, into verdict.txt). Budget: 560 s in
+# all (each step's timeout is cut to what is left).
 #
 #   scripts/device-check.sh prepare   # here, with Rust: build the release test binaries and a
 #                                     # `cotune` with --features cuda into .devbin/ (git-ignored:
@@ -295,6 +296,9 @@ if [ "$code" = 0 ] && { [ "$code2" != 0 ] || [ "$executed" != 0 ]; }; then
 else
   log "cuda-smoke second run: exit $code2, $executed instance(s) executed"
 fi
+# Issue 19's checks, each against its goal, from the tables above (a report: never a failure).
+log "issue 19's checks (scripts/hopper_verdict.py)"
+timeout 30 python3 "$ROOT/scripts/hopper_verdict.py" "$RES" 2>&1 | tee "$RES/verdict.txt"
 return $status
 }
 
