@@ -8,13 +8,14 @@ mod bench_support;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use bench_support::wgmma::{neighbours, screening_order, Point, SCREEN_SHARE};
 use bench_support::{
     csv, cublas_point, env_list, prepare_all, reference, rel_err, screen_and_time,
     screen_and_time_until, setup, Row, Setup, BATCH, REPS, SETS, WARMUP,
 };
 use kernels::cuda::{
     env_exclusions, exact_values, random_vnm, vnm_configs, wgmma_configs, wgmma_cycles,
-    wgmma_param_values, DeviceMatrixF16, Gpu, GpuModel, Timing, VnmConfig, WgmmaConfig,
+    DeviceMatrixF16, Gpu, GpuModel, Timing, VnmConfig, WgmmaConfig,
 };
 
 /// The Hopper kernel (sparse `wgmma`) against cuBLAS fp16 and the `mma.sp` kernel, in the same
@@ -393,64 +394,6 @@ fn bench_wgmma_vs_cublas_bert() {
         "no Hopper configuration gave a correct result"
     );
     ablations(&dev, v, &winners, &out);
-}
-
-/// A benchmark point: rows, cols (K), n, M.
-type Point = (usize, usize, usize, usize);
-
-/// The configurations of `offered` that differ from `cfg` in exactly one parameter: that
-/// parameter's name, its value there, and the configuration, in [`WgmmaConfig::PARAMS`] order.
-fn neighbours(
-    cfg: &WgmmaConfig,
-    offered: &[WgmmaConfig],
-) -> Vec<(&'static str, usize, WgmmaConfig)> {
-    let by_values: std::collections::HashMap<[usize; 13], WgmmaConfig> =
-        offered.iter().map(|c| (c.values(), *c)).collect();
-    let mut out = Vec::new();
-    for (p, &name) in WgmmaConfig::PARAMS.iter().enumerate() {
-        for &value in wgmma_param_values(name).unwrap_or(&[]) {
-            let mut v = cfg.values();
-            if v[p] == value {
-                continue;
-            }
-            v[p] = value;
-            if let Some(c) = by_values.get(&v) {
-                out.push((name, value, *c));
-            }
-        }
-    }
-    out
-}
-
-/// The part of a point's share of the time left that its Hopper screening may use.
-const SCREEN_SHARE: f64 = 0.7;
-
-/// The order in which a point screens `cfgs`: the prior's ranking for the point
-/// ([`wgmma_cycles`]) and a fixed spread over the space (indices ordered by a hash), taken in
-/// turn, each skipping what the other took. The prior's likely winners come first; the spread
-/// keeps the table, which is what fits the prior (`cuda-model-check --fit-wgmma`), from seeing
-/// only what the prior already likes.
-fn screening_order(cfgs: &[WgmmaConfig], (r, k, n, m): Point, gpu: &GpuModel) -> Vec<usize> {
-    let cycles: Vec<f64> = cfgs
-        .iter()
-        .map(|c| wgmma_cycles(c, (r, k, m), n, gpu))
-        .collect();
-    let mut prior: Vec<usize> = (0..cfgs.len()).collect();
-    prior.sort_by(|&x, &y| cycles[x].total_cmp(&cycles[y]));
-    let mut spread: Vec<usize> = (0..cfgs.len()).collect();
-    spread.sort_by_key(|&i| (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16);
-    let mut taken = vec![false; cfgs.len()];
-    let mut out = Vec::with_capacity(cfgs.len());
-    let (mut p, mut s) = (prior.into_iter(), spread.into_iter());
-    while out.len() < cfgs.len() {
-        for list in [&mut p, &mut s] {
-            if let Some(i) = list.find(|&i| !taken[i]) {
-                taken[i] = true;
-                out.push(i);
-            }
-        }
-    }
-    out
 }
 
 /// Where each point's winning Hopper configuration spends its time, from two timing-only

@@ -3,6 +3,8 @@
 //! lists, the run's setup, and each point's operands, cuBLAS baseline and reference product.
 #![allow(dead_code)] // each benchmark uses its part
 
+pub mod wgmma;
+
 use std::fmt::Write as _;
 use std::time::Instant;
 
