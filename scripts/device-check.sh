@@ -159,7 +159,8 @@ fi
 # other feature is tried at both heights), and is left alone if too little time is left to test
 # it fairly.
 EXCLUDE=${COTUNE_WGMMA_EXCLUDE:-}
-for f in bm=128 bulk=1 swizzle=1 keep=1 split_k=2,split_k=4 persistent=1 tma=1 cluster=2 cluster=4 pingpong=1; do
+for f in bm=128 bulk=1 swizzle=1 keep=1 split_k=2,split_k=4 persistent=1 tma=1 cluster=2 cluster=4 \
+    cluster_n=2 pingpong=1; do
   T=$(limit 30 400)
   if [ "$T" -lt 20 ]; then log "Hopper feature $f: not tested (${T} s left for it)"; continue; fi
   COTUNE_WGMMA_EXCLUDE="$EXCLUDE" COTUNE_WGMMA_FEATURE=$f timeout "$T" \

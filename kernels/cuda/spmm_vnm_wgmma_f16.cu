@@ -56,12 +56,22 @@
 //   still arrive on its barriers). Where the row blocks are not a multiple of CLUSTER, the last
 //   cluster's blocks past them load a valid row block's A (so their copies stay in bounds) and
 //   store nothing.
+// - CLUSTER_N = 2 or 4 (with BULK = 1, CLUSTER = 1): clusters along n instead, the column
+//   tiles CLUSTER_N q .. CLUSTER_N q + CLUSTER_N - 1 of one row block and split, which read the
+//   same tiles of A and the metadata (at M > 4 nothing multicasts B: the gathered rows differ
+//   between row blocks, and A is the one stream left to share). Each block bulk-copies its
+//   share of every stage's A rows (BM / CLUSTER_N) and metadata tiles (BM / 16 / CLUSTER_N)
+//   and multicasts them into every block's stage; one thread of each block expects the whole
+//   stage's A bytes on its own `full` barrier. Releases and cluster barriers as for CLUSTER.
+//   Blocks past the last column tile gather zeros (columns >= n) and store nothing.
+//   Either cluster runs with PINGPONG = 1: a cluster's blocks walk the same tiles, so the same
+//   warpgroup of each consumes a stage, and `empty` counts that warpgroup's warps of each.
 //
 // A is read in the layout of the CPU type `kernels::VnmMatrix` (format/vnm.rs), with ks padded
 // to a multiple of BK / 2 (see spmm_vnm_f16.cu for the arrays).
 // Tunables, passed as #defines: BM BN BK STAGES KEEP (wgmma groups a consumer leaves in flight
 // while it loads the next tile: 0 or 1) SWIZZLE (B's layout, above) TMA (B by tensor copies,
-// above) BULK (1: A's rows and the
+// above) CLUSTER CLUSTER_N PINGPONG (above) BULK (1: A's rows and the
 // metadata's 16-row tiles, contiguous in global memory, arrive by `cp.async.bulk` (the TMA
 // unit), one copy per row or tile, completing bytes on the stage's `full` barrier; 0: 16-byte
 // `cp.async` like B); and at launch, `splits` (split-K, for grids with fewer blocks than SMs:
@@ -95,11 +105,18 @@
 #if CLUSTER != 1 && !((CLUSTER == 2 || CLUSTER == 4) && TMA && BK / CLUSTER >= 8)
 #error "CLUSTER is 1, or 2 or 4 with TMA = 1 (the cluster multicasts B's boxes, BK / CLUSTER >= 8 rows each)"
 #endif
+#ifndef CLUSTER_N
+#error "CLUSTER_N must be defined"
+#endif
+#if CLUSTER_N != 1 && !((CLUSTER_N == 2 || CLUSTER_N == 4) && BULK && CLUSTER == 1)
+#error "CLUSTER_N is 1, or 2 or 4 with BULK = 1 and CLUSTER = 1 (the cluster multicasts A's bulk copies)"
+#endif
+// (The host offers CLUSTER_N = 2 only, and only with TMA = 0: kernels/src/cuda/wgmma.rs.)
 #ifndef PINGPONG
 #error "PINGPONG must be defined"
 #endif
-#if PINGPONG && !(BM == 128 && BN <= 128 && CLUSTER == 1)
-#error "PINGPONG = 1 needs BM = 128 (two consumer warpgroups), BN <= 128 and CLUSTER = 1"
+#if PINGPONG && !(BM == 128 && BN <= 128)
+#error "PINGPONG = 1 needs BM = 128 (two consumer warpgroups) and BN <= 128"
 #endif
 #if PINGPONG && BN == 128 && BK == 128 && KEEP
 #error "PINGPONG = 1 at BN = 128 and BK = 128 needs KEEP = 0 (ptxas serialises the wgmmas)"
@@ -121,6 +138,9 @@
 #define MSUB (PINGPONG ? BM / 64 : 1)
 #define NACC (BN / 2)                   // f32 accumulators per consumer thread and sub-tile
 #define B_BOX_ROWS (BK / CLUSTER)       // rows of B's boxes: each block of a cluster loads its share
+#define CLUSTER_SIZE (CLUSTER * CLUSTER_N) // blocks per cluster (one of the two is 1)
+#define A_SHARE (BM / CLUSTER_N)        // rows of A each block of a cluster along n copies
+#define M_SHARE (BM / 16 / CLUSTER_N)   // metadata tiles each block of a cluster along n copies
 // The B descriptor's byte offsets (NOTES.md, "wgmma layouts"). N-major without swizzle: the
 // leading byte offset between core matrices adjacent along k, the stride byte offset along n
 // (the PTX ISA's canonical layout ((8,1,m),(8,k)):((1,8,SBO),(8,LBO)) in halves). N-major with
@@ -231,6 +251,15 @@ static __device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
 static __device__ __forceinline__ void cp_async_bulk(void* dst, const void* src, u32 bytes, u64* bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                  ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
+// The same copy multicast to the blocks of the cluster in `mask`: it lands at `dst`'s offset in
+// each one's shared memory and completes its bytes on the barrier at `bar`'s offset in each.
+static __device__ __forceinline__ void cp_async_bulk_multicast(void* dst, const void* src, u32 bytes, u64* bar,
+                                                               unsigned short mask) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1], %2, [%3], %4;\n"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(mask) : "memory");
 }
 
 // One TMA tensor copy: the box of `map` whose first element is (column c0, row c1) to `dst`
@@ -485,7 +514,8 @@ struct Tile {
 // tiles, so a B larger than L2 streams from DRAM about once instead of once per wave of row
 // blocks).
 // With clusters a tile of the walk is a cluster's: CLUSTER row blocks (`row_blocks` counts
-// their groups), of which the block of rank `rank` takes one.
+// their groups) or CLUSTER_N column tiles (`col_tiles` counts theirs), of which the block of
+// rank `rank` takes one.
 struct TileGrid {
     int row_blocks, col_tiles, splits, raster, total, rank;
 
@@ -498,7 +528,8 @@ struct TileGrid {
         const int ct = raster ? i / row_blocks : i % col_tiles;
         const int per = (total + splits - 1) / splits;
         const int kt0 = min(total, z * per);
-        return Tile{(rb * CLUSTER + rank) * BM, ct * BN, z, kt0, min(total, kt0 + per) - kt0};
+        return Tile{(rb * CLUSTER + rank % CLUSTER) * BM, (ct * CLUSTER_N + rank / CLUSTER) * BN, z, kt0,
+                    min(total, kt0 + per) - kt0};
     }
 };
 
@@ -507,16 +538,16 @@ struct TileGrid {
 // peers multicast into this block's stages too): lane r arrives on block r's once the warp's
 // lanes are all past their waits.
 static __device__ __forceinline__ void release_stage(u64* bar) {
-#if CLUSTER > 1
+#if CLUSTER_SIZE > 1
     __syncwarp();
-    if ((threadIdx.x & 31) < CLUSTER) mbar_arrive_cluster(bar, threadIdx.x & 31);
+    if ((threadIdx.x & 31) < CLUSTER_SIZE) mbar_arrive_cluster(bar, threadIdx.x & 31);
 #else
     mbar_arrive(bar);
 #endif
 }
 
-#if CLUSTER > 1
-#define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
+#if CLUSTER_SIZE > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER_SIZE, 1, 1)
 #else
 #define CLUSTER_DIMS
 #endif
@@ -539,20 +570,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
     // The launch's tiles, (split z, row block, column tile), walked by the blocks in turn:
     // block b takes tiles b, b + gridDim.x, ... (one tile each when the grid has as many blocks
     // as tiles; fewer blocks, `persistent` at launch, keep the pipeline running across tiles).
-    // With clusters the clusters walk them: cluster c (blocks CLUSTER c ..) takes c,
-    // c + gridDim.x / CLUSTER, ...
-#if CLUSTER > 1
+    // With clusters the clusters walk them: cluster c (blocks CLUSTER_SIZE c ..) takes c,
+    // c + gridDim.x / CLUSTER_SIZE, ...
+#if CLUSTER_SIZE > 1
     const int rank = (int)cluster_rank();
 #else
     const int rank = 0;
 #endif
-    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
-    const TileGrid grid{(rows / BM + CLUSTER - 1) / CLUSTER, (n + BN - 1) / BN, splits, raster, 2 * ks / BK, rank};
+    const int first = blockIdx.x / CLUSTER_SIZE, step = gridDim.x / CLUSTER_SIZE;
+    const TileGrid grid{(rows / BM + CLUSTER - 1) / CLUSTER, ((n + BN - 1) / BN + CLUSTER_N - 1) / CLUSTER_N, splits,
+                        raster, 2 * ks / BK, rank};
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 128);             // one arrival per producer thread
-#if CLUSTER > 1
-            mbar_init(&empty[s], 4 * CONSUMERS * CLUSTER); // one per consumer warp of the cluster
+#if CLUSTER_SIZE > 1
+            // One per consumer warp of the cluster reading the stage: ping-pong, one
+            // warpgroup's (the same one in every block: the cluster's blocks walk the same
+            // sequence of tiles).
+            mbar_init(&empty[s], 4 * (PINGPONG ? 1 : CONSUMERS) * CLUSTER_SIZE);
 #else
             // One per consumer thread reading the stage: ping-pong, one warpgroup's.
             mbar_init(&empty[s], 128 * (PINGPONG ? 1 : CONSUMERS));
@@ -560,7 +595,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
         }
         mbar_init_fence();
     }
-#if CLUSTER > 1
+#if CLUSTER_SIZE > 1
     // The peers' barriers are initialised before this block's copies or arrivals reach them.
     cluster_sync();
 #else
@@ -590,7 +625,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
                 u16* dA = sA + s * A_STAGE;
                 u16* dB = sB + s * B_STAGE;
                 u32* dM = sM + s * M_STAGE;
-#if BULK
+#if BULK && CLUSTER_N > 1
+                // This block's share, rows rank * A_SHARE .. and metadata tiles rank * M_SHARE
+                // .., into every block's stage. Thread 0 expects the whole stage's bytes, the
+                // peers' shares among them, before its own arrival below (a peer's bytes may
+                // land first: the count then dips below zero, and the phase still waits for
+                // the arrivals).
+                if (tid == 0) mbar_expect_tx(&full[s], BM * BK + BM / 16 * STEPS * 32);
+                if (tid < A_SHARE) {
+                    const int r = rank * A_SHARE + tid;
+                    cp_async_bulk_multicast(dA + r * A_STRIDE, a_vals + (size_t)(row0 + r) * ks + (kt0 + kt) * (BK / 2), BK,
+                                            &full[s], (1 << CLUSTER_N) - 1);
+                }
+                if (tid < M_SHARE) {
+                    const int t = rank * M_SHARE + tid;
+                    cp_async_bulk_multicast(dM + t * STEPS * 8,
+                                            a_meta + ((size_t)(row0 / 16 + t) * (ks / 8) + (kt0 + kt) * STEPS) * 8,
+                                            STEPS * 32, &full[s], (1 << CLUSTER_N) - 1);
+                }
+#elif BULK
                 // Thread r copies A's row r (BK bytes) and, for r < BM / 16, the metadata of
                 // the 16-row tile r (STEPS * 32 bytes: the tile's STEPS steps of this k-tile are
                 // consecutive). Each raises `full`'s expected bytes before its copy, and before
@@ -693,7 +746,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
         }
         // Copies in flight when a thread exits would land in a block that may be gone.
         cp_async_wait_all();
-#if CLUSTER > 1
+#if CLUSTER_SIZE > 1
         cluster_sync();
 #endif
         return;
@@ -870,7 +923,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS spmm_vnm_w
 #endif
         }
     }
-#if CLUSTER > 1
+#if CLUSTER_SIZE > 1
     // The peers' consumers may still arrive on this block's barriers: stay until they are done.
     cluster_sync();
 #endif

@@ -504,9 +504,9 @@ fn the_screening_order_takes_the_prior_and_a_spread_in_turn() {
     assert_eq!(order[0], prior[0]);
     assert!(prior[..50].iter().all(|i| order[..100].contains(i)));
     // The spread half reaches every value of every parameter within the first 200.
-    let head: Vec<[usize; 13]> = order[..200].iter().map(|&i| cfgs[i].values()).collect();
-    let all: Vec<[usize; 13]> = cfgs.iter().map(|c| c.values()).collect();
-    for p in 0..13 {
+    let head: Vec<_> = order[..200].iter().map(|&i| cfgs[i].values()).collect();
+    let all: Vec<_> = cfgs.iter().map(|c| c.values()).collect();
+    for p in 0..WgmmaConfig::PARAMS.len() {
         for value in all.iter().map(|v| v[p]) {
             assert!(
                 head.iter().any(|v| v[p] == value),
@@ -530,7 +530,13 @@ fn a_neighbour_differs_in_one_parameter_and_is_offered() {
         let p = WgmmaConfig::PARAMS.iter().position(|x| x == param).unwrap();
         let (a, b) = (c.values(), cfg.values());
         assert_eq!(a[p], *value);
-        assert_eq!((0..13).filter(|&i| a[i] != b[i]).count(), 1, "{c}");
+        assert_eq!(
+            (0..WgmmaConfig::PARAMS.len())
+                .filter(|&i| a[i] != b[i])
+                .count(),
+            1,
+            "{c}"
+        );
         assert!(all.contains(c));
     }
     // Ping-pong off is a neighbour; a block per tile is not (ping-pong needs persistent

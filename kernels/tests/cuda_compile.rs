@@ -177,11 +177,15 @@ fn every_hopper_configuration_compiles_for_sm90a() {
                             .unwrap()
                             .push(format!("{cfg}: PTX lacks the entry or {op}"));
                     }
-                    if ptx.contains(".multicast::cluster") != (cfg.cluster > 1) {
-                        failures
-                            .lock()
-                            .unwrap()
-                            .push(format!("{cfg}: multicast boxes present iff CLUSTER > 1"));
+                    // Multicast boxes of B iff clusters along the rows, multicast bulk
+                    // copies of A iff clusters along n.
+                    let boxes = ptx.contains(".tile.mbarrier::complete_tx::bytes.multicast");
+                    let bulk = ptx.contains(".global.mbarrier::complete_tx::bytes.multicast");
+                    if (boxes, bulk) != (cfg.cluster > 1, cfg.cluster_n > 1) {
+                        failures.lock().unwrap().push(format!(
+                            "{cfg}: multicast boxes (bulk copies) present iff CLUSTER \
+                             (CLUSTER_N) > 1"
+                        ));
                     }
                     if ptx.contains("cp.async.bulk.tensor.2d") != (cfg.tma == 1) {
                         failures

@@ -290,14 +290,16 @@ const PLAIN: WgmmaConfig = WgmmaConfig {
     raster: 0,
     persistent: 0,
     cluster: 1,
+    cluster_n: 1,
     pingpong: 0,
 };
 
 /// The features `scripts/device-check.sh` tests one by one (its list is this one), in the
 /// syntax of `COTUNE_WGMMA_EXCLUDE`: two consumer warpgroups (and `setmaxnreg`), bulk copies,
 /// the 128-byte swizzle, wgmma groups kept in flight, split-K, persistent blocks, TMA, clusters
-/// of two and of four multicasting TMA boxes, ping-pong consumers.
-const FEATURES: [&str; 10] = [
+/// of two and of four multicasting TMA boxes, pairs along n multicasting A's bulk copies,
+/// ping-pong consumers.
+const FEATURES: [&str; 11] = [
     "bm=128",
     "bulk=1",
     "swizzle=1",
@@ -307,6 +309,7 @@ const FEATURES: [&str; 10] = [
     "tma=1",
     "cluster=2",
     "cluster=4",
+    "cluster_n=2",
     "pingpong=1",
 ];
 
@@ -353,6 +356,7 @@ fn each_feature_is_tested_on_its_nearest_configurations() {
             "pingpong=1" => 2,              // with persistent blocks
             "tma=1" => 3,                   // with the swizzle and bulk copies
             "cluster=2" | "cluster=4" => 4, // with TMA
+            "cluster_n=2" => 2,             // with bulk copies
             _ => 1,
         };
         for c in &configs {
@@ -364,6 +368,7 @@ fn each_feature_is_tested_on_its_nearest_configurations() {
                 c.tma,
                 c.persistent,
                 c.cluster.min(2) - 1,
+                c.cluster_n.min(2) - 1,
                 c.pingpong,
             ];
             let off = [c.bk == 64, c.stages == 3, c.raster == 0];
@@ -399,9 +404,14 @@ fn wgmma_feature() {
     };
     // Persistent blocks walk several tiles only where there are more tiles than SMs (132 on
     // an H200): 2048 rows by 2,200 columns are 144 of the largest tiles (128 × 256), 560 of
-    // ping-pong's (128 × 64: its warpgroups take ~4 tiles per block in turn).
+    // ping-pong's (128 × 64: its warpgroups take ~4 tiles per block in turn); for pairs along
+    // n, an odd number of column tiles (35 of 64 columns, 9 of 256: the last pair's second
+    // block past n).
     let text = feature.to_string();
-    let (rows, n) = if text.contains("persistent") || text.contains("pingpong") {
+    let (rows, n) = if ["persistent", "pingpong", "cluster_n"]
+        .iter()
+        .any(|f| text.contains(f))
+    {
         (2048, 2200)
     } else {
         (256, 70)

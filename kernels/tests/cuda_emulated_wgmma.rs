@@ -74,6 +74,7 @@ fn configurations() -> Vec<WgmmaConfig> {
             raster: WGMMA_RASTER[(i + 1) % 2],
             persistent: WGMMA_PERSISTENT[(i / 2 + i) % 2],
             cluster: 1,
+            cluster_n: 1,
             pingpong: 0,
         })
         .collect();
@@ -93,6 +94,7 @@ fn configurations() -> Vec<WgmmaConfig> {
         raster: 0,
         persistent: 1,
         cluster: 1,
+        cluster_n: 1,
         pingpong: 0,
     };
     out.push(largest);
@@ -116,6 +118,7 @@ fn configurations() -> Vec<WgmmaConfig> {
         raster: 0,
         persistent: 0,
         cluster: 1,
+        cluster_n: 1,
         pingpong: 0,
     });
     // Clusters of two blocks multicasting B's boxes: the largest tile split along K (several
@@ -140,6 +143,7 @@ fn configurations() -> Vec<WgmmaConfig> {
         raster: 1,
         persistent: 1,
         cluster: 2,
+        cluster_n: 1,
         pingpong: 0,
     });
     // Ping-pong consumers (whole tiles each, their main loops in turn): persistent blocks of
@@ -159,6 +163,7 @@ fn configurations() -> Vec<WgmmaConfig> {
         raster: 0,
         persistent: 1,
         cluster: 1,
+        cluster_n: 1,
         pingpong: 1,
     };
     out.push(pingpong);
@@ -171,6 +176,17 @@ fn configurations() -> Vec<WgmmaConfig> {
         bulk: 0,
         swizzle: 0,
         raster: 1,
+        ..pingpong
+    });
+    // Pairs along n multicasting A's bulk copies: the largest tile gathering B, split along K;
+    // ping-pong consumers in the pair's blocks.
+    out.push(WgmmaConfig {
+        persistent: 0,
+        cluster_n: 2,
+        ..largest
+    });
+    out.push(WgmmaConfig {
+        cluster_n: 2,
         ..pingpong
     });
     for c in &out {
@@ -313,6 +329,7 @@ fn in_flight_rows(
         raster,
         persistent: 1,
         cluster,
+        cluster_n: 1,
         pingpong: 0,
     };
     let a = random_vnm(rows, 300, 128, if tma == 1 { 4 } else { 8 }, seed).unwrap();
@@ -326,9 +343,9 @@ fn in_flight_rows(
 /// on the emulator (on a configuration that leaves a wgmma group in flight, splits K and
 /// bulk-copies A, with B gathered under the swizzle, and for B's TMA copies on the same
 /// configuration with TMA and a 2:4 matrix, for clusters with a pair of row blocks and with
-/// four, for
-/// ping-pong consumers with the gathered one's ping-pong twin). The readings of the ISA the device check probes
-/// are the next test's.
+/// four, for ping-pong consumers with the gathered one's ping-pong twin, and for a pair
+/// along n with its ping-pong twin). The readings of the ISA the device check probes are the
+/// next test's.
 #[test]
 fn the_emulator_rejects_a_broken_hopper_kernel() {
     let cxx = compiler("the_emulator_rejects_a_broken_hopper_kernel");
@@ -421,7 +438,7 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         // Both blocks of a pair take the pair's first row block: the second is never computed.
         (
             "cluster-one-row-block",
-            "(rb * CLUSTER + rank) * BM",
+            "(rb * CLUSTER + rank % CLUSTER) * BM",
             "rb * CLUSTER * BM",
             &[Copies::Lazy, Copies::Eager][..],
         ),
@@ -443,6 +460,40 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
             &[Copies::Lazy, Copies::Eager][..],
         ),
     ];
+    let along_n_mutants = [
+        // Both blocks of a pair along n take the pair's first column tile: the second is
+        // never computed.
+        (
+            "cluster-n-one-column-tile",
+            "(ct * CLUSTER_N + rank / CLUSTER) * BN",
+            "ct * CLUSTER_N * BN",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+        // Both blocks copy (and multicast) the first share of A's rows: the stage's bytes all
+        // arrive, the second share's rows are never loaded.
+        (
+            "cluster-n-first-share",
+            "const int r = rank * A_SHARE + tid;",
+            "const int r = tid;",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+        // Each block multicasts the first share of the metadata tiles.
+        (
+            "cluster-n-first-metadata",
+            "const int t = rank * M_SHARE + tid;",
+            "const int t = tid;",
+            &[Copies::Lazy, Copies::Eager][..],
+        ),
+    ];
+    // With ping-pong consumers in a cluster, a stage's `empty` counting both warpgroups'
+    // warps: the producer waits for releases that never come (the emulator's wait fails
+    // after 20 s).
+    let pingpong_cluster_mutants = [(
+        "pingpong-cluster-both-warpgroups",
+        "mbar_init(&empty[s], 4 * (PINGPONG ? 1 : CONSUMERS) * CLUSTER_SIZE);",
+        "mbar_init(&empty[s], 4 * CONSUMERS * CLUSTER_SIZE);",
+        &[Copies::Eager][..],
+    )];
     let pingpong_mutants = [
         // A warpgroup does not count the other's k-tiles: it waits on (and releases) stages
         // of the other's tile.
@@ -469,8 +520,25 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
     };
     // Four row blocks: one cluster of four walking 4 tiles.
     let fours = in_flight_rows(1, 1, 1, 0, 4, 512, 13);
+    // A pair along n walking 8 tiles (2 row blocks × 2 pairs of column tiles, the second
+    // pair's second block past n × 2 splits), and its ping-pong twin.
+    let along_n = {
+        let (cfg, a, ..) = in_flight_rows(1, 1, 0, 0, 1, 256, 14);
+        let cfg = WgmmaConfig {
+            cluster_n: 2,
+            ..cfg
+        };
+        let n = 2 * cfg.bn + 12;
+        let b = exact_values(a.cols() * n, 15);
+        let want = expected(&a, &b, n);
+        (cfg, a, n, b, want)
+    };
+    let along_n_turns = {
+        let (cfg, a, n, b, want) = along_n.clone();
+        (WgmmaConfig { pingpong: 1, ..cfg }, a, n, b, want)
+    };
     // The kernel itself computes these (so that the mutants' failures are theirs).
-    for (cfg, a, n, b, want) in [&turns, &fours] {
+    for (cfg, a, n, b, want) in [&turns, &fours, &along_n, &along_n_turns] {
         let exe = build(&cxx, &dir, Path::new(CUDA_DIR), "run_wgmma", &cfg.defines());
         for copies in [Copies::Lazy, Copies::Eager] {
             assert_eq!(
@@ -490,7 +558,13 @@ fn the_emulator_rejects_a_broken_hopper_kernel() {
         .chain(tma_mutants.into_iter().map(|m| (m, &boxed)))
         .chain(cluster_mutants.into_iter().map(|m| (m, &paired)))
         .chain(four_mutants.into_iter().map(|m| (m, &fours)))
-        .chain(pingpong_mutants.into_iter().map(|m| (m, &turns)));
+        .chain(pingpong_mutants.into_iter().map(|m| (m, &turns)))
+        .chain(along_n_mutants.into_iter().map(|m| (m, &along_n)))
+        .chain(
+            pingpong_cluster_mutants
+                .into_iter()
+                .map(|m| (m, &along_n_turns)),
+        );
     for ((name, from, to, timings), (cfg, a, n, b, want)) in cases {
         let (n, want) = (*n, want.clone());
         assert_eq!(

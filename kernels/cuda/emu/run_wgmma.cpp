@@ -1,5 +1,6 @@
 // Runs `spmm_vnm_wgmma_f16.cu` on the host emulator (emu.h, sm90.h) for one configuration,
-// whose #defines (BM BN BK STAGES KEEP BULK SWIZZLE TMA CLUSTER) are given on the compiler's command
+// whose #defines (BM BN BK STAGES KEEP BULK SWIZZLE TMA CLUSTER
+// CLUSTER_N PINGPONG) are given on the compiler's command
 // line: the product kernel, and with split-K its reduction.
 //
 //   run_wgmma INPUT OUTPUT
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
     emu::run_grid(int(h[11]), int(h[12]), int(h[13]), THREADS, size_t(h[15]), [&] {
         spmm_vnm_wgmma_f16(a_vals, a_meta, col_loc, b, c, ws, rows, n, ks, groups, m, k, ldb, ldc, v, splits,
                            raster, tmap_b);
-    }, CLUSTER);
+    }, CLUSTER_SIZE);
     if (splits > 1) {
         const long long per_block = REDUCE_THREADS * REDUCE_PER_THREAD;
         emu::grid_dim = {int(((long long)rows * n + per_block - 1) / per_block), 1, 1};

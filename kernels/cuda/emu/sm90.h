@@ -10,8 +10,9 @@
 //   (`cp.async.bulk.tensor.2d`, a box of a 2-D tensor map: `TensorMap` below, built by the
 //   harness as the host encodes the driver's) reads its box at issue, zero outside the
 //   tensor, lays it out under the 128-byte swizzle of its destination's shared address, and
-//   lands like a bulk copy; multicast to a cluster's blocks, it lands at the same offsets of
-//   each one's shared memory and completes its bytes on each one's barrier.
+//   lands like a bulk copy; multicast to a cluster's blocks, it (like a multicast bulk copy)
+//   lands at the same offsets of each one's shared memory and completes its bytes on each
+//   one's barrier.
 // - Clusters (`run_grid`'s `cluster`: the blocks of a cluster run at once and share the
 //   barrier table): `%cluster_ctarank`, `barrier.cluster` arrive + wait, and an arrive on the
 //   barrier at the same offset of another block's shared memory (`mapa` + a remote
@@ -238,19 +239,34 @@ inline void mbar_expect_tx(u64* bar, u32 bytes) {
     emu::add_tx_locked(bar, static_cast<long>(bytes));
 }
 
-inline void cp_async_bulk(void* dst, const void* src, u32 bytes, u64* bar) {
-    if (bytes == 0 || bytes % 16 != 0) emu::fail("cp.async.bulk: size not a positive multiple of 16");
-    if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) emu::fail("cp.async.bulk: destination not 16-byte aligned");
-    if (reinterpret_cast<uintptr_t>(src) % 16 != 0) emu::fail("cp.async.bulk: source not 16-byte aligned");
-    emu::check_shared(dst, bytes, "cp.async.bulk: destination outside shared memory");
-    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
-    emu::barrier_at(bar);
-    if (emu::copy_mode == emu::CopyMode::Eager) {
+namespace emu {
+
+// A bulk copy's checks, against this block's shared memory.
+inline void check_bulk(const void* dst, const void* src, u32 bytes) {
+    if (bytes == 0 || bytes % 16 != 0) fail("cp.async.bulk: size not a positive multiple of 16");
+    if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) fail("cp.async.bulk: destination not 16-byte aligned");
+    if (reinterpret_cast<uintptr_t>(src) % 16 != 0) fail("cp.async.bulk: source not 16-byte aligned");
+    check_shared(dst, bytes, "cp.async.bulk: destination outside shared memory");
+}
+
+// The copy lands at `dst` (this block's shared memory or a peer's) completing on `bar`: now
+// (eager) or at a wait on `bar` (lazy). The caller holds the lock.
+inline void deliver_bulk_locked(void* dst, const void* src, u32 bytes, u64* bar) {
+    barrier_at(bar);
+    if (copy_mode == CopyMode::Eager) {
         std::memcpy(dst, src, bytes);
-        emu::add_tx_locked(bar, -static_cast<long>(bytes));
+        add_tx_locked(bar, -static_cast<long>(bytes));
     } else {
-        emu::block.sm90->bulk.push_back({bar, dst, src, static_cast<int>(bytes), {}});
+        block.sm90->bulk.push_back({bar, dst, src, static_cast<int>(bytes), {}});
     }
+}
+
+}  // namespace emu
+
+inline void cp_async_bulk(void* dst, const void* src, u32 bytes, u64* bar) {
+    emu::check_bulk(dst, src, bytes);
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    emu::deliver_bulk_locked(dst, src, bytes, bar);
 }
 
 // The emulator's tensor map: what `cuTensorMapEncodeTiled` is given for B (2-D, fp16, no
@@ -334,6 +350,17 @@ inline void cp_async_bulk_tensor_2d_multicast(void* dst, const TensorMap* map, i
     std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
     for (unsigned r = 0; r < static_cast<unsigned>(emu::block.cluster_size); ++r)
         if (mask >> r & 1) emu::deliver_box_locked(emu::peer(dst, r), emu::peer(bar, r), staged);
+}
+
+// The bulk copy multicast to the cluster's blocks in `mask`: the same bytes land at `dst`'s
+// offset in each one's shared memory and complete on the barrier at `bar`'s offset in each.
+inline void cp_async_bulk_multicast(void* dst, const void* src, u32 bytes, u64* bar, unsigned short mask) {
+    emu::check_bulk(dst, src, bytes);
+    if (mask == 0 || mask >> emu::block.cluster_size != 0)
+        emu::fail("cp.async.bulk.multicast: the mask names no block, or one outside the cluster");
+    std::lock_guard<std::mutex> lock(emu::block.sm90->mu);
+    for (unsigned r = 0; r < static_cast<unsigned>(emu::block.cluster_size); ++r)
+        if (mask >> r & 1) emu::deliver_bulk_locked(emu::peer(dst, r), src, bytes, emu::peer(bar, r));
 }
 
 inline void cp_async_bulk_tensor_2d(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {

@@ -149,7 +149,7 @@ impl CudaDevice {
         // blocks walk only the tiles of the rows, n and splits passed (one or several each, in
         // either raster) and guard columns ≥ n; with clusters the grid is a whole number of
         // them (the kernel's `__cluster_dims__`), a block past the rows copies a valid row
-        // block's A and stores nothing; with split-K `ws` holds splits × rows × ldc
+        // block's A and stores nothing, one past the columns gathers zeros and stores nothing; with split-K `ws` holds splits × rows × ldc
         // floats (checked above); with TMA the map describes this B (its boxes' out-of-bounds
         // elements are zeros, not reads), and M = 4 makes a k-tile's gathered rows B's
         // consecutive rows.
@@ -202,7 +202,7 @@ impl CudaDevice {
     /// How many clusters of `cfg` the device runs at once: one block per SM, and for a
     /// persistent grid of clusters as many as the driver places (`cuOccupancyMaxActiveClusters`
     /// on `function`, the compiled product kernel; asked once per program): a GPC whose SMs are
-    /// not a multiple of the cluster's size leaves some out, so ⌊SMs / CLUSTER⌋ clusters may be
+    /// not a multiple of the cluster's size leaves some out, so ⌊SMs / size⌋ clusters may be
     /// more than fit, and a persistent grid that large would run its last ones as a second
     /// wave.
     fn resident_clusters(
@@ -211,7 +211,7 @@ impl CudaDevice {
         function: impl FnOnce() -> Result<CudaFunction, CudaError>,
     ) -> Result<usize, CudaError> {
         let bound = cfg.resident_clusters(self.info.multiprocessors as usize);
-        if cfg.cluster == 1 || cfg.persistent == 0 {
+        if cfg.cluster_size() == 1 || cfg.persistent == 0 {
             return Ok(bound);
         }
         let key = cfg.defines();
@@ -219,7 +219,7 @@ impl CudaDevice {
             return Ok(n);
         }
         let config = LaunchConfig {
-            grid_dim: (cfg.cluster as u32, 1, 1),
+            grid_dim: (cfg.cluster_size() as u32, 1, 1),
             block_dim: (cfg.threads() as u32, 1, 1),
             shared_mem_bytes: cfg.shared_bytes() as u32,
         };

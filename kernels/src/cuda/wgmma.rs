@@ -53,11 +53,20 @@ pub const WGMMA_PERSISTENT: [usize; 2] = [0, 1];
 /// tensor-core cycle with A's) at the price of four blocks in step at every stage and an SM
 /// or more per GPC that no cluster of four can take.
 pub const WGMMA_CLUSTER: [usize; 3] = [1, 2, 4];
+/// Thread-block clusters along C's columns: 1 (none), or 2 with bulk copies of A and B
+/// gathered (not TMA, whose 2:4 tiles of B share better along the rows, `CLUSTER`): the
+/// cluster's column tiles share A's rows and metadata, each block bulk-copies its share (BM /
+/// CLUSTER_N rows, BM / 16 / CLUSTER_N metadata tiles) of every stage and multicasts it into
+/// both. Where M > 4 nothing multicasts B (the gathered rows differ between row blocks), so A
+/// is the one stream left to share: at BM 128 × BN 128, ~100 bytes a tensor-core cycle from
+/// L2 without, ~84 with pairs (~76 with fours, which the kernel takes but the list leaves out:
+/// they would add ~400 programs to the ~1,400 every device check compiles).
+pub const WGMMA_CLUSTER_N: [usize; 2] = [1, 2];
 /// The consumers' schedule with two consumer warpgroups (BM = 128): cooperative (0: each owns
 /// 64 rows of every tile, both store it at once while the tensor cores wait), or ping-pong
 /// (1: each owns whole tiles, BM × BN, the block's tiles alternating between them, their main
 /// loops taking turns through two named barriers, so that one's epilogue runs under the
-/// other's wgmmas; BN ≤ 128 for the BM × BN accumulators of one warpgroup, no clusters, at
+/// other's wgmmas; BN ≤ 128 for the BM × BN accumulators of one warpgroup, at
 /// BN 128 × BK 128 no group kept in flight (registers), and persistent blocks only: with a
 /// block per tile the second warpgroup would have nothing to do).
 pub const WGMMA_PINGPONG: [usize; 2] = [0, 1];
@@ -99,8 +108,11 @@ pub struct WgmmaConfig {
     /// Blocks per thread-block cluster (1, or 2 or 4 with `tma` = 1: B's boxes multicast to
     /// the cluster's row blocks, which share them).
     pub cluster: usize,
+    /// Blocks per cluster along C's columns (1, or 2 with `bulk` = 1, `tma` = 0 and `cluster`
+    /// = 1: A's and the metadata's bulk copies multicast to the cluster's column tiles).
+    pub cluster_n: usize,
     /// Consumers cooperative on each tile (0) or taking whole tiles in turn (1: ping-pong;
-    /// BM = 128, BN ≤ 128, `cluster` = 1).
+    /// BM = 128, BN ≤ 128, persistent).
     pub pingpong: usize,
 }
 
@@ -171,14 +183,22 @@ impl WgmmaConfig {
                 &WGMMA_CLUSTER[1..]
             ));
         }
+        if !WGMMA_CLUSTER_N.contains(&self.cluster_n)
+            || (self.cluster_n > 1 && (self.bulk != 1 || self.tma != 0 || self.cluster != 1))
+        {
+            return fail(format!(
+                "CLUSTER_N must be 1, or one of {:?} with BULK = 1 (the cluster multicasts A's \
+                 bulk copies), TMA = 0 and CLUSTER = 1",
+                &WGMMA_CLUSTER_N[1..]
+            ));
+        }
         if !WGMMA_PINGPONG.contains(&self.pingpong)
-            || (self.pingpong == 1
-                && (self.bm != 128 || self.bn > 128 || self.cluster != 1 || self.persistent != 1))
+            || (self.pingpong == 1 && (self.bm != 128 || self.bn > 128 || self.persistent != 1))
         {
             return fail(
                 "PINGPONG must be 0, or 1 with BM = 128 (two consumer warpgroups), BN <= 128 (a \
-                 warpgroup's BM x BN accumulators), CLUSTER = 1 and PERSISTENT = 1 (the turns \
-                 are within a block's tiles: a block per tile leaves one warpgroup idle)"
+                 warpgroup's BM x BN accumulators) and PERSISTENT = 1 (the turns are within a \
+                 block's tiles: a block per tile leaves one warpgroup idle)"
                     .into(),
             );
         }
@@ -202,7 +222,7 @@ impl WgmmaConfig {
     }
 
     /// The parameters' values, in the order of [`WgmmaConfig::PARAMS`].
-    pub fn values(&self) -> [usize; 13] {
+    pub fn values(&self) -> [usize; 14] {
         [
             self.bm,
             self.bn,
@@ -216,13 +236,14 @@ impl WgmmaConfig {
             self.raster,
             self.persistent,
             self.cluster,
+            self.cluster_n,
             self.pingpong,
         ]
     }
 
     /// The configuration of `values`, in the order of [`WgmmaConfig::PARAMS`] (unchecked).
-    pub fn from_values(v: [usize; 13]) -> Self {
-        let [bm, bn, bk, stages, keep, split_k, bulk, swizzle, tma, raster, persistent, cluster, pingpong] =
+    pub fn from_values(v: [usize; 14]) -> Self {
+        let [bm, bn, bk, stages, keep, split_k, bulk, swizzle, tma, raster, persistent, cluster, cluster_n, pingpong] =
             v;
         Self {
             bm,
@@ -237,6 +258,7 @@ impl WgmmaConfig {
             raster,
             persistent,
             cluster,
+            cluster_n,
             pingpong,
         }
     }
@@ -246,12 +268,17 @@ impl WgmmaConfig {
         128 * (self.bm / 64 + 1)
     }
 
+    /// Blocks per thread-block cluster, along either dimension (1 without clusters).
+    pub fn cluster_size(&self) -> usize {
+        self.cluster * self.cluster_n
+    }
+
     /// Clusters (blocks without clusters) of this configuration that `multiprocessors` SMs run
     /// at once, one block per SM, if every SM can join a cluster: where the device is not
     /// asked, the bound of a persistent grid. A GPC with an odd number of SMs leaves one out
     /// of pairs, which [`crate::cuda::CudaDevice`] learns from the driver.
     pub fn resident_clusters(&self, multiprocessors: usize) -> usize {
-        (multiprocessors / self.cluster).max(1)
+        (multiprocessors / self.cluster_size()).max(1)
     }
 
     /// Bytes of one stage of B: BK × BN halves in 8 × 8 core matrices.
@@ -304,6 +331,7 @@ impl WgmmaConfig {
             ("SWIZZLE", self.swizzle),
             ("TMA", self.tma),
             ("CLUSTER", self.cluster),
+            ("CLUSTER_N", self.cluster_n),
             ("PINGPONG", self.pingpong),
         ]
     }
@@ -313,9 +341,9 @@ impl WgmmaConfig {
 /// product of the parameters' lists in [`WgmmaConfig::PARAMS`] order, the last fastest (an
 /// odometer over the value indices); empty for V the kernel does not serve.
 pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
-    let lists: [&[usize]; 13] = WgmmaConfig::PARAMS
+    let lists: [&[usize]; 14] = WgmmaConfig::PARAMS
         .map(|p| wgmma_param_values(p).expect("every parameter has a list of values"));
-    let mut index = [0usize; 13];
+    let mut index = [0usize; 14];
     let mut out = Vec::new();
     loop {
         let c = WgmmaConfig::from_values(std::array::from_fn(|p| lists[p][index[p]]));
@@ -385,7 +413,7 @@ mod tests {
             programs.values().all(|&n| n == 1),
             "a program without (or with two) canonical"
         );
-        assert_eq!(programs.len(), 960);
+        assert_eq!(programs.len(), 1332);
         // The largest stage (BM 128, BN 256, BK 128: 84 KiB with 64 KiB of B) fits 2 stages.
         let big = |stages| WgmmaConfig {
             bm: 128,
@@ -400,6 +428,7 @@ mod tests {
             raster: 0,
             persistent: 0,
             cluster: 1,
+            cluster_n: 1,
             pingpong: 0,
         };
         assert!(big(2).validate().is_ok());
@@ -418,6 +447,7 @@ mod tests {
             raster: 0,
             persistent: 0,
             cluster: 1,
+            cluster_n: 1,
             pingpong: 0,
         };
         assert!(shallow.validate().is_err());
@@ -446,11 +476,12 @@ mod tests {
             raster: 1,
             persistent: 0,
             cluster: 1,
+            cluster_n: 1,
             pingpong: 0,
         };
         assert_eq!(
             c.to_string(),
-            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 TMA=0 RASTER=1 PERSISTENT=0 CLUSTER=1 PINGPONG=0"
+            "wgmma BM=64 BN=128 BK=64 STAGES=3 KEEP=1 SPLIT_K=2 BULK=0 SWIZZLE=1 TMA=0 RASTER=1 PERSISTENT=0 CLUSTER=1 CLUSTER_N=1 PINGPONG=0"
         );
     }
 
@@ -469,6 +500,7 @@ mod tests {
             raster: 0,
             persistent: 0,
             cluster: 1,
+            cluster_n: 1,
             pingpong: 0,
         };
         // B 32 x 64 halves, A 64 x (16 + 8) halves, metadata 4 tiles x 2 steps x 8 words,

@@ -12,8 +12,9 @@
 //!   cores at 8,192 dense-equivalent fp16 FLOP per cycle), the producer's `cp.async` issue (one
 //!   per 16 bytes, or per row of A and 16-row metadata tile with `BULK`, per 64-column group of
 //!   B with `TMA`), and the L2 →
-//!   shared-memory bytes of A, metadata and the gathered B rows (B's once per cluster with
-//!   `CLUSTER` = 2: each block fetches half of the boxes and multicasts them to both);
+//!   shared-memory bytes of A, metadata and the gathered B rows (B's once per cluster along
+//!   the rows, `CLUSTER`, A's and the metadata's once per cluster along the columns,
+//!   `CLUSTER_N`: each block fetches its share and multicasts it to the cluster);
 //! - its latency (mbarrier hand-off, the `wgmma` drain when `KEEP` = 0, the copy latency left
 //!   after `STAGES − 1` tiles in flight) divided by the blocks resident on the SM.
 //!
@@ -147,8 +148,11 @@ pub fn wgmma_cycles_with(
     let ktiles = 2 * slots / cfg.bk;
     let split = cfg.split_k.max(1);
     let tiles_per_block = f(ktiles.div_ceil(split));
-    let blocks =
-        (rows / cfg.bm).max(1).div_ceil(cfg.cluster) * cfg.cluster * n.div_ceil(cfg.bn) * split;
+    let blocks = (rows / cfg.bm).max(1).div_ceil(cfg.cluster)
+        * cfg.cluster
+        * n.div_ceil(cfg.bn).div_ceil(cfg.cluster_n)
+        * cfg.cluster_n
+        * split;
     let registers = if cfg.bm > 64 {
         TWO_CONSUMER_REGISTERS
     } else {
@@ -162,22 +166,23 @@ pub fn wgmma_cycles_with(
     let tensor = 2.0 * f(cfg.bm * cfg.bk * cfg.bn) / k.sparse_flop_per_cycle;
     let a_bytes = f(cfg.bm * cfg.bk + cfg.bm * cfg.bk / 8);
     // 16-byte copies spread over the producer's 4 warps (one per sub-partition); with BULK, A
-    // and the metadata take one bulk copy per row or 16-row tile instead (one thread each);
-    // with TMA, B one tensor copy per 64-column group.
+    // and the metadata take one bulk copy per row or 16-row tile instead (one thread each;
+    // a cluster along n's block, its share of them); with TMA, B one tensor copy per 64-column
+    // group.
     let b_bytes_staged = f(2 * cfg.bk * cfg.bn);
     let bytes = a_bytes + b_bytes_staged;
     let copied = bytes
         - if cfg.bulk == 1 { a_bytes } else { 0.0 }
         - if cfg.tma == 1 { b_bytes_staged } else { 0.0 };
     let bulk_copies = if cfg.bulk == 1 {
-        f(cfg.bm + cfg.bm / 16)
+        f(cfg.bm + cfg.bm / 16) / f(cfg.cluster_n.max(1))
     } else {
         0.0
     } + if cfg.tma == 1 { f(cfg.bn / 64) } else { 0.0 };
     let issue = (copied / 16.0 + bulk_copies) / 128.0 * k.copy_issue;
-    // From L2: A and the metadata per block, B's stage once per cluster (each block fetches
-    // its share of the boxes and multicasts it).
-    let l2_bytes = a_bytes + b_bytes_staged / f(cfg.cluster.max(1));
+    // From L2: A and the metadata once per cluster along n, B's stage once per cluster along
+    // the rows (each block fetches its share and multicasts it).
+    let l2_bytes = a_bytes / f(cfg.cluster_n.max(1)) + b_bytes_staged / f(cfg.cluster.max(1));
     let throughput = tensor.max(issue).max(l2_bytes / k.l2_bytes_per_cycle);
     let drain = if cfg.keep == 0 { k.wgmma_drain } else { 0.0 };
     let latency = k.sync + drain + tensor + k.copy_latency / f(cfg.stages.saturating_sub(1).max(1));
@@ -326,6 +331,41 @@ mod tests {
             tma.iter()
                 .filter(|c| c.bm == 128 && c.persistent == 0)
                 .any(|c| at_768(c, 4) > at_768(c, 2)),
+            "idle blocks cost nothing"
+        );
+    }
+
+    #[test]
+    fn a_cluster_along_n_divides_a_from_l2_where_l2_bounds_the_step() {
+        let gpu = GpuModel::h200();
+        // 2:8, 16,384 columns: whole pairs along n at every BN.
+        let at = |cfg: &WgmmaConfig, cluster_n| {
+            let c = WgmmaConfig { cluster_n, ..*cfg };
+            wgmma_cycles(&c, (3072, 768, 8), 16384, &gpu)
+        };
+        let bulk: Vec<WgmmaConfig> = wgmma_configs(128)
+            .into_iter()
+            .filter(|c| c.cluster_n == 2)
+            .collect();
+        assert!(!bulk.is_empty());
+        assert!(
+            bulk.iter().all(|c| at(c, 2) <= at(c, 1)),
+            "a pair along n costs more"
+        );
+        assert!(
+            bulk.iter().any(|c| at(c, 2) < at(c, 1)),
+            "a pair never pays"
+        );
+        // 640 columns at BN 128 are 5 tiles: 3 pairs, one block without columns per row
+        // block, 144 blocks of 128 rows for 132 SMs where 120 took one wave.
+        let narrow = |cfg: &WgmmaConfig, cluster_n| {
+            let c = WgmmaConfig { cluster_n, ..*cfg };
+            wgmma_cycles(&c, (3072, 768, 8), 640, &gpu)
+        };
+        assert!(
+            bulk.iter()
+                .filter(|c| c.bm == 128 && c.bn == 128 && c.persistent == 0)
+                .any(|c| narrow(c, 2) > narrow(c, 1)),
             "idle blocks cost nothing"
         );
     }

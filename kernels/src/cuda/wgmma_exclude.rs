@@ -12,9 +12,9 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use super::wgmma::{
-    WgmmaConfig, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER, WGMMA_KEEP,
-    WGMMA_PERSISTENT, WGMMA_PINGPONG, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE,
-    WGMMA_TMA,
+    WgmmaConfig, WGMMA_BK, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER, WGMMA_CLUSTER_N,
+    WGMMA_KEEP, WGMMA_PERSISTENT, WGMMA_PINGPONG, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES,
+    WGMMA_SWIZZLE, WGMMA_TMA,
 };
 
 /// The environment variable read by [`env_exclusions`].
@@ -39,6 +39,7 @@ pub fn wgmma_param_values(name: &str) -> Option<&'static [usize]> {
         "raster" => &WGMMA_RASTER,
         "persistent" => &WGMMA_PERSISTENT,
         "cluster" => &WGMMA_CLUSTER,
+        "cluster_n" => &WGMMA_CLUSTER_N,
         "pingpong" => &WGMMA_PINGPONG,
         _ => return None,
     })

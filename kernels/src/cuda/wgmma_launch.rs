@@ -14,12 +14,12 @@ pub const WGMMA_REDUCE_PER_THREAD: u32 = 8;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WgmmaLaunch {
     /// The tiles: column tiles of C (BN each) × row blocks (BM each) × splits of K; with
-    /// clusters, a tile is a cluster's (`CLUSTER` row blocks, the last cluster's last blocks
-    /// past the rows where they are not a multiple of `CLUSTER`).
+    /// clusters, a tile is a cluster's (`CLUSTER` row blocks or `CLUSTER_N` column tiles, the
+    /// last cluster's last blocks past the rows or columns where they are not a multiple).
     pub tiles: u32,
     /// Thread blocks (a 1-D grid): one per tile, or with `PERSISTENT` 1 at most one per SM,
     /// each walking the tiles in turn (the kernel's `TileGrid`, in the order `RASTER` says);
-    /// with clusters, `CLUSTER` blocks per tile (or per cluster walking them).
+    /// with clusters, a cluster's blocks per tile (or per cluster walking them).
     pub blocks: u32,
     /// Threads per block.
     pub threads: u32,
@@ -92,7 +92,8 @@ impl WgmmaLaunch {
         }
         let split = cfg.split_k > 1;
         let row_groups = (a.rows / cfg.bm).div_ceil(cfg.cluster);
-        let tiles = int(n.div_ceil(cfg.bn) * row_groups * cfg.split_k)? as u32;
+        let col_groups = n.div_ceil(cfg.bn).div_ceil(cfg.cluster_n);
+        let tiles = int(col_groups * row_groups * cfg.split_k)? as u32;
         let clusters = if cfg.persistent == 1 {
             tiles.min(int(resident.max(1))? as u32)
         } else {
@@ -100,7 +101,7 @@ impl WgmmaLaunch {
         };
         Ok(WgmmaLaunch {
             tiles,
-            blocks: int(clusters as usize * cfg.cluster)? as u32,
+            blocks: int(clusters as usize * cfg.cluster_size())? as u32,
             threads: cfg.threads() as u32,
             shared_bytes: cfg.shared_bytes(),
             ints,
@@ -136,6 +137,7 @@ mod tests {
             raster: 0,
             persistent: 0,
             cluster: 1,
+            cluster_n: 1,
             pingpong: 0,
         };
         let p = pack_vnm(&a, cfg.bk).unwrap();
@@ -236,5 +238,48 @@ mod tests {
         // Each block's share of a stage is whole 8-row swizzle atoms: BK / 4 >= 8.
         assert!(WgmmaConfig { bk: 32, ..four }.validate().is_ok());
         assert!(WgmmaConfig { cluster: 3, ..tma }.validate().is_err());
+        // Clusters along n (bulk copies of A, any M): a tile is CLUSTER_N column tiles of one
+        // row block. 300 columns are 3 tiles of 128: 2 pairs (the second's last block past
+        // the columns) × 4 row blocks, 16 blocks. Not with TMA (its clusters are along the
+        // rows), nor without bulk copies of A.
+        assert!(WgmmaConfig {
+            cluster_n: 2,
+            ..cfg
+        }
+        .validate()
+        .is_err());
+        assert!(WgmmaConfig {
+            cluster_n: 2,
+            ..tma
+        }
+        .validate()
+        .is_err());
+        let bulk = WgmmaConfig { bulk: 1, ..cfg };
+        let along_n = |cluster_n, persistent, resident| {
+            let c = WgmmaConfig {
+                cluster_n,
+                persistent,
+                ..bulk
+            };
+            let l = WgmmaLaunch::new(p.dims, 300, 304, 304, &c, resident).unwrap();
+            (l.tiles, l.blocks)
+        };
+        assert_eq!(along_n(1, 0, 1), (12, 12));
+        assert_eq!(along_n(2, 0, 1), (8, 16));
+        assert_eq!(along_n(2, 1, 3), (8, 6));
+        assert_eq!(
+            WgmmaConfig {
+                cluster_n: 2,
+                ..bulk
+            }
+            .resident_clusters(9),
+            4
+        );
+        assert!(WgmmaConfig {
+            cluster_n: 4,
+            ..bulk
+        }
+        .validate()
+        .is_err());
     }
 }

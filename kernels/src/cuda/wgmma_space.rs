@@ -5,8 +5,8 @@
 use super::space::{cuda_space, size_param};
 use super::wgmma::{
     WgmmaConfig, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM, WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER,
-    WGMMA_KEEP, WGMMA_PERSISTENT, WGMMA_PINGPONG, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES,
-    WGMMA_SWIZZLE, WGMMA_TMA,
+    WGMMA_CLUSTER_N, WGMMA_KEEP, WGMMA_PERSISTENT, WGMMA_PINGPONG, WGMMA_RASTER, WGMMA_SPLIT_K,
+    WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
 };
 use super::wgmma_exclude::{env_exclusions, WgmmaExclusions};
 use crate::{
@@ -36,11 +36,12 @@ pub fn wgmma_block_rows(sig: &FormatSignature) -> Vec<usize> {
 
 /// The Hopper kernel's space, for a format of group width `m`, with thread blocks of any of
 /// the heights `bms`: `bm`, `bn`, `bk`, `stages`, `keep`, `split_k`, `bulk`, `swizzle`, `tma`
-/// and `cluster` (1, 2 and 4 offered only where M = 4), `raster`, `persistent`, `pingpong`,
-/// constrained to what the kernel accepts (`keep` = 1 needs 3+ stages; `tma` = 1 needs
-/// `swizzle` = 1 and `bulk` = 1; `cluster` > 1 needs `tma` = 1; `pingpong` = 1 needs BM = 128,
-/// BN ≤ 128, no cluster, and `keep` = 0 at BN 128 × BK 128; the pipeline must fit sm_90's shared memory; see
-/// [`WgmmaConfig::validate`]).
+/// and `cluster` (1, 2 and 4 offered only where M = 4), `cluster_n`, `raster`, `persistent`,
+/// `pingpong`, constrained to what the kernel accepts (`keep` = 1 needs 3+ stages; `tma` = 1
+/// needs `swizzle` = 1 and `bulk` = 1; `cluster` > 1 needs `tma` = 1; `cluster_n` > 1 needs
+/// `bulk` = 1 and no cluster along the rows; `pingpong` = 1 needs BM = 128, BN ≤ 128, persistent
+/// blocks, and `keep` = 0 at BN 128 × BK 128; the pipeline must fit sm_90's shared memory;
+/// see [`WgmmaConfig::validate`]).
 pub fn wgmma_space(bms: &[usize], m: usize) -> KernelSpace {
     space_of(wgmma_params(bms, m, &WgmmaExclusions::default()))
 }
@@ -59,6 +60,7 @@ fn wgmma_params(bms: &[usize], m: usize, ex: &WgmmaExclusions) -> Vec<ParamDef> 
         ("bn", &WGMMA_BN),
         ("bulk", &WGMMA_BULK),
         ("cluster", cluster),
+        ("cluster_n", &WGMMA_CLUSTER_N),
         ("keep", &WGMMA_KEEP),
         ("persistent", &WGMMA_PERSISTENT),
         ("pingpong", &WGMMA_PINGPONG),
@@ -135,7 +137,7 @@ pub(crate) fn kernel_accepts(kernel: &str, p: &ParamPoint) -> Result<(), KernelE
 impl WgmmaConfig {
     /// The names of its parameters in [`wgmma_space`] (and, upper-case, of its `#define`s and
     /// launch arguments in its display).
-    pub const PARAMS: [&'static str; 13] = [
+    pub const PARAMS: [&'static str; 14] = [
         "bm",
         "bn",
         "bk",
@@ -148,6 +150,7 @@ impl WgmmaConfig {
         "raster",
         "persistent",
         "cluster",
+        "cluster_n",
         "pingpong",
     ];
 
@@ -168,6 +171,7 @@ impl WgmmaConfig {
             raster: get("raster")?,
             persistent: get("persistent")?,
             cluster: get("cluster")?,
+            cluster_n: get("cluster_n")?,
             pingpong: get("pingpong")?,
         };
         c.validate().map_err(|e| KernelError::ParamConstraint {
@@ -244,6 +248,7 @@ mod tests {
             raster: 1,
             persistent: 0,
             cluster: 1,
+            cluster_n: 1,
             pingpong: 0,
         };
         assert!(space.contains(&ok.to_point()).is_ok());

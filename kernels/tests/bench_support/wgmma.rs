@@ -13,7 +13,7 @@ pub fn neighbours(
     cfg: &WgmmaConfig,
     offered: &[WgmmaConfig],
 ) -> Vec<(&'static str, usize, WgmmaConfig)> {
-    let by_values: std::collections::HashMap<[usize; 13], WgmmaConfig> =
+    let by_values: std::collections::HashMap<_, WgmmaConfig> =
         offered.iter().map(|c| (c.values(), *c)).collect();
     let mut out = Vec::new();
     for (p, &name) in WgmmaConfig::PARAMS.iter().enumerate() {
