@@ -149,8 +149,8 @@ impl CudaDevice {
         // blocks walk only the tiles of the rows, n and splits passed (one or several each, in
         // either raster) and guard columns ≥ n; with clusters the grid is a whole number of
         // them (the kernel's `__cluster_dims__`), a block past the rows copies a valid row
-        // block's A and stores nothing, one past the columns gathers zeros and stores nothing; with split-K `ws` holds splits × rows × ldc
-        // floats (checked above); with TMA the map describes this B (its boxes' out-of-bounds
+        // block's A and stores nothing, one past the columns gathers zeros and stores
+        // nothing; with split-K `ws` holds splits × rows × ldc floats (checked above); with TMA the map describes this B (its boxes' out-of-bounds
         // elements are zeros, not reads), and M = 4 makes a k-tile's gathered rows B's
         // consecutive rows.
         self.launch_packed(

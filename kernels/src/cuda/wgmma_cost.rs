@@ -15,8 +15,9 @@
 //!   shared-memory bytes of A, metadata and the gathered B rows (B's once per cluster along
 //!   the rows, `CLUSTER`, A's and the metadata's once per cluster along the columns,
 //!   `CLUSTER_N`: each block fetches its share and multicasts it to the cluster);
-//! - its latency (mbarrier hand-off, the `wgmma` drain when `KEEP` = 0, the copy latency left
-//!   after `STAGES − 1` tiles in flight) divided by the blocks resident on the SM.
+//! - its latency (mbarrier hand-off, longer across a cluster's SMs, the `wgmma` drain when
+//!   `KEEP` = 0, the copy latency left after `STAGES − 1` tiles in flight) divided by the
+//!   blocks resident on the SM.
 //!
 //! Each tile also pays its pipeline's fill (a copy latency), hidden only by other resident
 //! blocks; with `PERSISTENT` blocks once per SM; and its epilogue (C's bytes at the L2 rate),
@@ -51,12 +52,17 @@ pub struct WgmmaConstants {
     pub sync: f64,
     /// Cycles of a copy's latency, hidden over `STAGES − 1` tiles in flight.
     pub copy_latency: f64,
+    /// Cycles a thread-block cluster adds to a stage's hand-off: releases arrive on the peers'
+    /// barriers across SMs, and a stage is refilled only once the slowest block of the cluster
+    /// has released it.
+    pub cluster_sync: f64,
 }
 
 impl WgmmaConstants {
     /// The prior: the H200's published rates (4,096 dense fp16 FLOP per cycle per SM, doubled
-    /// by 2:4 sparsity; ~4.8 TB/s over 132 SMs at 1.7 GHz), a guessed drain and reduction
-    /// launch, and the `mma.sp` model's fitted copy, L2 and hand-off constants.
+    /// by 2:4 sparsity; ~4.8 TB/s over 132 SMs at 1.7 GHz), a guessed drain, reduction launch
+    /// and cluster hand-off (of the order of a load from a peer SM's shared memory), and the
+    /// `mma.sp` model's fitted copy, L2 and hand-off constants.
     pub const PRIOR: WgmmaConstants = WgmmaConstants {
         sparse_flop_per_cycle: 8192.0,
         wgmma_drain: 120.0,
@@ -66,10 +72,11 @@ impl WgmmaConstants {
         l2_bytes_per_cycle: L2_BYTES_PER_CYCLE,
         sync: SYNC,
         copy_latency: COPY_LATENCY,
+        cluster_sync: 200.0,
     };
 
     /// Field names, in the order of [`Self::to_array`].
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "sparse_flop_per_cycle",
         "wgmma_drain",
         "dram_bytes_per_cycle",
@@ -78,10 +85,11 @@ impl WgmmaConstants {
         "l2_bytes_per_cycle",
         "sync",
         "copy_latency",
+        "cluster_sync",
     ];
 
     /// The constants in [`Self::NAMES`]' order.
-    pub fn to_array(&self) -> [f64; 8] {
+    pub fn to_array(&self) -> [f64; 9] {
         [
             self.sparse_flop_per_cycle,
             self.wgmma_drain,
@@ -91,11 +99,12 @@ impl WgmmaConstants {
             self.l2_bytes_per_cycle,
             self.sync,
             self.copy_latency,
+            self.cluster_sync,
         ]
     }
 
     /// The constants from [`Self::NAMES`]' order.
-    pub fn from_array(a: [f64; 8]) -> WgmmaConstants {
+    pub fn from_array(a: [f64; 9]) -> WgmmaConstants {
         WgmmaConstants {
             sparse_flop_per_cycle: a[0],
             wgmma_drain: a[1],
@@ -105,6 +114,7 @@ impl WgmmaConstants {
             l2_bytes_per_cycle: a[5],
             sync: a[6],
             copy_latency: a[7],
+            cluster_sync: a[8],
         }
     }
 }
@@ -185,7 +195,14 @@ pub fn wgmma_cycles_with(
     let l2_bytes = a_bytes / f(cfg.cluster_n.max(1)) + b_bytes_staged / f(cfg.cluster.max(1));
     let throughput = tensor.max(issue).max(l2_bytes / k.l2_bytes_per_cycle);
     let drain = if cfg.keep == 0 { k.wgmma_drain } else { 0.0 };
-    let latency = k.sync + drain + tensor + k.copy_latency / f(cfg.stages.saturating_sub(1).max(1));
+    let handoff = k.sync
+        + if cfg.cluster_size() > 1 {
+            k.cluster_sync
+        } else {
+            0.0
+        };
+    let latency =
+        handoff + drain + tensor + k.copy_latency / f(cfg.stages.saturating_sub(1).max(1));
     let step = (latency / overlapped).max(throughput);
     // A tile's pipeline fill (its first stage's copies, nothing to overlap them with but
     // another resident block): per tile with a block per tile, once per SM with persistent
@@ -302,31 +319,44 @@ mod tests {
         assert_eq!(cfg.persistent, 1);
     }
 
+    /// The prior without the cluster's longer hand-off: what the bytes alone say.
+    const FREE_HANDOFF: WgmmaConstants = WgmmaConstants {
+        cluster_sync: 0.0,
+        ..WgmmaConstants::PRIOR
+    };
+
     #[test]
     fn a_cluster_divides_b_from_l2_where_l2_bounds_the_step() {
         let gpu = GpuModel::h200();
-        let at = |cfg: &WgmmaConfig, cluster| {
+        let with = |k: &WgmmaConstants, cfg: &WgmmaConfig, cluster, shape, n| {
             let c = WgmmaConfig { cluster, ..*cfg };
-            wgmma_cycles(&c, (3072, 768, 4), 16384, &gpu)
+            wgmma_cycles_with(k, &c, shape, n, &gpu)
         };
+        let big = (3072, 768, 4);
+        let at =
+            |cfg: &WgmmaConfig, cluster| with(&WgmmaConstants::PRIOR, cfg, cluster, big, 16384);
+        let free = |cfg: &WgmmaConfig, cluster| with(&FREE_HANDOFF, cfg, cluster, big, 16384);
         let tma: Vec<WgmmaConfig> = wgmma_configs(128)
             .into_iter()
             .filter(|c| c.cluster == 2)
             .collect();
-        // Never dearer (the same work, a half or a quarter of B's bytes; 24 row blocks are
-        // whole clusters of either size) and cheaper where the bytes bound it.
+        // With a free hand-off never dearer (the same work, a half or a quarter of B's bytes;
+        // 24 row blocks are whole clusters of either size); with the prior's, cheaper where
+        // the bytes bound the step and dearer where its latency does.
         assert!(
             tma.iter()
-                .all(|c| at(c, 4) <= at(c, 2) && at(c, 2) <= at(c, 1)),
-            "a larger cluster costs more"
+                .all(|c| free(c, 4) <= free(c, 2) && free(c, 2) <= free(c, 1)),
+            "a larger cluster moves more bytes"
         );
         assert!(tma.iter().any(|c| at(c, 2) < at(c, 1)), "a pair never pays");
         assert!(tma.iter().any(|c| at(c, 4) < at(c, 2)), "four never pay");
+        assert!(
+            tma.iter().any(|c| at(c, 2) > at(c, 1)),
+            "the cluster's hand-off costs nothing"
+        );
         // At 768 rows (6 row blocks of 128) clusters of four leave two blocks without rows.
-        let at_768 = |cfg: &WgmmaConfig, cluster| {
-            let c = WgmmaConfig { cluster, ..*cfg };
-            wgmma_cycles(&c, (768, 768, 4), 4096, &gpu)
-        };
+        let at_768 =
+            |cfg: &WgmmaConfig, cluster| with(&FREE_HANDOFF, cfg, cluster, (768, 768, 4), 4096);
         assert!(
             tma.iter()
                 .filter(|c| c.bm == 128 && c.persistent == 0)
@@ -338,30 +368,33 @@ mod tests {
     #[test]
     fn a_cluster_along_n_divides_a_from_l2_where_l2_bounds_the_step() {
         let gpu = GpuModel::h200();
-        // 2:8, 16,384 columns: whole pairs along n at every BN.
-        let at = |cfg: &WgmmaConfig, cluster_n| {
+        let with = |k: &WgmmaConstants, cfg: &WgmmaConfig, cluster_n, n| {
             let c = WgmmaConfig { cluster_n, ..*cfg };
-            wgmma_cycles(&c, (3072, 768, 8), 16384, &gpu)
+            wgmma_cycles_with(k, &c, (3072, 768, 8), n, &gpu)
         };
+        // 2:8, 16,384 columns: whole pairs along n at every BN.
+        let at = |cfg: &WgmmaConfig, cluster_n| with(&WgmmaConstants::PRIOR, cfg, cluster_n, 16384);
+        let free = |cfg: &WgmmaConfig, cluster_n| with(&FREE_HANDOFF, cfg, cluster_n, 16384);
         let bulk: Vec<WgmmaConfig> = wgmma_configs(128)
             .into_iter()
             .filter(|c| c.cluster_n == 2)
             .collect();
         assert!(!bulk.is_empty());
         assert!(
-            bulk.iter().all(|c| at(c, 2) <= at(c, 1)),
-            "a pair along n costs more"
+            bulk.iter().all(|c| free(c, 2) <= free(c, 1)),
+            "a pair along n moves more bytes"
         );
         assert!(
             bulk.iter().any(|c| at(c, 2) < at(c, 1)),
             "a pair never pays"
         );
+        assert!(
+            bulk.iter().any(|c| at(c, 2) > at(c, 1)),
+            "the pair's hand-off costs nothing"
+        );
         // 640 columns at BN 128 are 5 tiles: 3 pairs, one block without columns per row
         // block, 144 blocks of 128 rows for 132 SMs where 120 took one wave.
-        let narrow = |cfg: &WgmmaConfig, cluster_n| {
-            let c = WgmmaConfig { cluster_n, ..*cfg };
-            wgmma_cycles(&c, (3072, 768, 8), 640, &gpu)
-        };
+        let narrow = |cfg: &WgmmaConfig, cluster_n| with(&FREE_HANDOFF, cfg, cluster_n, 640);
         assert!(
             bulk.iter()
                 .filter(|c| c.bm == 128 && c.bn == 128 && c.persistent == 0)

@@ -1,4 +1,4 @@
-//! Fits the Hopper kernel's cost model ([`wgmma_cycles_with`]) to a device's table: its eight
+//! Fits the Hopper kernel's cost model ([`wgmma_cycles_with`]) to a device's table: its nine
 //! constants, so that the model's ranking of each measured point's configurations finds the
 //! fastest ones. The prior ([`WgmmaConstants::PRIOR`]) was never checked on a device; the first
 //! `wgmma.csv` (`kernels/tests/cuda_bench_wgmma.rs`, run by `scripts/device-check.sh full`) is
@@ -160,7 +160,7 @@ fn nelder_mead(
 fn fit_groups(groups: &[&Group], gpu: &GpuModel) -> (WgmmaConstants, f64) {
     let prior = WgmmaConstants::PRIOR.to_array().map(f64::ln);
     let constants = |x: &[f64]| {
-        let mut a = [0.0; 8];
+        let mut a = [0.0; 9];
         a.iter_mut().zip(x).for_each(|(a, x)| *a = x.exp());
         WgmmaConstants::from_array(a)
     };
@@ -284,8 +284,8 @@ mod tests {
     }
 
     /// On a table made by the model itself with other constants (slower tensor cores, a
-    /// longer drain and copy latency), the fit ranks far better than the prior, on the whole
-    /// table and on each shape held out.
+    /// longer drain, copy latency and cluster hand-off), the fit ranks far better than the
+    /// prior, on the whole table and on each shape held out.
     #[test]
     fn a_table_of_the_model_with_other_constants_is_fitted_back() {
         let truth = WgmmaConstants {
@@ -293,6 +293,7 @@ mod tests {
             wgmma_drain: 700.0,
             copy_latency: 2000.0,
             l2_bytes_per_cycle: 25.0,
+            cluster_sync: 900.0,
             ..WgmmaConstants::PRIOR
         };
         let fit = fit_wgmma(&table(&truth), &GpuModel::h200()).unwrap();
