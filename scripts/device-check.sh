@@ -206,6 +206,8 @@ isolated() {  # $1 = the test (a cuda_device_wgmma filter), $2 = the feature, $3
 excluded tma=1 || isolated wgmma_tma tma=1 60 300
 excluded tma=1 || excluded cluster=2 || isolated wgmma_cluster2 cluster=2 60 280
 excluded tma=1 || excluded cluster=4 || isolated wgmma_cluster4 cluster=4 45 260
+# Pairs along n multicasting A's bulk copies (any M), likewise on their own.
+excluded cluster_n=2 || isolated wgmma_cluster_n2 cluster_n=2 45 240
 
 log "Hopper benchmark ($MODE)"
 # It starts no new point after its deadline, so that the table and ablations of what it

@@ -134,7 +134,11 @@ fn check(
 fn wgmma_every_configuration_matches_reference() {
     let dev = device("wgmma_every_configuration_matches_reference");
     for (i, v) in [64, 128].into_iter().enumerate() {
-        let configs: Vec<WgmmaConfig> = configs(v).into_iter().filter(|c| c.tma == 0).collect();
+        // TMA and pairs along n have their own tests.
+        let configs: Vec<WgmmaConfig> = configs(v)
+            .into_iter()
+            .filter(|c| c.tma == 0 && c.cluster_n == 1)
+            .collect();
         prepare_all(&dev, &configs);
         // K not a multiple of M and several k-tiles deep; n not a multiple of 8 nor of any BN.
         let a = random_vnm(2 * v, 1000, v, 10, i as u64).unwrap();
@@ -158,10 +162,11 @@ fn wgmma_matches_reference_on_awkward_shapes() {
     ];
     for (i, &(rows, cols, v, m, n)) in shapes.iter().enumerate() {
         let a = random_vnm(rows, cols, v, m, 100 + i as u64).unwrap();
-        // Every tile width and depth, the shallowest and deepest pipelines (TMA has its test).
+        // Every tile width and depth, the shallowest and deepest pipelines (TMA and pairs
+        // along n have their tests).
         let configs: Vec<WgmmaConfig> = configs(v)
             .into_iter()
-            .filter(|c| (c.stages == 2 || c.stages == 4) && c.tma == 0)
+            .filter(|c| (c.stages == 2 || c.stages == 4) && c.tma == 0 && c.cluster_n == 1)
             .collect();
         check_vnm(&dev, &a, n, &configs, 200 + i as u64);
     }
@@ -213,6 +218,7 @@ fn wgmma_cluster2_every_configuration_matches_reference() {
     check_clusters(
         "wgmma_cluster2_every_configuration_matches_reference",
         2,
+        Along::Rows,
         &[2, 4],
     );
 }
@@ -227,18 +233,51 @@ fn wgmma_cluster4_every_configuration_matches_reference() {
     check_clusters(
         "wgmma_cluster4_every_configuration_matches_reference",
         4,
+        Along::Rows,
         &[4],
     );
 }
 
-/// The configurations in clusters of `size` blocks with any of `stages`, against the
-/// reference.
-fn check_clusters(test: &str, size: usize, stages: &[usize]) {
+/// The configurations in pairs along n (A's and the metadata's bulk copies multicast to two
+/// column tiles, any M; here 2:8) against the reference on the shallowest and deepest
+/// pipelines, with odd numbers of column tiles (the last pair's second block past n), K and
+/// n ragged, and more tiles than SMs for the persistent ones. In a process of its own, as the
+/// clusters along the rows: a refused cluster launch or a multicast that never completes must
+/// cost only this feature (the main correctness test leaves these out).
+#[test]
+#[ignore = "needs an sm_90 GPU: scripts/device-check.sh runs it"]
+fn wgmma_cluster_n2_every_configuration_matches_reference() {
+    check_clusters(
+        "wgmma_cluster_n2_every_configuration_matches_reference",
+        2,
+        Along::Columns,
+        &[2, 4],
+    );
+}
+
+/// The dimension of C a thread-block cluster spans: its row blocks (`CLUSTER`, sharing B's
+/// boxes: TMA, 2:4) or its column tiles (`CLUSTER_N`, sharing A's bulk copies).
+#[derive(Clone, Copy, PartialEq)]
+enum Along {
+    Rows,
+    Columns,
+}
+
+/// The configurations in clusters of `size` blocks `along` one dimension with any of
+/// `stages`, against the reference.
+fn check_clusters(test: &str, size: usize, along: Along, stages: &[usize]) {
     let dev = device(test);
     let clustered = |v| -> Vec<WgmmaConfig> {
         configs(v)
             .into_iter()
-            .filter(|c| c.cluster == size && stages.contains(&c.stages))
+            .filter(|c| {
+                let blocks = if along == Along::Rows {
+                    c.cluster
+                } else {
+                    c.cluster_n
+                };
+                blocks == size && stages.contains(&c.stages)
+            })
             .collect()
     };
     for v in [64, 128] {
@@ -255,16 +294,20 @@ fn check_clusters(test: &str, size: usize, stages: &[usize]) {
         );
     }
     // rows, cols, v, n: 3 row blocks of 128 (6 of 64); 5 of 64; 2048 x 2200 has more
-    // tiles than an H200 has SMs (persistent clusters walk several).
+    // tiles than an H200 has SMs (persistent clusters walk several). Along n, 330 columns
+    // are 6, 3 and 2 tiles of 64, 128 and 256 (the last pair of 128's half past n), 33 one
+    // tile of any width, 2,200 35 and 9 tiles of 64 and 256.
+    let first_n = if along == Along::Rows { 70 } else { 330 };
+    let m = if along == Along::Rows { 4 } else { 8 };
     for (i, (rows, cols, v, n)) in [
-        (384, 999, 128, 70),
+        (384, 999, 128, first_n),
         (320, 257, 64, 33),
         (2048, 999, 128, 2200),
     ]
     .into_iter()
     .enumerate()
     {
-        let a = random_vnm(rows, cols, v, 4, 70 + i as u64).unwrap();
+        let a = random_vnm(rows, cols, v, m, 70 + i as u64).unwrap();
         let configs = clustered(v);
         let configs: Vec<WgmmaConfig> = if rows > 1024 {
             configs.into_iter().filter(|c| c.persistent == 1).collect()
@@ -435,10 +478,10 @@ fn two_four_runs_on_wgmma_with_m4() {
     let nm = NmMatrix::from_masked(&vals, &mask, 2, 4).unwrap();
     for v in [64, 128] {
         let a = vnm_from_nm(&nm, v).unwrap();
-        // TMA has its own test.
+        // TMA and pairs along n have their own tests.
         let configs: Vec<WgmmaConfig> = configs(v)
             .into_iter()
-            .filter(|c| c.stages == 3 && c.tma == 0)
+            .filter(|c| c.stages == 3 && c.tma == 0 && c.cluster_n == 1)
             .collect();
         check(&dev, &a, &SparseMatrix::Nm(nm.clone()), n, &configs, 8);
     }
