@@ -105,8 +105,8 @@ pub struct WgmmaConfig {
     pub raster: usize,
     /// Blocks: one per tile (0) or one per SM, walking the tiles (1).
     pub persistent: usize,
-    /// Blocks per thread-block cluster (1, or 2 or 4 with `tma` = 1: B's boxes multicast to
-    /// the cluster's row blocks, which share them).
+    /// Blocks per thread-block cluster along C's rows (1, or 2 or 4 with `tma` = 1: B's boxes
+    /// multicast to the cluster's row blocks, which share them).
     pub cluster: usize,
     /// Blocks per cluster along C's columns (1, or 2 with `bulk` = 1, `tma` = 0 and `cluster`
     /// = 1: A's and the metadata's bulk copies multicast to the cluster's column tiles).
