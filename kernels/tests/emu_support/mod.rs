@@ -2,6 +2,8 @@
 //! configuration, and the run of a V:N:M kernel's launch on packed arrays.
 #![allow(dead_code)] // each test binary uses its part
 
+pub mod wgmma_configs;
+
 use std::fmt::Display;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
