@@ -87,7 +87,8 @@ rm -rf "$RES" && mkdir -p "$RES"
 pack() {
   [ -n "${OUT:-}" ] && [ -d "$OUT" ] || return 0
   [ -d "$RES/cuda-smoke/store" ] && (cd "$RES/cuda-smoke/store" && du -sh . && \
-    echo "files: $(find . -type f | wc -l), PTX cached: $(find ptx -type f 2>/dev/null | wc -l)" \
+    echo "files: $(find . -type f | wc -l), programs cached: $(find ptx -name '*.ptx' \
+      2>/dev/null | wc -l) PTX, $(find ptx -name '*.cubin' 2>/dev/null | wc -l) cubins" \
     && ls ptx 2>/dev/null | head -20) > "$RES/cuda-smoke/store.txt"
   tar czf "$OUT/device-check.tar.gz" -C "$RES" --exclude=./cuda-smoke/store .
   for f in wgmma_summary.csv wgmma_ablation.csv wgmma_neighbours.csv peer_2to4.csv \

@@ -1,14 +1,13 @@
 //! Writes the `ptxas -v` resources (registers, spilled bytes) of every V:N:M kernel
 //! configuration for sm_80 and sm_90 as CSV on stdout: the table behind the CUDA cost model's
-//! register counts (`kernels/cuda/results/ptxas_resources.csv`).
+//! register counts (`kernels/cuda/ptxas_resources.csv`).
 //!
-//! Needs `--features cuda`, libnvrtc on LD_LIBRARY_PATH and a ptxas (`$COTUNE_PTXAS` or on
-//! PATH; PyPI `nvidia-cuda-nvcc-cu12` ships one):
-//! `cargo run --release -p kernels --features cuda --example cuda_resources > kernels/cuda/results/ptxas_resources.csv`
+//! Needs `--features cuda` and libnvrtc on LD_LIBRARY_PATH (NVRTC's ptxas reports them):
+//! `cargo run --release -p kernels --features cuda --example cuda_resources > kernels/cuda/ptxas_resources.csv`
 
 #[cfg(feature = "cuda")]
 fn main() {
-    use kernels::cuda::{all_configs, compile_ptx, ptxas_report, KernelSource, CI_ARCHS};
+    use kernels::cuda::{all_configs, compile_program, KernelSource, CI_ARCHS};
     let (vnm, _) = all_configs();
     let mut configs = vnm;
     configs.sort();
@@ -16,15 +15,15 @@ fn main() {
     println!("arch,bm,bn,bk,wm,wn,mma_k,stages,registers,spill_bytes,estimated_registers");
     for arch in CI_ARCHS {
         for c in &configs {
-            let ptx = match compile_ptx(KernelSource::SpmmVnmF16, &c.defines(), arch) {
+            let compiled = match compile_program(KernelSource::SpmmVnmF16, &c.defines(), arch) {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("{c} {arch}: {e}");
                     std::process::exit(1);
                 }
             };
-            let Some(r) = ptxas_report(&ptx, arch) else {
-                eprintln!("no ptxas report for {c} on {arch}: is ptxas at hand ($COTUNE_PTXAS)?");
+            let Some(r) = compiled.report else {
+                eprintln!("no ptxas report for {c} on {arch} in NVRTC's log");
                 std::process::exit(1);
             };
             println!(

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use kernels::cuda::{
-    all_configs, compile_ptx, nvrtc_available, nvrtc_version, ptxas_report, wgmma_configs,
+    all_configs, compile_program, compile_ptx, nvrtc_available, nvrtc_version, wgmma_configs,
     CsrConfig, KernelSource, PtxCache, CI_ARCHS, READING_DEFINES,
 };
 
@@ -122,30 +122,28 @@ fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
     {
         let mut defines = cfg.defines();
         defines.extend(extra.iter().map(|d| (*d, 1)));
-        let ptx = compile_ptx(KernelSource::SpmmVnmWgmmaF16, &defines, "sm_90a")
+        let compiled = compile_program(KernelSource::SpmmVnmWgmmaF16, &defines, "sm_90a")
             .unwrap_or_else(|e| panic!("{cfg} with {extra:?}: {e}"));
         let op = format!("wgmma.mma_async.sp.sync.aligned.m64n{}k32", cfg.bn);
         assert_eq!(
-            ptx.contains(&op),
+            compiled.ptx.contains(&op),
             extra != ["ABLATE_MMA"],
             "{cfg} with {extra:?}: {op} present only when the wgmmas are not ablated"
         );
-        if std::env::var_os("COTUNE_PTXAS").is_some() {
-            let r = ptxas_report(&ptx, "sm_90a")
-                .unwrap_or_else(|| panic!("{cfg} with {extra:?}: ptxas rejected the PTX"));
-            assert_eq!(r.spill_bytes, 0, "{cfg} with {extra:?}: spills");
-        }
+        let r = compiled
+            .report
+            .unwrap_or_else(|| panic!("{cfg} with {extra:?}: no ptxas report in NVRTC's log"));
+        assert_eq!(r.spill_bytes, 0, "{cfg} with {extra:?}: spills");
     }
 }
 
 /// The Hopper kernel compiles for sm_90a (the only target with `wgmma`) in every
-/// configuration. NVRTC passes inline PTX through unchecked, so where a ptxas is named
-/// (`$COTUNE_PTXAS`; .ci/run installs PyPI's) every PTX is also assembled, without spills or serialised `wgmma`s.
+/// configuration, and NVRTC's ptxas assembles it (the inline PTX included: an instruction it
+/// does not know fails the compile) without spills or serialised `wgmma`s.
 #[test]
 #[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
 fn every_hopper_configuration_compiles_for_sm90a() {
     require_nvrtc("every_hopper_configuration_compiles_for_sm90a");
-    let assemble = std::env::var_os("COTUNE_PTXAS").is_some();
     // Each program once: the split-K factor and the raster are launch arguments.
     let configs: Vec<_> = wgmma_configs(128)
         .into_iter()
@@ -159,17 +157,18 @@ fn every_hopper_configuration_compiles_for_sm90a() {
         for _ in 0..threads {
             s.spawn(|| {
                 while let Some(cfg) = configs.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let ptx = match compile_ptx(
+                    let compiled = match compile_program(
                         KernelSource::SpmmVnmWgmmaF16,
                         &cfg.defines(),
                         "sm_90a",
                     ) {
-                        Ok(ptx) => ptx,
+                        Ok(compiled) => compiled,
                         Err(e) => {
                             failures.lock().unwrap().push(e.to_string());
                             continue;
                         }
                     };
+                    let ptx = &compiled.ptx;
                     let op = format!("wgmma.mma_async.sp.sync.aligned.m64n{}k32", cfg.bn);
                     if !ptx.contains(".entry spmm_vnm_wgmma_f16") || !ptx.contains(&op) {
                         failures
@@ -193,24 +192,22 @@ fn every_hopper_configuration_compiles_for_sm90a() {
                             .unwrap()
                             .push(format!("{cfg}: TMA tensor copies present iff TMA = 1"));
                     }
-                    if assemble {
-                        match ptxas_report(&ptx, "sm_90a") {
-                            Some(r) if r.spill_bytes == 0 && !r.wgmma_serialized => {
-                                registers.lock().unwrap().push(r.registers)
-                            }
-                            Some(r) if r.wgmma_serialized => failures
-                                .lock()
-                                .unwrap()
-                                .push(format!("{cfg}: ptxas serialised the wgmmas")),
-                            Some(r) => failures
-                                .lock()
-                                .unwrap()
-                                .push(format!("{cfg}: {} bytes spilled", r.spill_bytes)),
-                            None => failures
-                                .lock()
-                                .unwrap()
-                                .push(format!("{cfg}: ptxas rejected the PTX")),
+                    match compiled.report {
+                        Some(r) if r.spill_bytes == 0 && !r.wgmma_serialized => {
+                            registers.lock().unwrap().push(r.registers)
                         }
+                        Some(r) if r.wgmma_serialized => failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{cfg}: ptxas serialised the wgmmas")),
+                        Some(r) => failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{cfg}: {} bytes spilled", r.spill_bytes)),
+                        None => failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{cfg}: no ptxas report in NVRTC's log")),
                     }
                 }
             });
@@ -244,24 +241,44 @@ fn ptx_cache_compiles_once_per_program_and_arch() {
         warps_per_block: 2,
         cols_per_lane: 1,
     };
-    let count = || std::fs::read_dir(&dir).map_or(0, |d| d.count());
+    let files = |ext: &str| {
+        let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        found.retain(|p| p.extension().is_some_and(|x| x == ext));
+        found
+    };
     let first = cache
         .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_80")
         .unwrap();
-    assert_eq!(count(), 1);
-    // A hit returns the stored file without compiling again: tamper with it and see it back.
-    let path = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    std::fs::write(&path, "// cached\n").unwrap();
+    // A real architecture's entry is its PTX and NVRTC's cubin of it, and nothing else.
+    assert_eq!((files("ptx").len(), files("cubin").len()), (1, 1));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    assert!(first.ptx.contains(".entry spmm_csr_f32"));
+    assert_eq!(&first.cubin.as_ref().unwrap()[..4], b"\x7fELF");
+    assert_eq!(
+        std::fs::read(&files("cubin")[0]).unwrap(),
+        first.cubin.unwrap()
+    );
+    // A hit returns the stored files without compiling again: tamper with them and see them
+    // back.
+    std::fs::write(&files("ptx")[0], "// cached\n").unwrap();
+    std::fs::write(&files("cubin")[0], b"cubin").unwrap();
     let hit = cache
         .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_80")
         .unwrap();
-    assert_eq!(hit, "// cached\n");
-    assert!(first.contains(".entry spmm_csr_f32"));
+    assert_eq!(hit.ptx, "// cached\n");
+    assert_eq!(hit.cubin.as_deref(), Some(&b"cubin"[..]));
+    // An entry without its cubin (a cache from before cubins were kept) is compiled again.
+    std::fs::remove_file(&files("cubin")[0]).unwrap();
+    let again = cache
+        .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_80")
+        .unwrap();
+    assert!(again.ptx.contains(".entry spmm_csr_f32"));
+    assert_eq!(
+        std::fs::read(&files("cubin")[0]).unwrap(),
+        again.cubin.unwrap()
+    );
     cache
         .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_90")
         .unwrap();
@@ -272,7 +289,17 @@ fn ptx_cache_compiles_once_per_program_and_arch() {
     cache
         .get_or_compile(KernelSource::SpmmCsrF32, &other.defines(), "sm_90")
         .unwrap();
-    assert_eq!(count(), 3, "arch and defines are part of the key");
+    assert_eq!(
+        files("ptx").len(),
+        3,
+        "arch and defines are part of the key"
+    );
+    // A virtual architecture has PTX only.
+    let virtual_arch = cache
+        .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "compute_90")
+        .unwrap();
+    assert!(virtual_arch.cubin.is_none() && virtual_arch.ptx.contains(".target sm_90"));
+    assert_eq!((files("ptx").len(), files("cubin").len()), (4, 3));
     let version = nvrtc_version().unwrap();
     let k = |arch: &str, v: (i32, i32)| {
         PtxCache::key(KernelSource::SpmmCsrF32, &cfg.defines(), arch, v)
@@ -280,6 +307,27 @@ fn ptx_cache_compiles_once_per_program_and_arch() {
     assert_ne!(k("sm_80", version), k("sm_80", (version.0, version.1 + 1)));
     assert_eq!(k("sm_80", version), k("sm_80", version));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+#[ignore = "needs libnvrtc (no GPU): .ci/run runs it with --ignored"]
+fn the_hopper_kernel_compiles_to_an_sm_90a_cubin_beside_its_ptx() {
+    require_nvrtc("the_hopper_kernel_compiles_to_an_sm_90a_cubin_beside_its_ptx");
+    let cfg = wgmma_configs(128)[0];
+    let compiled = compile_program(KernelSource::SpmmVnmWgmmaF16, &cfg.defines(), "sm_90a")
+        .unwrap_or_else(|e| panic!("{cfg}: {e}"));
+    assert!(compiled.ptx.contains(".target sm_90a"), "{cfg}");
+    let cubin = compiled.cubin.expect("a cubin for sm_90a");
+    // An ELF object whose machine is CUDA (EM_CUDA = 190, little-endian at offset 18).
+    assert_eq!(&cubin[..4], b"\x7fELF");
+    assert_eq!(u16::from_le_bytes([cubin[18], cubin[19]]), 190);
+    // ptxas's report is the product kernel's (the split-K reduction, 32 registers, comes
+    // first in the log).
+    let report = compiled.report.expect("ptxas's report in NVRTC's log");
+    assert!(
+        report.registers > 32 && report.spill_bytes == 0,
+        "{report:?}"
+    );
 }
 
 #[test]

@@ -227,11 +227,22 @@ fn on_a_gpu_a_vnm_shape_is_tuned_and_the_model_evaluated_end_to_end() {
     assert!(num(e, "max_rel_error") <= stages::evaluate::cuda::CUDA_TOLERANCE);
     assert!((0.0..=1.0).contains(&num(e, "accuracy")));
     assert!(num(e, "latency_us_b8") > 0.0 && num(e, "speedup_vs_dense") > 0.0);
-    // The compiled PTX is cached in the store, by digest.
-    let ptx = std::fs::read_dir(dir.path().join("store").join("ptx")).expect("store/ptx");
-    assert!(ptx
+    // The compiled programs are cached in the store, by digest: each PTX with NVRTC's cubin
+    // of it for this device's architecture (what the device loaded).
+    let cached: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path().join("store").join("ptx"))
+        .expect("store/ptx")
         .filter_map(Result::ok)
-        .any(|e| e.path().extension().is_some_and(|x| x == "ptx")));
+        .map(|e| e.path())
+        .collect();
+    let ptx: Vec<_> = cached
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "ptx"))
+        .collect();
+    assert!(!ptx.is_empty(), "{cached:?}");
+    assert!(
+        ptx.iter().all(|p| p.with_extension("cubin").exists()),
+        "{cached:?}"
+    );
 }
 
 #[test]

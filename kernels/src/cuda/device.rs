@@ -1,5 +1,6 @@
 //! The CUDA device: context and stream, the lazily filled cache of loaded kernels (one module
-//! per kernel configuration, compiled through NVRTC and the optional PTX cache), launches and
+//! per kernel configuration, compiled through NVRTC and the optional cache of compiled programs,
+//! loaded from NVRTC's cubin where it runs on this device, else from PTX), launches and
 //! event timing. Device-resident operands live in `device_memory.rs`, the cuBLAS baseline in
 //! `blas.rs`, the Hopper kernel's launch in `device_wgmma.rs`.
 
@@ -8,13 +9,14 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig,
+    PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 
 use super::config::{CsrConfig, VnmConfig};
 use super::device_memory::{DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm};
-use super::nvrtc::{compile_ptx, PtxCache};
+use super::nvrtc::{compile_program, Compiled, PtxCache};
 use super::source::KernelSource;
 use super::tensor_map::{TensorMapArg, TensorMapKey};
 use super::{csr_device_arrays, CsrLaunch, CudaError, DeviceInfo, Timing, VnmLaunch};
@@ -52,6 +54,28 @@ pub struct CudaDevice {
     /// Clusters of a persistent clustered Hopper program (by its `#define`s) that the device
     /// runs at once, as the driver counted them.
     pub(super) active_clusters: Mutex<HashMap<Vec<(&'static str, usize)>, usize>>,
+}
+
+/// Whether a cubin for `arch` (`sm_XY`, or `sm_XYa` for that device alone) runs on a device of
+/// compute capability `sm`: the same major version and a minor one at least as high.
+fn cubin_runs_on(arch: &str, sm: (i32, i32)) -> bool {
+    let Some(digits) = arch.strip_prefix("sm_") else {
+        return false;
+    };
+    let (digits, only_this) = match digits.strip_suffix('a') {
+        Some(d) => (d, true),
+        None => (digits, false),
+    };
+    let Ok(number) = digits.parse::<i32>() else {
+        return false;
+    };
+    let (major, minor) = (number / 10, number % 10);
+    major == sm.0
+        && if only_this {
+            minor == sm.1
+        } else {
+            minor <= sm.1
+        }
 }
 
 /// The NVRTC target for a compute capability; `None` below sm_80 (no `mma.sp`).
@@ -120,7 +144,7 @@ impl CudaDevice {
         })
     }
 
-    /// Uses `cache` for compiled PTX from now on.
+    /// Uses `cache` for compiled programs (PTX and cubins) from now on.
     pub fn with_ptx_cache(mut self, cache: PtxCache) -> Self {
         self.cache = Some(cache);
         self
@@ -160,14 +184,11 @@ impl CudaDevice {
         if let Some(l) = self.functions.lock().map_err(poisoned)?.get(&key) {
             return Ok(l.function.clone());
         }
-        let ptx = match &self.cache {
+        let compiled = match &self.cache {
             Some(c) => c.get_or_compile(kernel, &key.1, arch)?,
-            None => compile_ptx(kernel, &key.1, arch)?,
+            None => compile_program(kernel, &key.1, arch)?,
         };
-        let module = self
-            .ctx
-            .load_module(Ptx::from_src(ptx))
-            .map_err(driver_err("cuModuleLoadData"))?;
+        let module = self.load(compiled, arch)?;
         let function = module
             .load_function(entry)
             .map_err(driver_err("cuModuleGetFunction"))?;
@@ -188,6 +209,25 @@ impl CudaDevice {
             },
         );
         Ok(function)
+    }
+
+    /// Loads a compiled program: its cubin where NVRTC made it for an architecture this device
+    /// runs (no second compile by the driver), else its PTX through the driver's JIT, which
+    /// is also the fallback where the driver refuses the cubin.
+    fn load(&self, compiled: Compiled, arch: &str) -> Result<Arc<CudaModule>, CudaError> {
+        let mut refused = String::new();
+        if let Some(cubin) = compiled.cubin.filter(|_| cubin_runs_on(arch, self.info.sm)) {
+            match self.ctx.load_module(Ptx::from_binary(cubin)) {
+                Ok(module) => return Ok(module),
+                Err(e) => refused = format!("; its {arch} cubin was refused first: {e}"),
+            }
+        }
+        self.ctx
+            .load_module(Ptx::from_src(compiled.ptx))
+            .map_err(|e| CudaError::Driver {
+                op: "cuModuleLoadData",
+                reason: format!("{e}{refused}"),
+            })
     }
 
     /// Compiles and loads a V:N:M configuration without running it (to time compilation apart).
@@ -463,4 +503,24 @@ pub(crate) fn check_product(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cubin_runs_on;
+
+    #[test]
+    fn a_cubin_runs_on_its_major_version_from_its_minor_one_and_sm_90a_on_9_0_only() {
+        assert!(cubin_runs_on("sm_80", (8, 0)));
+        assert!(cubin_runs_on("sm_80", (8, 9)));
+        assert!(!cubin_runs_on("sm_86", (8, 0)));
+        assert!(cubin_runs_on("sm_90", (9, 0)));
+        assert!(cubin_runs_on("sm_90a", (9, 0)));
+        assert!(!cubin_runs_on("sm_90a", (9, 1)));
+        // Blackwell compiles sm_90's PTX forward; no cubin of another major version runs.
+        assert!(!cubin_runs_on("sm_90", (10, 0)));
+        assert!(!cubin_runs_on("sm_80", (9, 0)));
+        assert!(!cubin_runs_on("compute_90", (9, 0)));
+        assert!(!cubin_runs_on("sm_x", (9, 0)));
+    }
 }

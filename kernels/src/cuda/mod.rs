@@ -61,7 +61,7 @@ pub use pack::{
     emulate_vnm, f16_device_layout, from_f16_bits, pack_vnm, packed_slots, pad_rows_f16, padded_ld,
     to_f16_bits, vnm_from_nm, VnmPacked,
 };
-pub use ptxas::{parse_ptxas, ptxas_report, PtxasReport};
+pub use ptxas::{parse_ptxas, PtxasReport};
 pub use random::{exact_values, random_csr, random_vnm, vnm_mask};
 pub use source::{describe_defines, program_of, KernelSource};
 pub use space::*;
@@ -88,11 +88,14 @@ pub use device::CudaDevice;
 #[cfg(feature = "cuda")]
 pub use device_memory::{DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm};
 #[cfg(feature = "cuda")]
-pub use nvrtc::{compile_ptx, compile_ptx_from, nvrtc_available, nvrtc_version, PtxCache};
+pub use nvrtc::{
+    compile_program, compile_ptx, compile_ptx_from, nvrtc_available, nvrtc_version, Compiled,
+    PtxCache,
+};
 #[cfg(not(feature = "cuda"))]
 pub use stub::{nvrtc_available, CudaDevice, PtxCache};
 
-/// The environment variable naming a folder for compiled PTX (the engine's cache, and the
+/// The environment variable naming a folder for compiled programs (the engine's cache, and the
 /// device tests' through [`CudaDevice::with_env_ptx_cache`]).
 pub const PTX_CACHE_ENV: &str = "COTUNE_PTX_CACHE";
 

@@ -1,10 +1,7 @@
-//! The resource report of `ptxas -v` (registers, spills) for the cost model, when a ptxas is at
-//! hand (PyPI `nvidia-cuda-nvcc-cu12` ships one); callers fall back to
-//! [`super::VnmConfig::estimated_registers`] otherwise.
-
-use std::fs;
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+//! The resource report of `ptxas -v` (registers, spills) that NVRTC's log carries for a real
+//! architecture (`Compiled::report`): the compile tests' checks and the cost model's register
+//! table (`kernels/cuda/ptxas_resources.csv`); without one the model falls back to
+//! [`super::VnmConfig::estimated_registers`].
 
 /// Resources of one compiled kernel as `ptxas -v` reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,32 +14,6 @@ pub struct PtxasReport {
     /// instructions are serialized" advice): each then waits for the last, and the tensor
     /// cores idle between them.
     pub wgmma_serialized: bool,
-}
-
-/// Runs `ptxas -v` on `ptx` for `arch` and reads registers and spills; `None` when no ptxas is
-/// found (`$COTUNE_PTXAS`, then `ptxas` on PATH) or its output cannot be read.
-pub fn ptxas_report(ptx: &str, arch: &str) -> Option<PtxasReport> {
-    let ptxas = std::env::var("COTUNE_PTXAS").unwrap_or_else(|_| "ptxas".into());
-    // A folder per call: callers run several at once.
-    static CALLS: AtomicUsize = AtomicUsize::new(0);
-    let call = CALLS.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("cotune-ptxas-{}-{call}", std::process::id()));
-    fs::create_dir_all(&dir).ok()?;
-    let input = dir.join("k.ptx");
-    fs::write(&input, ptx).ok()?;
-    let out = Command::new(ptxas)
-        .arg("-v")
-        .arg(format!("-arch={arch}"))
-        .arg(&input)
-        .arg("-o")
-        .arg(dir.join("k.cubin"))
-        .output()
-        .ok()?;
-    let _ = fs::remove_dir_all(&dir);
-    if !out.status.success() {
-        return None;
-    }
-    parse_ptxas(&String::from_utf8_lossy(&out.stderr))
 }
 
 /// Reads "Used N registers", "N bytes spill stores" and any advice that the `wgmma`s were
