@@ -72,6 +72,7 @@ fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
         .map_or(4, |n| n.get())
         .min(16);
     let chunk = configs.len().div_ceil(threads).max(1);
+    let start = std::time::Instant::now();
     std::thread::scope(|s| {
         for part in configs.chunks(chunk) {
             s.spawn(move || {
@@ -81,6 +82,13 @@ fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
             });
         }
     });
+    // What a device check's compile costs (NVRTC there, cubins loaded; programs already in
+    // $COTUNE_PTX_CACHE are only loaded).
+    eprintln!(
+        "compiled and loaded {} programs in {:.1} s on {threads} threads",
+        configs.len(),
+        start.elapsed().as_secs_f64()
+    );
 }
 
 /// [`check`] against `a`'s own product.
