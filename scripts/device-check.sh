@@ -185,7 +185,8 @@ timeout "$(limit 150 330)" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 -
   --skip wgmma_layout_probe --skip wgmma_tma --skip wgmma_cluster --skip wgmma_feature \
   > "$RES/tests-wgmma.log" 2>&1
 code=$?
-grep -e '^test ' -e 'disagree' -e 'panicked' "$RES/tests-wgmma.log" | head -40
+grep -e '^test ' -e 'disagree' -e 'panicked' -e 'compiled and loaded' -e 'device ptxas' \
+  "$RES/tests-wgmma.log" | head -40
 [ $code = 0 ] || { status=1; log "HOPPER CORRECTNESS TESTS FAILED (exit $code)"; }
 # A feature's configurations in a process of their own: a malformed tensor map faults the
 # context for every later launch, a refused cluster launch or a multicast that never completes
@@ -196,7 +197,8 @@ isolated() {  # $1 = the test (a cuda_device_wgmma filter), $2 = the feature, $3
   timeout "$(limit "$3" "$4")" "$BIN/cuda_device_wgmma" --ignored --test-threads=1 --nocapture \
     "$1" > "$RES/tests-$1.log" 2>&1
   local code=$?
-  grep -e '^test ' -e 'disagree' -e 'panicked' -e 'at once' "$RES/tests-$1.log" | head -20
+  grep -e '^test ' -e 'disagree' -e 'panicked' -e 'at once' -e 'compiled and loaded' \
+    -e 'device ptxas' "$RES/tests-$1.log" | head -20
   if [ $code != 0 ]; then
     status=1; export COTUNE_WGMMA_EXCLUDE="${COTUNE_WGMMA_EXCLUDE:+$COTUNE_WGMMA_EXCLUDE,}$2"
     log "HOPPER $2 TESTS FAILED: COTUNE_WGMMA_EXCLUDE=$COTUNE_WGMMA_EXCLUDE from here on"

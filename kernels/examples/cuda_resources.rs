@@ -22,7 +22,7 @@ fn main() {
                     std::process::exit(1);
                 }
             };
-            let Some(r) = compiled.report else {
+            let Some(r) = compiled.report() else {
                 eprintln!("no ptxas report for {c} on {arch} in NVRTC's log");
                 std::process::exit(1);
             };

@@ -83,7 +83,9 @@ fn bench_wgmma_vs_cublas_bert() {
             s.spawn(move || {
                 part.iter()
                     .filter(|c| c.is_program_canonical())
-                    .for_each(|c| dev.prepare_wgmma(c).unwrap())
+                    .for_each(|c| {
+                        dev.prepare_wgmma(c).unwrap();
+                    })
             });
         }
     });

@@ -131,7 +131,7 @@ fn hopper_reading_switches_and_ablations_compile_for_sm90a() {
             "{cfg} with {extra:?}: {op} present only when the wgmmas are not ablated"
         );
         let r = compiled
-            .report
+            .report()
             .unwrap_or_else(|| panic!("{cfg} with {extra:?}: no ptxas report in NVRTC's log"));
         assert_eq!(r.spill_bytes, 0, "{cfg} with {extra:?}: spills");
     }
@@ -192,7 +192,7 @@ fn every_hopper_configuration_compiles_for_sm90a() {
                             .unwrap()
                             .push(format!("{cfg}: TMA tensor copies present iff TMA = 1"));
                     }
-                    match compiled.report {
+                    match compiled.report() {
                         Some(r) if r.spill_bytes == 0 && !r.wgmma_serialized => {
                             registers.lock().unwrap().push(r.registers)
                         }
@@ -251,10 +251,13 @@ fn ptx_cache_compiles_once_per_program_and_arch() {
     let first = cache
         .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_80")
         .unwrap();
-    // A real architecture's entry is its PTX and NVRTC's cubin of it, and nothing else.
-    assert_eq!((files("ptx").len(), files("cubin").len()), (1, 1));
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    // A real architecture's entry is its PTX, NVRTC's cubin of it and NVRTC's log, and
+    // nothing else.
+    let counts = || (files("ptx").len(), files("cubin").len(), files("log").len());
+    assert_eq!(counts(), (1, 1, 1));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 3);
     assert!(first.ptx.contains(".entry spmm_csr_f32"));
+    let report = first.report().expect("ptxas's report");
     assert_eq!(&first.cubin.as_ref().unwrap()[..4], b"\x7fELF");
     assert_eq!(
         std::fs::read(&files("cubin")[0]).unwrap(),
@@ -269,16 +272,22 @@ fn ptx_cache_compiles_once_per_program_and_arch() {
         .unwrap();
     assert_eq!(hit.ptx, "// cached\n");
     assert_eq!(hit.cubin.as_deref(), Some(&b"cubin"[..]));
-    // An entry without its cubin (a cache from before cubins were kept) is compiled again.
-    std::fs::remove_file(&files("cubin")[0]).unwrap();
-    let again = cache
-        .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_80")
-        .unwrap();
-    assert!(again.ptx.contains(".entry spmm_csr_f32"));
-    assert_eq!(
-        std::fs::read(&files("cubin")[0]).unwrap(),
-        again.cubin.unwrap()
-    );
+    // ... the report too, from the stored log.
+    assert_eq!(hit.report(), Some(report));
+    // An entry without its cubin or log (a cache from before they were kept) is compiled
+    // again.
+    for ext in ["cubin", "log"] {
+        std::fs::remove_file(&files(ext)[0]).unwrap();
+        let again = cache
+            .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_80")
+            .unwrap();
+        assert!(again.ptx.contains(".entry spmm_csr_f32"), "{ext}");
+        assert_eq!(
+            std::fs::read(&files("cubin")[0]).unwrap(),
+            again.cubin.unwrap()
+        );
+        assert_eq!(counts(), (1, 1, 1));
+    }
     cache
         .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "sm_90")
         .unwrap();
@@ -294,12 +303,13 @@ fn ptx_cache_compiles_once_per_program_and_arch() {
         3,
         "arch and defines are part of the key"
     );
-    // A virtual architecture has PTX only.
+    // A virtual architecture has PTX and a log, no cubin and no ptxas report.
     let virtual_arch = cache
         .get_or_compile(KernelSource::SpmmCsrF32, &cfg.defines(), "compute_90")
         .unwrap();
     assert!(virtual_arch.cubin.is_none() && virtual_arch.ptx.contains(".target sm_90"));
-    assert_eq!((files("ptx").len(), files("cubin").len()), (4, 3));
+    assert!(virtual_arch.report().is_none());
+    assert_eq!(counts(), (4, 3, 4));
     let version = nvrtc_version().unwrap();
     let k = |arch: &str, v: (i32, i32)| {
         PtxCache::key(KernelSource::SpmmCsrF32, &cfg.defines(), arch, v)
@@ -317,13 +327,13 @@ fn the_hopper_kernel_compiles_to_an_sm_90a_cubin_beside_its_ptx() {
     let compiled = compile_program(KernelSource::SpmmVnmWgmmaF16, &cfg.defines(), "sm_90a")
         .unwrap_or_else(|e| panic!("{cfg}: {e}"));
     assert!(compiled.ptx.contains(".target sm_90a"), "{cfg}");
-    let cubin = compiled.cubin.expect("a cubin for sm_90a");
+    let cubin = compiled.cubin.as_ref().expect("a cubin for sm_90a");
     // An ELF object whose machine is CUDA (EM_CUDA = 190, little-endian at offset 18).
     assert_eq!(&cubin[..4], b"\x7fELF");
     assert_eq!(u16::from_le_bytes([cubin[18], cubin[19]]), 190);
     // ptxas's report is the product kernel's (the split-K reduction, 32 registers, comes
     // first in the log).
-    let report = compiled.report.expect("ptxas's report in NVRTC's log");
+    let report = compiled.report().expect("ptxas's report in NVRTC's log");
     assert!(
         report.registers > 32 && report.spill_bytes == 0,
         "{report:?}"

@@ -10,8 +10,8 @@
 #![cfg(feature = "cuda")]
 
 use kernels::cuda::{
-    env_exclusions, exact_values, format_reading, random_vnm, reading_defines, reading_variants,
-    vnm_from_nm, wgmma_configs, CudaDevice, Gpu, WgmmaConfig, WgmmaExclusions,
+    env_exclusions, exact_values, format_reading, ptxas_summary, random_vnm, reading_defines,
+    reading_variants, vnm_from_nm, wgmma_configs, CudaDevice, Gpu, WgmmaConfig, WgmmaExclusions,
 };
 use kernels::{build_mask, spmm_reference, NmMatrix, Pattern, SparseMatrix, VnmMatrix};
 
@@ -60,7 +60,9 @@ fn fp16_mismatch(got: &[f32], want: &[f32]) -> Option<String> {
 }
 
 /// Compiles `configs` on all cores at once (NVRTC is the slow part), each program once (the
-/// split-K factor and the raster are launch arguments).
+/// split-K factor and the raster are launch arguments), and says what this machine's ptxas
+/// made of them: a compiler other than the one CI checks with may spill or serialise the
+/// `wgmma`s (which costs speed, not correctness).
 fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
     let configs: Vec<WgmmaConfig> = configs
         .iter()
@@ -73,11 +75,14 @@ fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
         .min(16);
     let chunk = configs.len().div_ceil(threads).max(1);
     let start = std::time::Instant::now();
+    let reports = std::sync::Mutex::new(vec![]);
     std::thread::scope(|s| {
         for part in configs.chunks(chunk) {
+            let reports = &reports;
             s.spawn(move || {
                 for c in part {
-                    dev.prepare_wgmma(c).unwrap_or_else(|e| panic!("{c}: {e}"));
+                    let r = dev.prepare_wgmma(c).unwrap_or_else(|e| panic!("{c}: {e}"));
+                    reports.lock().unwrap().push((c.to_string(), r));
                 }
             });
         }
@@ -89,6 +94,8 @@ fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
         configs.len(),
         start.elapsed().as_secs_f64()
     );
+    let reports = reports.into_inner().unwrap();
+    eprintln!("device {}", ptxas_summary(&reports));
 }
 
 /// [`check`] against `a`'s own product.

@@ -17,6 +17,7 @@ use cudarc::nvrtc::Ptx;
 use super::config::{CsrConfig, VnmConfig};
 use super::device_memory::{DeviceCsr, DeviceMatrixF16, DeviceVecF32, DeviceVnm};
 use super::nvrtc::{compile_program, Compiled, PtxCache};
+use super::ptxas::PtxasReport;
 use super::source::KernelSource;
 use super::tensor_map::{TensorMapArg, TensorMapKey};
 use super::{csr_device_arrays, CsrLaunch, CudaError, DeviceInfo, Timing, VnmLaunch};
@@ -29,10 +30,13 @@ pub(crate) fn driver_err(op: &'static str) -> impl Fn(DriverError) -> CudaError 
     }
 }
 
-/// A loaded kernel (its module stays alive with it).
+/// A loaded kernel (its module stays alive with it) and the report of the ptxas that made it.
 #[derive(Clone)]
-struct Loaded {
-    function: CudaFunction,
+pub(super) struct Loaded {
+    pub(super) function: CudaFunction,
+    /// `None` where the device loaded the program's PTX (a later architecture, or a refused
+    /// cubin): the driver's ptxas made that code.
+    pub(super) report: Option<PtxasReport>,
 }
 
 /// A program (source and defines) and the entry point loaded from it.
@@ -180,15 +184,30 @@ impl CudaDevice {
         arch: &'static str,
         entry: &'static str,
     ) -> Result<CudaFunction, CudaError> {
+        self.loaded(kernel, defines, shared_bytes, arch, entry)
+            .map(|l| l.function)
+    }
+
+    /// [`CudaDevice::entry`] with the compile's report.
+    pub(super) fn loaded(
+        &self,
+        kernel: KernelSource,
+        defines: Vec<(&'static str, usize)>,
+        shared_bytes: usize,
+        arch: &'static str,
+        entry: &'static str,
+    ) -> Result<Loaded, CudaError> {
         let key = (kernel, defines, entry);
         if let Some(l) = self.functions.lock().map_err(poisoned)?.get(&key) {
-            return Ok(l.function.clone());
+            return Ok(l.clone());
         }
         let compiled = match &self.cache {
             Some(c) => c.get_or_compile(kernel, &key.1, arch)?,
             None => compile_program(kernel, &key.1, arch)?,
         };
-        let module = self.load(compiled, arch)?;
+        let report = compiled.report();
+        let (module, from_cubin) = self.load(compiled, arch)?;
+        let report = report.filter(|_| from_cubin);
         let function = module
             .load_function(entry)
             .map_err(driver_err("cuModuleGetFunction"))?;
@@ -202,28 +221,29 @@ impl CudaDevice {
                 )
                 .map_err(driver_err("cuFuncSetAttribute"))?;
         }
-        self.functions.lock().map_err(poisoned)?.insert(
-            key,
-            Loaded {
-                function: function.clone(),
-            },
-        );
-        Ok(function)
+        let loaded = Loaded { function, report };
+        self.functions
+            .lock()
+            .map_err(poisoned)?
+            .insert(key, loaded.clone());
+        Ok(loaded)
     }
 
     /// Loads a compiled program: its cubin where NVRTC made it for an architecture this device
     /// runs (no second compile by the driver), else its PTX through the driver's JIT, which
     /// is also the fallback where the driver refuses the cubin.
-    fn load(&self, compiled: Compiled, arch: &str) -> Result<Arc<CudaModule>, CudaError> {
+    /// Says whether the cubin was loaded.
+    fn load(&self, compiled: Compiled, arch: &str) -> Result<(Arc<CudaModule>, bool), CudaError> {
         let mut refused = String::new();
         if let Some(cubin) = compiled.cubin.filter(|_| cubin_runs_on(arch, self.info.sm)) {
             match self.ctx.load_module(Ptx::from_binary(cubin)) {
-                Ok(module) => return Ok(module),
+                Ok(module) => return Ok((module, true)),
                 Err(e) => refused = format!("; its {arch} cubin was refused first: {e}"),
             }
         }
         self.ctx
             .load_module(Ptx::from_src(compiled.ptx))
+            .map(|module| (module, false))
             .map_err(|e| CudaError::Driver {
                 op: "cuModuleLoadData",
                 reason: format!("{e}{refused}"),

@@ -4,19 +4,21 @@
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use super::device::{driver_err, poisoned, CudaDevice};
+use super::device::{driver_err, poisoned, CudaDevice, Loaded};
 use super::device_memory::{DeviceMatrixF16, DeviceVnm};
 use super::source::KernelSource;
 use super::tensor_map::TensorMapArg;
 use super::{
-    env_exclusions, env_reading, reading_defines, CudaError, WgmmaConfig, WgmmaLaunch,
+    env_exclusions, env_reading, reading_defines, CudaError, PtxasReport, WgmmaConfig, WgmmaLaunch,
     WGMMA_REDUCE_THREADS,
 };
 use crate::VnmMatrix;
 
 impl CudaDevice {
-    /// Compiles and loads a Hopper configuration without running it.
-    pub fn prepare_wgmma(&self, cfg: &WgmmaConfig) -> Result<(), CudaError> {
+    /// Compiles and loads a Hopper configuration without running it; returns the report of
+    /// the ptxas that made its cubin (this machine's NVRTC: registers, spills, serialised
+    /// `wgmma`s).
+    pub fn prepare_wgmma(&self, cfg: &WgmmaConfig) -> Result<Option<PtxasReport>, CudaError> {
         self.prepare_wgmma_with(cfg, Self::wgmma_reading(cfg)?)
     }
 
@@ -26,8 +28,8 @@ impl CudaDevice {
         &self,
         cfg: &WgmmaConfig,
         extra: Vec<(&'static str, usize)>,
-    ) -> Result<(), CudaError> {
-        self.product_function(cfg, extra).map(|_| ())
+    ) -> Result<Option<PtxasReport>, CudaError> {
+        self.product_loaded(cfg, extra).map(|l| l.report)
     }
 
     /// The product kernel of `cfg` built with `extra` `#define`s, compiled and loaded on first
@@ -37,16 +39,21 @@ impl CudaDevice {
         cfg: &WgmmaConfig,
         extra: Vec<(&'static str, usize)>,
     ) -> Result<CudaFunction, CudaError> {
+        self.product_loaded(cfg, extra).map(|l| l.function)
+    }
+
+    /// [`CudaDevice::product_function`] with the compile's report.
+    fn product_loaded(
+        &self,
+        cfg: &WgmmaConfig,
+        extra: Vec<(&'static str, usize)>,
+    ) -> Result<Loaded, CudaError> {
         cfg.validate()?;
         self.require_sm90(cfg)?;
         let mut defines = cfg.defines();
         defines.extend(extra);
-        self.function(
-            KernelSource::SpmmVnmWgmmaF16,
-            defines,
-            cfg.shared_bytes(),
-            "sm_90a",
-        )
+        let kernel = KernelSource::SpmmVnmWgmmaF16;
+        self.loaded(kernel, defines, cfg.shared_bytes(), "sm_90a", kernel.name())
     }
 
     /// The `#define`s of the `wgmma` layout reading chosen through `COTUNE_WGMMA_READING`

@@ -61,7 +61,7 @@ pub use pack::{
     emulate_vnm, f16_device_layout, from_f16_bits, pack_vnm, packed_slots, pad_rows_f16, padded_ld,
     to_f16_bits, vnm_from_nm, VnmPacked,
 };
-pub use ptxas::{parse_ptxas, PtxasReport};
+pub use ptxas::{parse_ptxas, ptxas_summary, PtxasReport};
 pub use random::{exact_values, random_csr, random_vnm, vnm_mask};
 pub use source::{describe_defines, program_of, KernelSource};
 pub use space::*;

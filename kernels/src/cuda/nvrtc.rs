@@ -38,17 +38,24 @@ pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
 /// A program compiled by NVRTC: its PTX and, for a real architecture (`sm_90a`, not
 /// `compute_90a`), the machine code NVRTC's own ptxas made of it, which a device of that
 /// architecture loads as it is, without the driver compiling the PTX a second time, and
-/// that ptxas's report (registers, spills, serialised `wgmma`s).
+/// NVRTC's log with that ptxas's `-v` report (registers, spills, serialised `wgmma`s).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Compiled {
     /// The PTX (what a device of a later architecture compiles forward).
     pub ptx: String,
     /// The cubin; `None` for a virtual architecture.
     pub cubin: Option<Vec<u8>>,
-    /// ptxas's `-v` report of the program's last kernel (the product; a program's helper
-    /// kernels come first); `None` for a virtual architecture and for a program read from
-    /// the [`PtxCache`].
-    pub report: Option<PtxasReport>,
+    /// NVRTC's log of the compile: the front end's warnings, and for a real architecture
+    /// ptxas's report.
+    pub log: String,
+}
+
+impl Compiled {
+    /// ptxas's report of the program's last kernel (the product: a program's helper kernels
+    /// come first); `None` for a virtual architecture.
+    pub fn report(&self) -> Option<PtxasReport> {
+        parse_ptxas(&self.log)
+    }
 }
 
 /// Whether NVRTC makes machine code for `arch`: `sm_*` targets are real, `compute_*` virtual.
@@ -148,8 +155,11 @@ fn nvrtc_compile(name: &str, src: &str, arch: &str) -> Result<Compiled, String> 
         });
     }
     let ptx = unsafe { result::get_ptx(program.0) }.map_err(|e| format!("nvrtcGetPTX: {e:?}"))?;
-    let (cubin, report) = if !is_real_arch(arch) {
-        (None, None)
+    let log = unsafe { result::get_program_log(program.0) }
+        .map(|l| c_text(&l))
+        .map_err(|e| format!("nvrtcGetProgramLog: {e:?}"))?;
+    let cubin = if !is_real_arch(arch) {
+        None
     } else {
         let mut size = 0usize;
         unsafe { sys::nvrtcGetCUBINSize(program.0, &mut size) }
@@ -159,15 +169,12 @@ fn nvrtc_compile(name: &str, src: &str, arch: &str) -> Result<Compiled, String> 
         unsafe { sys::nvrtcGetCUBIN(program.0, cubin.as_mut_ptr().cast()) }
             .result()
             .map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))?;
-        let log = unsafe { result::get_program_log(program.0) }
-            .map(|l| c_text(&l))
-            .map_err(|e| format!("nvrtcGetProgramLog: {e:?}"))?;
-        ((size > 0).then_some(cubin), parse_ptxas(&log))
+        (size > 0).then_some(cubin)
     };
     Ok(Compiled {
         ptx: c_text(&ptx),
         cubin,
-        report,
+        log,
     })
 }
 
@@ -182,11 +189,11 @@ fn c_text(buffer: &[c_char]) -> String {
 }
 
 /// Compiled programs in a folder (the engine passes `<store>/ptx/`), one per digest of
-/// (program text, arch, NVRTC version): `<digest>.ptx` and, for a real architecture,
-/// `<digest>.cubin` beside it. Files are written to a temporary name and renamed into place,
-/// the cubin before the PTX, so a reader never sees half a file and a PTX file means its
-/// entry is whole. An entry for a real architecture without its cubin (written before cubins
-/// were kept) is compiled again.
+/// (program text, arch, NVRTC version): `<digest>.ptx`, NVRTC's log `<digest>.log` and, for
+/// a real architecture, `<digest>.cubin`. Files are written to a temporary name and renamed
+/// into place, the PTX last, so a reader never sees half a file and a PTX file means its
+/// entry is whole. An entry for a real architecture without its cubin or log (written before
+/// they were kept) is compiled again.
 #[derive(Debug, Clone)]
 pub struct PtxCache {
     dir: PathBuf,
@@ -230,30 +237,31 @@ impl PtxCache {
         arch: &'static str,
     ) -> Result<Compiled, CudaError> {
         let key = Self::key(kernel, defines, arch, nvrtc_version()?);
-        let ptx_path = self.dir.join(format!("{key}.ptx"));
-        let cubin_path = self.dir.join(format!("{key}.cubin"));
-        if let Ok(ptx) = fs::read_to_string(&ptx_path) {
+        let path = |ext: &str| self.dir.join(format!("{key}.{ext}"));
+        if let Ok(ptx) = fs::read_to_string(path("ptx")) {
+            let log = fs::read_to_string(path("log"));
             if !is_real_arch(arch) {
                 return Ok(Compiled {
                     ptx,
                     cubin: None,
-                    report: None,
+                    log: log.unwrap_or_default(),
                 });
             }
-            if let Ok(cubin) = fs::read(&cubin_path) {
+            if let (Ok(cubin), Ok(log)) = (fs::read(path("cubin")), log) {
                 return Ok(Compiled {
                     ptx,
                     cubin: Some(cubin),
-                    report: None,
+                    log,
                 });
             }
         }
         let compiled = compile_program(kernel, defines, arch)?;
         fs::create_dir_all(&self.dir).map_err(|e| cache_error(e, &self.dir))?;
         if let Some(cubin) = &compiled.cubin {
-            self.write(&key, &cubin_path, cubin)?;
+            self.write(&key, &path("cubin"), cubin)?;
         }
-        self.write(&key, &ptx_path, compiled.ptx.as_bytes())?;
+        self.write(&key, &path("log"), compiled.log.as_bytes())?;
+        self.write(&key, &path("ptx"), compiled.ptx.as_bytes())?;
         Ok(compiled)
     }
 

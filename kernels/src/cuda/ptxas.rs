@@ -43,3 +43,79 @@ pub fn parse_ptxas(log: &str) -> Option<PtxasReport> {
         wgmma_serialized,
     })
 }
+
+/// One line on a set of programs' reports: how many there are, their registers, and the
+/// programs that spill or whose `wgmma`s were serialised (the first three named). `reports`
+/// pairs a program's name with its report, `None` where none was made.
+pub fn ptxas_summary(reports: &[(String, Option<PtxasReport>)]) -> String {
+    let known: Vec<(&str, PtxasReport)> = reports
+        .iter()
+        .filter_map(|(name, r)| r.map(|r| (name.as_str(), r)))
+        .collect();
+    let named = |what: &str, bad: Vec<String>| match bad.len() {
+        0 => format!("{what} in none"),
+        n => format!(
+            "{what} in {n} ({}{})",
+            bad[..n.min(3)].join("; "),
+            if n > 3 { "; ..." } else { "" }
+        ),
+    };
+    let spills = known
+        .iter()
+        .filter(|(_, r)| r.spill_bytes > 0)
+        .map(|(name, r)| format!("{name}: {} bytes", r.spill_bytes))
+        .collect();
+    let serialized = known
+        .iter()
+        .filter(|(_, r)| r.wgmma_serialized)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let registers: Vec<usize> = known.iter().map(|(_, r)| r.registers).collect();
+    format!(
+        "ptxas: {} of {} programs reported, registers {}, {}, {}",
+        known.len(),
+        reports.len(),
+        match (registers.iter().min(), registers.iter().max()) {
+            (Some(lo), Some(hi)) => format!("{lo}..{hi}"),
+            _ => "unknown".to_string(),
+        },
+        named("spills", spills),
+        named("serialised wgmmas", serialized)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_counts_registers_and_names_spills_and_serialised_wgmmas() {
+        let report = |registers, spill_bytes, wgmma_serialized| {
+            Some(PtxasReport {
+                registers,
+                spill_bytes,
+                wgmma_serialized,
+            })
+        };
+        let mut reports = vec![
+            ("a".to_string(), report(90, 0, false)),
+            ("b".to_string(), report(200, 16, false)),
+            ("c".to_string(), None),
+            ("d".to_string(), report(168, 0, true)),
+        ];
+        assert_eq!(
+            ptxas_summary(&reports),
+            "ptxas: 3 of 4 programs reported, registers 90..200, spills in 1 (b: 16 bytes), \
+             serialised wgmmas in 1 (d)"
+        );
+        reports.extend((0..3).map(|i| (format!("e{i}"), report(64, 8, false))));
+        assert!(ptxas_summary(&reports).contains(
+            "registers 64..200, spills in 4 (b: 16 bytes; e0: 8 bytes; e1: 8 bytes; ...)"
+        ));
+        assert_eq!(
+            ptxas_summary(&[("c".to_string(), None)]),
+            "ptxas: 0 of 1 programs reported, registers unknown, spills in none, serialised \
+             wgmmas in none"
+        );
+    }
+}
