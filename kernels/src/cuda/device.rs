@@ -172,24 +172,12 @@ impl CudaDevice {
         arch: &'static str,
     ) -> Result<CudaFunction, CudaError> {
         self.entry(kernel, defines, shared_bytes, arch, kernel.name())
-    }
-
-    /// Entry point `entry` of a program (a source with its defines), compiled and loaded on
-    /// first use.
-    pub(super) fn entry(
-        &self,
-        kernel: KernelSource,
-        defines: Vec<(&'static str, usize)>,
-        shared_bytes: usize,
-        arch: &'static str,
-        entry: &'static str,
-    ) -> Result<CudaFunction, CudaError> {
-        self.loaded(kernel, defines, shared_bytes, arch, entry)
             .map(|l| l.function)
     }
 
-    /// [`CudaDevice::entry`] with the compile's report.
-    pub(super) fn loaded(
+    /// Entry point `entry` of a program (a source with its defines), compiled and loaded on
+    /// first use, with the compile's report.
+    pub(super) fn entry(
         &self,
         kernel: KernelSource,
         defines: Vec<(&'static str, usize)>,

@@ -53,7 +53,7 @@ impl CudaDevice {
         let mut defines = cfg.defines();
         defines.extend(extra);
         let kernel = KernelSource::SpmmVnmWgmmaF16;
-        self.loaded(kernel, defines, cfg.shared_bytes(), "sm_90a", kernel.name())
+        self.entry(kernel, defines, cfg.shared_bytes(), "sm_90a", kernel.name())
     }
 
     /// The `#define`s of the `wgmma` layout reading chosen through `COTUNE_WGMMA_READING`
@@ -126,6 +126,7 @@ impl CudaDevice {
                 "sm_90a",
                 name,
             )
+            .map(|l| l.function)
         };
         let resident = self.resident_clusters(cfg, || entry("spmm_vnm_wgmma_f16"))?;
         let launch = WgmmaLaunch::new(a.dims, b.cols, b.ld, c.ld, cfg, resident)?;
