@@ -14,8 +14,8 @@ use bench_support::{
     screen_and_time_until, setup, Row, Setup, BATCH, REPS, SETS, WARMUP,
 };
 use kernels::cuda::{
-    env_exclusions, exact_values, random_vnm, vnm_configs, wgmma_configs, wgmma_cycles,
-    DeviceMatrixF16, Gpu, GpuModel, Timing, VnmConfig, WgmmaConfig,
+    env_exclusions, exact_values, ptxas_summary, random_vnm, vnm_configs, wgmma_configs,
+    wgmma_cycles, DeviceMatrixF16, Gpu, GpuModel, Timing, VnmConfig, WgmmaConfig,
 };
 
 /// The Hopper kernel (sparse `wgmma`) against cuBLAS fp16 and the `mma.sp` kernel, in the same
@@ -74,18 +74,20 @@ fn bench_wgmma_vs_cublas_bert() {
     }
     let t0 = Instant::now();
     prepare_all(&dev, &ampere).unwrap();
+    // The device ptxas's report of every Hopper program (`wgmma_programs.csv`, beside the
+    // table by `config`): registers, spills, serialised wgmmas.
+    let reports = std::sync::Mutex::new(vec![]);
     std::thread::scope(|s| {
         let threads = std::thread::available_parallelism()
             .map_or(4, |n| n.get())
             .min(16);
         for part in hopper.chunks(hopper.len().div_ceil(threads).max(1)) {
-            let dev = &dev;
+            let (dev, reports) = (&dev, &reports);
             s.spawn(move || {
-                part.iter()
-                    .filter(|c| c.is_program_canonical())
-                    .for_each(|c| {
-                        dev.prepare_wgmma(c).unwrap();
-                    })
+                for c in part.iter().filter(|c| c.is_program_canonical()) {
+                    let r = dev.prepare_wgmma(c).unwrap();
+                    reports.lock().unwrap().push((c.to_string(), r));
+                }
             });
         }
     });
@@ -95,6 +97,18 @@ fn bench_wgmma_vs_cublas_bert() {
         ampere.len(),
         t0.elapsed().as_secs_f64()
     );
+    let mut reports = reports.into_inner().unwrap();
+    reports.sort_by(|a, b| a.0.cmp(&b.0));
+    eprintln!("device {}", ptxas_summary(&reports));
+    let mut programs = String::from("config,registers,spill_bytes,wgmma_serialized\n");
+    for (config, r) in reports.iter().filter_map(|(c, r)| r.map(|r| (c, r))) {
+        let _ = writeln!(
+            programs,
+            "\"{config}\",{},{},{}",
+            r.registers, r.spill_bytes, r.wgmma_serialized
+        );
+    }
+    std::fs::write(out.join("wgmma_programs.csv"), programs).unwrap();
 
     // Copy bandwidth: 256 MB device to device, read once and written once.
     let big = 64 << 20;

@@ -219,8 +219,7 @@ impl CudaDevice {
 
     /// Loads a compiled program: its cubin where NVRTC made it for an architecture this device
     /// runs (no second compile by the driver), else its PTX through the driver's JIT, which
-    /// is also the fallback where the driver refuses the cubin.
-    /// Says whether the cubin was loaded.
+    /// is also the fallback where the driver refuses the cubin; says whether the cubin loaded.
     fn load(&self, compiled: Compiled, arch: &str) -> Result<(Arc<CudaModule>, bool), CudaError> {
         let mut refused = String::new();
         if let Some(cubin) = compiled.cubin.filter(|_| cubin_runs_on(arch, self.info.sm)) {
