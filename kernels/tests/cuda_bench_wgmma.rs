@@ -76,29 +76,17 @@ fn bench_wgmma_vs_cublas_bert() {
     prepare_all(&dev, &ampere).unwrap();
     // The device ptxas's report of every Hopper program (`wgmma_programs.csv`, beside the
     // table by `config`): registers, spills, serialised wgmmas.
-    let reports = std::sync::Mutex::new(vec![]);
-    std::thread::scope(|s| {
-        let threads = std::thread::available_parallelism()
-            .map_or(4, |n| n.get())
-            .min(16);
-        for part in hopper.chunks(hopper.len().div_ceil(threads).max(1)) {
-            let (dev, reports) = (&dev, &reports);
-            s.spawn(move || {
-                for c in part.iter().filter(|c| c.is_program_canonical()) {
-                    let r = dev.prepare_wgmma(c).unwrap();
-                    reports.lock().unwrap().push((c.to_string(), r));
-                }
-            });
-        }
-    });
+    let reports: Vec<_> = dev
+        .prepare_wgmma_all(&hopper)
+        .into_iter()
+        .map(|(c, r)| (c.to_string(), r.unwrap_or_else(|e| panic!("{c}: {e}"))))
+        .collect();
     eprintln!(
         "compiled {} + {} configurations in {:.1} s",
         hopper.len(),
         ampere.len(),
         t0.elapsed().as_secs_f64()
     );
-    let mut reports = reports.into_inner().unwrap();
-    reports.sort_by(|a, b| a.0.cmp(&b.0));
     eprintln!("device {}", ptxas_summary(&reports));
     let mut programs = String::from("config,registers,spill_bytes,wgmma_serialized\n");
     for (config, r) in reports.iter().filter_map(|(c, r)| r.map(|r| (c, r))) {

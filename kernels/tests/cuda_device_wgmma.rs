@@ -64,37 +64,19 @@ fn fp16_mismatch(got: &[f32], want: &[f32]) -> Option<String> {
 /// made of them: a compiler other than the one CI checks with may spill or serialise the
 /// `wgmma`s (which costs speed, not correctness).
 fn prepare_all(dev: &CudaDevice, configs: &[WgmmaConfig]) {
-    let configs: Vec<WgmmaConfig> = configs
-        .iter()
-        .filter(|c| c.is_program_canonical())
-        .copied()
-        .collect();
-    let configs = &configs[..];
-    let threads = std::thread::available_parallelism()
-        .map_or(4, |n| n.get())
-        .min(16);
-    let chunk = configs.len().div_ceil(threads).max(1);
     let start = std::time::Instant::now();
-    let reports = std::sync::Mutex::new(vec![]);
-    std::thread::scope(|s| {
-        for part in configs.chunks(chunk) {
-            let reports = &reports;
-            s.spawn(move || {
-                for c in part {
-                    let r = dev.prepare_wgmma(c).unwrap_or_else(|e| panic!("{c}: {e}"));
-                    reports.lock().unwrap().push((c.to_string(), r));
-                }
-            });
-        }
-    });
+    let reports: Vec<_> = dev
+        .prepare_wgmma_all(configs)
+        .into_iter()
+        .map(|(c, r)| (c.to_string(), r.unwrap_or_else(|e| panic!("{c}: {e}"))))
+        .collect();
     // What a device check's compile costs (NVRTC there, cubins loaded; programs already in
     // $COTUNE_PTX_CACHE are only loaded).
     eprintln!(
-        "compiled and loaded {} programs in {:.1} s on {threads} threads",
-        configs.len(),
+        "compiled and loaded {} programs in {:.1} s",
+        reports.len(),
         start.elapsed().as_secs_f64()
     );
-    let reports = reports.into_inner().unwrap();
     eprintln!("device {}", ptxas_summary(&reports));
 }
 

@@ -22,6 +22,39 @@ impl CudaDevice {
         self.prepare_wgmma_with(cfg, Self::wgmma_reading(cfg)?)
     }
 
+    /// [`CudaDevice::prepare_wgmma`] of every program among `configs` (each once: a canonical
+    /// configuration stands for those that differ only in launch arguments), on up to 16
+    /// threads (NVRTC is the slow part): each program, in `configs`' order, with its report or
+    /// its error.
+    pub fn prepare_wgmma_all(
+        &self,
+        configs: &[WgmmaConfig],
+    ) -> Vec<(WgmmaConfig, Result<Option<PtxasReport>, CudaError>)> {
+        let programs: Vec<WgmmaConfig> = configs
+            .iter()
+            .filter(|c| c.is_program_canonical())
+            .copied()
+            .collect();
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get().min(16));
+        let chunk = programs.len().div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            let parts: Vec<_> = programs
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || {
+                        part.iter()
+                            .map(|c| (*c, self.prepare_wgmma(c)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|p| p.join().expect("a compile thread panicked"))
+                .collect()
+        })
+    }
+
     /// [`CudaDevice::prepare_wgmma`] with `extra` `#define`s in place of the environment's
     /// reading (as [`CudaDevice::launch_wgmma_with`] takes them).
     pub fn prepare_wgmma_with(
