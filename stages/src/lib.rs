@@ -2,8 +2,8 @@
 //! nothing of the dataflow or the store (DESIGN.md, "Workspace").
 //!
 //! - [`model`]: architectures ([`ModelSpec`]) and weights as plain data ([`Weights`]).
-//! - [`train`]: seeded, reproducible training ([`train()`], [`accuracy`]).
-//! - [`prune`]: magnitude and OBS pruning into the kernels' patterns, fine-tuned with fixed masks.
+//! - [`train`](mod@train): seeded, reproducible training ([`train()`], [`accuracy`]).
+//! - [`prune`](mod@prune): magnitude and OBS pruning into the kernels' patterns, fine-tuned with fixed masks.
 #![forbid(missing_docs)]
 // `deny`, not `forbid`: train/malloc.rs holds the one allowed FFI call (see there).
 #![deny(unsafe_code)]

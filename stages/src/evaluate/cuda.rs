@@ -13,12 +13,13 @@
 //! - Layers whose format no CUDA kernel implements run as CSR, as their tuning did
 //!   ([`cuda_runnable`]).
 
-use super::{
-    add_bias_relu, agreement, chain_of, check_shapes, guiding_tuning, speedup, weight_bytes,
-    BatchLatency, Evaluation, LayerRun,
-};
+use super::measured::{dense_model, layer_macs, weight_bytes};
+use super::points::guiding_tuning;
+use super::reference::{agreement, check_shapes};
+use super::{speedup, BatchLatency, Evaluation, LayerRun};
 use crate::kernel_tune::cuda::{cuda_runnable, message, ranked_space, REPS};
 use crate::kernel_tune::summarise;
+use crate::model::{Arch, Layer, LayerKind, Weights};
 use crate::StageError;
 use datasets::Dataset;
 use kernels::cuda::{cuda_space, cuda_spaces, Gpu, GpuModel};
@@ -173,9 +174,41 @@ pub fn evaluate_cuda(
         latencies,
         weight_bytes,
         dense_weight_bytes,
-        dense_model: super::dense_model(&model),
-        layer_macs: super::layer_macs(&model),
+        dense_model: dense_model(&model),
+        layer_macs: layer_macs(&model),
     })
+}
+
+/// Adds each row's bias to a layer's output (`rows × batch`, row-major) and applies ReLU unless
+/// it is the last layer.
+fn add_bias_relu(out: &mut [f32], bias: &[f32], batch: usize, relu: bool) {
+    for (row, b) in out.chunks_mut(batch.max(1)).zip(bias) {
+        for v in row.iter_mut() {
+            let x = *v + b;
+            // An unconditional store (see `graph::relu`); NaN stays NaN.
+            *v = if relu && x < 0.0 { 0.0 } else { x };
+        }
+    }
+}
+
+/// A chain of the layers' linear products (ReLU between), for the backends that run MLPs
+/// only: the structure [`agreement`]'s reference follows.
+fn chain_of(layers: &[LayerRun]) -> Weights {
+    Weights {
+        layers: layers
+            .iter()
+            .map(|l| Layer {
+                name: l.name.clone(),
+                kind: LayerKind::Linear,
+                shape: vec![l.matrix.rows(), l.matrix.cols()],
+                weight: vec![],
+                bias: l.bias.clone(),
+            })
+            .collect(),
+        image_shape: None,
+        arch: Arch::Chain,
+        params: vec![],
+    }
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ impl Speedup {
 }
 
 /// Times `model` and `baseline` alternately (one warm-up call of each first), in pairs whose
-/// order varies ([`rounds`]) so that neither always runs first, until `budget_s` has passed (at
+/// order varies (`rounds`) so that neither always runs first, until `budget_s` has passed (at
 /// least `min_pairs`, at most `max_pairs`). Returns each side's samples (microseconds), pair
 /// `i` being the `i`-th of each.
 pub fn alternate<E>(

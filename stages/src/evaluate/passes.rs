@@ -288,7 +288,8 @@ impl kernels::HostOp for Pass<'_, '_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{points_at, LayerRun};
+    use super::super::points::points_at;
+    use super::super::LayerRun;
     use super::*;
     use kernels::Pattern;
 

@@ -32,7 +32,8 @@
 use super::cuda_check::check_fastest;
 pub use super::cuda_check::CHECK_COLUMNS;
 pub use super::cuda_ranking::{ranked_space, ranked_spaces, Ranked};
-use super::{search, summarise, Measured, TuneSpec, Tuned};
+use super::search::search;
+use super::{summarise, Measured, TuneSpec, Tuned};
 use crate::StageError;
 use kernels::cuda::{cuda_space, cuda_spaces, CudaDevice, CudaError, Gpu, GpuModel, PtxCache};
 use kernels::{KernelFamily, Mask, ParamPoint, Pattern, PatternKind, SparseMatrix};

@@ -1,5 +1,5 @@
 //! Models as plain data: the [`ModelSpec`] of the experiment file, and [`Weights`], the ordered
-//! layers of a network with row-major `f32` values. Candle only appears in [`net`], which turns
+//! layers of a network with row-major `f32` values. Candle only appears in `net`, which turns
 //! weights into trainable variables and back; everything downstream (prune, evaluate) reads
 //! [`Weights`].
 //!

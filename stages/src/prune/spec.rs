@@ -152,7 +152,7 @@ pub struct PruneSpec {
     pub keep_dense: Option<Vec<String>>,
     /// Per-layer points: the named layers take their own pattern instead of `pattern`
     /// ([`Pattern::Dense`] leaves a layer dense). Empty for a uniform pruning. Every layer in
-    /// it must exist in the model (checked by [`prune`]).
+    /// it must exist in the model (checked by [`crate::prune()`]).
     pub layer_patterns: Vec<(String, Pattern)>,
 }
 
