@@ -192,6 +192,21 @@ fn every_hopper_configuration_compiles_for_sm90a() {
                             .unwrap()
                             .push(format!("{cfg}: TMA tensor copies present iff TMA = 1"));
                     }
+                    // A register count the setmaxnreg split does not fit hangs the device;
+                    // a setmaxnreg ptxas would not honour is named in its log.
+                    let ptxas_lines = compiled.log.lines().filter(|l| l.starts_with("ptxas"));
+                    if ptxas_lines.clone().any(|l| l.contains("setmaxnreg")) {
+                        failures.lock().unwrap().push(format!(
+                            "{cfg}: {}",
+                            ptxas_lines.collect::<Vec<_>>().join("\n")
+                        ));
+                    }
+                    if let Some(Err(e)) = compiled
+                        .report()
+                        .map(|r| cfg.check_register_split(r.registers))
+                    {
+                        failures.lock().unwrap().push(format!("{cfg}: {e}"));
+                    }
                     match compiled.report() {
                         Some(r) if r.spill_bytes == 0 && !r.wgmma_serialized => {
                             registers.lock().unwrap().push(r.registers)

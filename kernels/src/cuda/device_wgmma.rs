@@ -75,7 +75,9 @@ impl CudaDevice {
         self.product_loaded(cfg, extra).map(|l| l.function)
     }
 
-    /// [`CudaDevice::product_function`] with the compile's report.
+    /// [`CudaDevice::product_function`] with the compile's report. A cubin whose register
+    /// count the kernel's `setmaxnreg` split does not fit is refused
+    /// ([`WgmmaConfig::check_register_split`]): launched, it would hang the device's context.
     fn product_loaded(
         &self,
         cfg: &WgmmaConfig,
@@ -86,7 +88,16 @@ impl CudaDevice {
         let mut defines = cfg.defines();
         defines.extend(extra);
         let kernel = KernelSource::SpmmVnmWgmmaF16;
-        self.entry(kernel, defines, cfg.shared_bytes(), "sm_90a", kernel.name())
+        let loaded = self.entry(kernel, defines, cfg.shared_bytes(), "sm_90a", kernel.name())?;
+        if let Some(report) = &loaded.report {
+            cfg.check_register_split(report.registers)
+                .map_err(|reason| CudaError::Config {
+                    kernel: "spmm_vnm_wgmma_f16",
+                    config: cfg.to_string(),
+                    reason,
+                })?;
+        }
+        Ok(loaded)
     }
 
     /// The `#define`s of the `wgmma` layout reading chosen through `COTUNE_WGMMA_READING`

@@ -67,8 +67,9 @@ pub use source::{describe_defines, program_of, KernelSource};
 pub use space::*;
 pub use wgmma::{
     wgmma_configs, WgmmaConfig, SM90_MAX_SHARED_BYTES, WGMMA_BK, WGMMA_BLOCK_ROWS, WGMMA_BM,
-    WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER, WGMMA_KEEP, WGMMA_PERSISTENT, WGMMA_PINGPONG,
-    WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES, WGMMA_SWIZZLE, WGMMA_TMA,
+    WGMMA_BN, WGMMA_BULK, WGMMA_CLUSTER, WGMMA_CONSUMER_REGISTERS, WGMMA_KEEP, WGMMA_PERSISTENT,
+    WGMMA_PINGPONG, WGMMA_PRODUCER_REGISTERS, WGMMA_RASTER, WGMMA_SPLIT_K, WGMMA_STAGES,
+    WGMMA_SWIZZLE, WGMMA_TMA,
 };
 pub use wgmma_cost::{wgmma_cycles, wgmma_cycles_with, WgmmaConstants};
 pub use wgmma_exclude::{env_exclusions, wgmma_param_values, WgmmaExclusions, WGMMA_EXCLUDE_ENV};

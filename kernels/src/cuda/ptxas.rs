@@ -17,7 +17,10 @@ pub struct PtxasReport {
 }
 
 /// Reads "Used N registers", "N bytes spill stores" and any advice that the `wgmma`s were
-/// serialised from ptxas's log.
+/// serialised from ptxas's log. A program of several entry functions (the Hopper kernel and its
+/// split-K reduction) reports the most registers any of them uses and the spills of all: ptxas
+/// lists the functions in an order of its own, and the last function's figures alone would be
+/// the reduction's 32 registers wherever it came last.
 pub fn parse_ptxas(log: &str) -> Option<PtxasReport> {
     let number_before = |line: &str, word: &str| -> Option<usize> {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -30,11 +33,12 @@ pub fn parse_ptxas(log: &str) -> Option<PtxasReport> {
     for line in log.lines() {
         wgmma_serialized |= line.contains("wgmma") && line.contains("serialized");
         if line.contains("Used") && line.contains("registers") {
-            registers = number_before(line, "registers");
+            let used = number_before(line, "registers");
+            registers = registers.max(used);
         }
         if line.contains("spill stores") {
             let part = line.split(',').find(|p| p.contains("spill stores"))?;
-            spill_bytes = number_before(part, "bytes").unwrap_or(0);
+            spill_bytes += number_before(part, "bytes").unwrap_or(0);
         }
     }
     Some(PtxasReport {
@@ -87,6 +91,27 @@ pub fn ptxas_summary(reports: &[(String, Option<PtxasReport>)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: the report was the last function's, so a program whose reduction ptxas
+    /// listed last read 32 registers and no spills.
+    #[test]
+    fn a_program_of_two_functions_reports_the_larger_and_every_spill() {
+        let function = |name: &str, registers: usize, spills: usize| {
+            format!(
+                "ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n\
+                 ptxas info    : Function properties for {name}\n\
+                 ptxas         .     0 bytes stack frame, {spills} bytes spill stores, {spills} bytes spill loads\n\
+                 ptxas info    : Used {registers} registers, used 0 barriers\n"
+            )
+        };
+        let product = function("spmm_vnm_wgmma_f16", 168, 8);
+        let reduce = function("spmm_vnm_wgmma_reduce_f16", 32, 0);
+        for log in [product.clone() + &reduce, reduce + &product] {
+            let r = parse_ptxas(&log).unwrap();
+            assert_eq!((r.registers, r.spill_bytes), (168, 8), "{log}");
+        }
+        assert_eq!(parse_ptxas("no report here"), None);
+    }
 
     #[test]
     fn the_summary_counts_registers_and_names_spills_and_serialised_wgmmas() {

@@ -77,6 +77,11 @@ pub const WGMMA_SPLIT_K: [usize; 3] = [1, 2, 4];
 pub const SM90_MAX_SHARED_BYTES: usize = 227 * 1024;
 /// The row-block heights V the kernel serves (BM divides V).
 pub const WGMMA_BLOCK_ROWS: [usize; 2] = [64, 128];
+/// Registers per thread the producer warpgroup keeps (`setmaxnreg.dec`) when there are two
+/// consumer warpgroups (the kernel's `setmaxnreg_dec<56>`).
+pub const WGMMA_PRODUCER_REGISTERS: usize = 56;
+/// Registers per thread each of two consumer warpgroups takes (`setmaxnreg_inc<224>`).
+pub const WGMMA_CONSUMER_REGISTERS: usize = 224;
 
 /// One configuration of the Hopper V:N:M kernel; each field becomes a `#define` of the same
 /// upper-case name.
@@ -268,6 +273,32 @@ impl WgmmaConfig {
         128 * (self.bm / 64 + 1)
     }
 
+    /// Checks ptxas's register count for this program (`registers` per thread, what the block
+    /// is given at launch) against the kernel's `setmaxnreg` split. With two consumer
+    /// warpgroups the producer gives registers back to the block's pool and the consumers take
+    /// them: a consumer's `setmaxnreg.inc` waits until the pool holds its new count, so a block
+    /// launched with fewer registers than the split needs hangs there, on the device only. The
+    /// split (56 + 2 × 224 over 384 threads) needs exactly the 168 that
+    /// `__launch_bounds__(384, 1)` allows; a ptxas that settled for fewer is refused here
+    /// rather than left to hang. One consumer warpgroup moves no registers: any count passes.
+    pub fn check_register_split(&self, registers: usize) -> Result<(), String> {
+        let consumers = self.bm / 64;
+        if consumers < 2 {
+            return Ok(());
+        }
+        let needed = 128 * (WGMMA_PRODUCER_REGISTERS + consumers * WGMMA_CONSUMER_REGISTERS);
+        if registers * self.threads() >= needed {
+            return Ok(());
+        }
+        Err(format!(
+            "ptxas gave the kernel {registers} registers a thread, {} for the block; its \
+             setmaxnreg split ({WGMMA_PRODUCER_REGISTERS} for the producer, \
+             {WGMMA_CONSUMER_REGISTERS} for each of {consumers} consumer warpgroups) needs \
+             {needed}, so the consumers' setmaxnreg.inc would wait forever",
+            registers * self.threads()
+        ))
+    }
+
     /// Blocks per thread-block cluster, along either dimension (1 without clusters).
     pub fn cluster_size(&self) -> usize {
         self.cluster * self.cluster_n
@@ -369,6 +400,24 @@ pub fn wgmma_configs(v: usize) -> Vec<WgmmaConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_register_split_is_the_kernels_and_needs_its_whole_launch_count() {
+        let text = crate::cuda::KernelSource::SpmmVnmWgmmaF16.text();
+        assert!(text.contains(&format!("setmaxnreg_dec<{WGMMA_PRODUCER_REGISTERS}>()")));
+        assert!(text.contains(&format!("setmaxnreg_inc<{WGMMA_CONSUMER_REGISTERS}>()")));
+        let all = wgmma_configs(128);
+        let two = all.iter().find(|c| c.bm == 128).unwrap();
+        let one = all.iter().find(|c| c.bm == 64).unwrap();
+        assert_eq!(two.check_register_split(168), Ok(()));
+        let refused = two.check_register_split(160).unwrap_err();
+        assert!(
+            refused.contains("61440") && refused.contains("64512"),
+            "{refused}"
+        );
+        assert_eq!(one.check_register_split(40), Ok(()));
+    }
+
     #[test]
     fn the_configurations_come_in_odometer_order() {
         // Each configuration's value indices, in PARAMS order, come after the one before's:
