@@ -5,6 +5,7 @@
 //! allowed; nothing runs.
 
 mod axis;
+mod batches;
 pub mod error;
 mod prune_space;
 pub mod schema;
@@ -13,6 +14,7 @@ mod study;
 mod validate;
 
 pub use axis::Axis;
+pub use batches::tuned_batches;
 pub use error::{ExperimentError, SourceMap};
 pub use search::{Constraints, SearchSpec, PER_ROUND_DEFAULT};
 pub use validate::{validate, Experiment, ModelPart};

@@ -181,7 +181,7 @@ fn request_tunings<R: StageKind>(
     tune: &dyn Fn(&Pattern, u64, u64, u64, Backend) -> PlannedTune,
 ) {
     let exp = p.experiment();
-    for t in layer_tunings(layers, &exp.backends, &exp.batch_tokens, tune) {
+    for t in layer_tunings(layers, &exp.backends, &exp.tuned_batches(), tune) {
         let (key, cal) = add(p, t);
         p.request(by, key);
         if let Some(cal) = cal {
@@ -191,8 +191,10 @@ fn request_tunings<R: StageKind>(
 }
 
 /// Plans the tunings: in a kernel-only study every (pattern, shape, batch tokens, backend) as
-/// a root; otherwise every layer format of every prune, per batch tokens and backend, requested
-/// by that prune. Each with its calibration, unless `[kernel_tune] calibrate = false`.
+/// a root; otherwise every layer format of every prune, per tuned batch size
+/// ([`crate::experiment::Experiment::tuned_batches`]: the batch tokens, and the evaluated
+/// batch sizes none of them guides) and backend, requested by that prune. Each with its
+/// calibration, unless `[kernel_tune] calibrate = false`.
 pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
     let exp = p.experiment();
     let tune = |pattern: &Pattern, rows: u64, cols: u64, batch_tokens: u64, backend| {

@@ -9,7 +9,7 @@
 //! - [`select`]: which candidates a round fine-tunes.
 //! - [`additive`]: the predicted front of a per-layer space too large to enumerate.
 //! - [`source`]: the rounds, as the driver's plan source.
-//! - [`round`]: one round observed: results read, predictors refitted, the next trials chosen.
+//! - `round`: one round observed: results read, predictors refitted, the next trials chosen.
 //! - [`verdict`]: what a search says when no trial meets its constraints.
 
 pub mod additive;

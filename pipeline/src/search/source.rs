@@ -1,6 +1,6 @@
 //! The unified search as a plan source: round 0 plans the dense reference and the cheap
 //! proxies (whose prunings request every layer × format tuning); after each round it observes
-//! the round ([`super::round`]) and plans the trials it chose. Each round is a new epoch of the
+//! the round (`round`) and plans the trials it chose. Each round is a new epoch of the
 //! same dataflow: its plan is the last one plus the chosen trials, fed as insertions.
 
 use super::front::{Objectives, ACCURACY_MARGIN};

@@ -30,13 +30,25 @@ fn params_for(layer: &LayerRun, n: usize, dense: bool) -> (ParamPoint, bool) {
     (best, true)
 }
 
-/// The tuning that guides batch size `n`: the nearest in batch tokens, if it is within 4×. A
-/// point tuned for a batch more than 4× larger or smaller is no guide (e.g. two threads tuned
-/// at 64 columns cost more in pool hand-off than a batch of 1 computes): the cost model's best
-/// point for this batch is used instead, counted as a fallback.
+/// Whether a tuning at `tuned` columns guides a product of `n` columns: it is at most 4× larger
+/// or smaller. A point tuned for a batch further away is no guide (e.g. two threads tuned at 64
+/// columns cost more in pool hand-off than a batch of 1 computes). The engine tunes every
+/// evaluated batch size that no tuned one guides, so that evaluations need no fallback.
+pub fn guides(tuned: usize, n: usize) -> bool {
+    log_distance(tuned, n) <= 4f64.ln() + 1e-9
+}
+
+/// `|ln a − ln b|`, with 0 counted as 1.
+fn log_distance(a: usize, b: usize) -> f64 {
+    ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).abs()
+}
+
+/// The tuning that guides batch size `n` ([`guides`]): the nearest in batch tokens, if it is
+/// within 4×; else the cost model's best point for this batch is used instead, counted as a
+/// fallback.
 pub(super) fn guiding_tuning(tunings: &[LayerTuning], n: usize) -> Option<&LayerTuning> {
     nearest_tuning(tunings, n)
-        .filter(|&(_, d)| d <= 4f64.ln() + 1e-9)
+        .filter(|(t, _)| guides(t.batch_tokens, n))
         .map(|(t, _)| t)
 }
 
@@ -44,10 +56,7 @@ pub(super) fn guiding_tuning(tunings: &[LayerTuning], n: usize) -> Option<&Layer
 fn nearest_tuning(tunings: &[LayerTuning], n: usize) -> Option<(&LayerTuning, f64)> {
     tunings
         .iter()
-        .map(|t| {
-            let d = ((t.batch_tokens.max(1) as f64).ln() - (n.max(1) as f64).ln()).abs();
-            (t, d)
-        })
+        .map(|t| (t, log_distance(t.batch_tokens, n)))
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
