@@ -219,6 +219,7 @@ T=$(limit 150 200)
 COTUNE_BENCH_DEADLINE_S=$(( T > 60 ? T - 35 : T / 2 )) COTUNE_BENCH_OUT="$RES" timeout "$T" \
   "$BIN/cuda_bench_wgmma" --ignored --nocapture --test-threads=1 > "$RES/bench-wgmma.log" 2>&1
 [ $? = 0 ] || { status=1; log "HOPPER BENCHMARK FAILED"; tail -20 "$RES/bench-wgmma.log"; }
+grep -A5 -e 'programs refused' "$RES/bench-wgmma.log"  # did not compile or load: left out
 grep -e 'device ptxas' "$RES/bench-wgmma.log"  # its programs: wgmma_programs.csv
 grep -v -e '^running' -e '^test ' -e '^$' "$RES/bench-wgmma.log" | tail -130
 pack
