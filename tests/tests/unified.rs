@@ -227,6 +227,38 @@ fn bad_search_input_is_refused_at_its_place() {
         None,
         "not one of [evaluate]",
     );
+    // Batch 4 is evaluated but not tuned (8 is within 4x of it): the search would have no
+    // tunings at its batch size.
+    let evaluated_4 =
+        |s: &str| experiment(s).replace("batch_sizes = [1, 8]", "batch_sizes = [1, 4, 8]");
+    ws.write(
+        "four.toml",
+        &evaluated_4("budget_epochs = 4\nbatch_size = 4"),
+    );
+    let o = ws.run(BIN, "four.toml", "store", "out", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("batch_size = 4 is not tuned") && err.contains("add 4 to batch_tokens"),
+        "{err}"
+    );
+    // Regression: batch 1 is tuned because the evaluation needs it (no tuning within 4x), so a
+    // search at batch 1 is valid though batch_tokens does not list it (it was refused).
+    let one = ws.write(
+        "one.toml",
+        &evaluated_4("budget_epochs = 4\nbatch_size = 1"),
+    );
+    let o = ws.cotune(
+        BIN,
+        &[
+            "plan",
+            one.to_str().unwrap(),
+            "--store",
+            ws.path("store").to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     ws.write(
         "grid.toml",
         &experiment("budget_epochs = 4").replace("\"unified\"", "\"grid\""),

@@ -37,8 +37,10 @@ pub struct Constraints {
 /// Full trials per round when the file does not say.
 pub const PER_ROUND_DEFAULT: u64 = 3;
 
-/// `[search]` of `raw` (`None` for grid). `batch_tokens` and `batch_sizes` are the tuned and
-/// evaluated batch sizes; the search's batch size must be both.
+/// `[search]` of `raw` (`None` for grid). `batch_tokens` are the declared tuned batch sizes
+/// and `batch_sizes` the evaluated ones; the search's batch size must be evaluated and tuned
+/// at exactly that size (declared, or added by [`super::tuned_batches`] because no declared
+/// size is within 4× of it): it predicts latency from the tunings at that size.
 pub(super) fn search_spec(
     raw: &RawExperiment,
     map: &SourceMap,
@@ -109,21 +111,37 @@ pub(super) fn search_spec(
         )
         },
     )?;
+    // Only a size some declared tuning is within 4x of (but not equal to) is left untuned.
+    let tuned = super::tuned_batches(batch_tokens, batch_sizes, true);
+    let not_tuned = |what: &str, v: u64| {
+        let near = batch_tokens
+            .iter()
+            .find(|&&t| stages::evaluate::guides(t as usize, v as usize))
+            .copied()
+            .unwrap_or(v);
+        format!("{what} = {v} is not tuned: [kernel_tune] batch_tokens {batch_tokens:?} has {near} within 4x of it, which evaluations use instead, while the search predicts latency from the tunings at exactly its batch size; add {v} to batch_tokens")
+    };
     let batch_size = match &s.batch_size {
         Some(b) => {
             let v = *b.get_ref();
             check(batch_sizes.contains(&v), map, b.span(), || {
                 format!("batch_size = {v} is not one of [evaluate] batch_sizes {batch_sizes:?}")
             })?;
-            check(batch_tokens.contains(&v), map, b.span(), || {
-                format!("batch_size = {v} is not one of [kernel_tune] batch_tokens {batch_tokens:?}: the search predicts latency from the tunings at that size")
+            check(tuned.contains(&v), map, b.span(), || {
+                not_tuned("batch_size", v)
             })?;
             v
         }
         None => {
             let largest = batch_sizes.iter().copied().max().unwrap_or(1);
-            check(batch_tokens.contains(&largest), map, at.clone(), || {
-                format!("the search's batch size (default: the largest of [evaluate] batch_sizes, {largest}) is not one of [kernel_tune] batch_tokens {batch_tokens:?}: add it there or set [search] batch_size")
+            check(tuned.contains(&largest), map, at.clone(), || {
+                format!(
+                    "{} (or set [search] batch_size)",
+                    not_tuned(
+                        "the search's batch size (default: the largest of [evaluate] batch_sizes)",
+                        largest
+                    )
+                )
             })?;
             largest
         }
