@@ -1,0 +1,104 @@
+//! Cleaning a store: the `tmp/` folders of runs that died mid-write, quarantined entries, and
+//! (`gc --keep`) entries no experiment keeps.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::error::io;
+use super::{KeyLock, Store, StoreError};
+use crate::key::AnyKey;
+
+impl Store {
+    /// Every entry folder in the store, with its key.
+    pub fn entries(&self) -> Result<Vec<(AnyKey, PathBuf)>, StoreError> {
+        let objects = self.root.join("objects");
+        let mut out = Vec::new();
+        for bucket in io(&objects, fs::read_dir(&objects))? {
+            let bucket = io(&objects, bucket)?.path();
+            if !bucket.is_dir() {
+                continue;
+            }
+            for entry in io(&bucket, fs::read_dir(&bucket))? {
+                let path = io(&bucket, entry)?.path();
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if let Some(key) = AnyKey::from_hex(name) {
+                    out.push((key, path));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Removes the unfinished writes that no live process owns: the `tmp/` folders of runs that
+    /// died (kill -9, power loss) mid-write. A live writer holds its key's lock, so its folder is
+    /// left alone. Returns (folders removed, bytes freed). Every run does this when it opens the
+    /// store.
+    pub fn sweep_tmp(&self) -> Result<(usize, u64), StoreError> {
+        let d = self.root.join("tmp");
+        let mut removed = (0, 0);
+        for e in io(&d, fs::read_dir(&d))? {
+            let p = io(&d, e)?.path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let _lock = match name.get(..64).and_then(AnyKey::from_hex) {
+                Some(key) => match KeyLock::try_acquire(&self.root.join("locks"), &key)? {
+                    Some(lock) => Some(lock),
+                    None => continue,
+                },
+                None => None,
+            };
+            removed.1 += dir_size(&p);
+            match fs::remove_dir_all(&p) {
+                Ok(()) => removed.0 += 1,
+                // Another sweeper got there first.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::Io { path: p, source: e }),
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Removes unfinished writes of dead processes and quarantined entries; with `keep`, also
+    /// every entry whose key is not in it. Returns (folders removed, bytes freed).
+    pub fn gc(
+        &self,
+        keep: Option<&std::collections::BTreeSet<AnyKey>>,
+    ) -> Result<(usize, u64), StoreError> {
+        let (mut removed, mut bytes) = self.sweep_tmp()?;
+        let mut drop_dir = |p: &Path| -> Result<(), StoreError> {
+            bytes += dir_size(p);
+            io(p, fs::remove_dir_all(p))?;
+            removed += 1;
+            Ok(())
+        };
+        let q = self.root.join("quarantine");
+        for e in io(&q, fs::read_dir(&q))? {
+            drop_dir(&io(&q, e)?.path())?;
+        }
+        if let Some(keep) = keep {
+            for (key, path) in self.entries()? {
+                if !keep.contains(&key) {
+                    drop_dir(&path)?;
+                }
+            }
+        }
+        Ok((removed, bytes))
+    }
+}
+
+fn dir_size(p: &Path) -> u64 {
+    fs::read_dir(p)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() {
+                        dir_size(&p)
+                    } else {
+                        e.metadata().map(|m| m.len()).unwrap_or(0)
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
