@@ -10,7 +10,9 @@ use crate::engine::{Engine, COTUNE_VERSION};
 use crate::plan::{Edge, Plan};
 use results::{Row, RunSummary, StageCounts, TableMeta, Value};
 use std::collections::BTreeSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use timely::worker::Worker;
@@ -70,6 +72,23 @@ pub enum DriverError {
     Worker(String),
 }
 
+/// Raised when a worker thread of this process panics (a bug: a stage's own panic is caught
+/// and recorded as its instance's failure): the other workers stop stepping instead of waiting
+/// forever for its progress, and the run ends with [`DriverError::Worker`]. In a cluster the
+/// other processes see this one's connections close and stop too (see `cluster`).
+#[derive(Clone, Default)]
+struct Abort(Arc<AtomicBool>);
+
+impl Abort {
+    fn raise(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
 /// Runs the dataflow to completion.
 pub fn execute(
     engine: Arc<Engine>,
@@ -81,24 +100,43 @@ pub fn execute(
     let cluster_c = cluster.clone();
     let (builders, others) = cluster.allocators()?;
     let config = timely::WorkerConfig::default();
+    let abort = Abort::default();
     let guards = timely::execute::execute_from(builders, others, config, move |worker| {
-        let built = dataflow::build(worker, engine.clone());
-        let src = if worker.index() == 0 {
-            source.lock().ok().and_then(|mut s| s.take())
-        } else {
-            None
-        };
-        match src {
-            Some(src) => lead(worker, built, &engine, &output, &cluster_c, src),
-            None => follow(worker, built, &engine, &output),
-        }
+        let index = worker.index();
+        let run = AssertUnwindSafe(|| {
+            let built = dataflow::build(worker, engine.clone());
+            let src = if index == 0 {
+                source.lock().ok().and_then(|mut s| s.take())
+            } else {
+                None
+            };
+            match src {
+                Some(src) => lead(worker, built, &engine, &output, &cluster_c, src, &abort),
+                None => follow(worker, built, &engine, &output, &abort),
+            }
+        });
+        catch_unwind(run).map_err(|p| {
+            abort.raise();
+            format!(
+                "worker {index}: {}",
+                crate::engine::panic_message(p.as_ref())
+            )
+        })
     })
     .map_err(DriverError::Start)?;
     let mut report = Report::default();
+    let mut stopped = vec![];
     for r in guards.join() {
-        let r = r.map_err(DriverError::Worker)?;
-        report.failed += r.failed;
-        report.errors.extend(r.errors);
+        match r.map_err(DriverError::Worker)? {
+            Ok(r) => {
+                report.failed += r.failed;
+                report.errors.extend(r.errors);
+            }
+            Err(why) => stopped.push(why),
+        }
+    }
+    if !stopped.is_empty() {
+        return Err(DriverError::Worker(stopped.join("; ")));
     }
     Ok(report)
 }
@@ -113,6 +151,7 @@ fn lead(
     output: &Output,
     cluster: &Cluster,
     mut source: Box<dyn PlanSource>,
+    abort: &Abort,
 ) -> Report {
     let Built {
         mut inputs,
@@ -154,7 +193,10 @@ fn lead(
         inputs.set_generation(&token);
         epoch += 1;
         inputs.advance_to(epoch);
-        worker.step_while(|| probe.less_than(&epoch));
+        worker.step_while(|| probe.less_than(&epoch) && !abort.raised());
+        if abort.raised() {
+            return report;
+        }
         engine.progress.done();
         let digest = plan.digest();
         let generation = match results::Generation::new(&output.out, &engine.experiment, &token) {
@@ -232,11 +274,17 @@ fn lead(
         source.epoch_done(&summary, &pareto, failed_total);
     }
     drop(inputs);
-    worker.step_while(|| !probe.done());
+    worker.step_while(|| !probe.done() && !abort.raised());
     report
 }
 
-fn follow(worker: &mut Worker, built: Built, engine: &Engine, output: &Output) -> Report {
+fn follow(
+    worker: &mut Worker,
+    built: Built,
+    engine: &Engine,
+    output: &Output,
+    abort: &Abort,
+) -> Report {
     let Built {
         inputs,
         probe,
@@ -266,7 +314,7 @@ fn follow(worker: &mut Worker, built: Built, engine: &Engine, output: &Output) -
             }
             written = frontier;
         }
-        if probe.done() {
+        if probe.done() || abort.raised() {
             break;
         }
     }

@@ -7,6 +7,17 @@
 #![forbid(unsafe_code)]
 #![forbid(missing_docs)]
 
+/// `println!` that drops the line when stdout is closed or fails (`cotune run … | head -1`)
+/// instead of panicking: a run's results go to files, and a panic on a worker thread would
+/// end the run. Regression: `cotune run … --workers 2 | head -1` hung after one worker's
+/// `println!` panicked.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 pub mod cli;
 pub mod cluster;
 pub mod dataflow;

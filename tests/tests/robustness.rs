@@ -1,5 +1,6 @@
 //! Workers and processes give the same results; kill -9 loses nothing completed; a damaged
-//! store entry is detected and recomputed; two runs sharing a store never compute a key twice.
+//! store entry is detected and recomputed; two runs sharing a store never compute a key twice;
+//! a closed stdout or a worker's panic never leaves a run hanging.
 
 use e2e::harness::{counts, keys, log_lines, run_json, tables, Workspace, STAGE_TABLES};
 use std::process::{Command, Stdio};
@@ -400,4 +401,120 @@ fn a_run_killed_mid_write_leaves_nothing_under_tmp_after_the_next_run() {
     assert!(leftovers() > 0, "the kill did not land mid-write");
     assert!(run(&ws, "s", "o", &[]).status.success());
     assert_eq!(leftovers(), 0, "tmp/ still holds a dead run's entry");
+}
+
+/// Waits for `child` at most `limit`, killing it (and failing) past that.
+fn wait_bounded(child: &mut std::process::Child, limit: Duration, what: &str) -> i32 {
+    let t0 = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if t0.elapsed() > limit {
+            drop(child.kill());
+            panic!("{what} did not finish in {limit:?}: it hung");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// Regression: `cotune run … --workers 2 | head -1` hung forever: worker 0's `println!` panicked
+// on the closed pipe and worker 1 waited for its progress (and `plan | head` panicked).
+#[test]
+fn a_closed_stdout_neither_hangs_nor_fails_a_run() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    let closed = |a: Vec<String>, what: &str| {
+        let mut child = Command::new(BIN)
+            .args(&a)
+            .env_remove("COTUNE_TEST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before the first line
+        let code = wait_bounded(&mut child, Duration::from_secs(120), what);
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(!err.contains("panicked"), "{what}: {err}");
+        (code, err)
+    };
+    let mut a = args(&ws, "s", "o");
+    a.extend(["--workers", "2"].map(String::from));
+    let (code, err) = closed(a, "run --workers 2");
+    assert_eq!(code, 0, "{err}");
+    // The run completed: its results are published and a re-run computes nothing.
+    assert!(run_json(&ws.path("o"), "rob").is_object());
+    let again = run(&ws, "s", "o", &[]);
+    assert!(again.status.success());
+    let r = run_json(&ws.path("o"), "rob");
+    assert!(STAGE_TABLES.iter().all(|s| counts(&r, s).0 == 0));
+    let store = ws.path("s").display().to_string();
+    let exp = ws.path("exp.toml").display().to_string();
+    for cmd in [
+        vec!["plan".to_string(), exp, "--store".into(), store.clone()],
+        vec!["store".into(), "ls".into(), "--store".into(), store],
+    ] {
+        let (code, err) = closed(cmd.clone(), &cmd.join(" "));
+        assert_eq!(code, 0, "{cmd:?}: {err}");
+    }
+}
+
+/// A plan source whose end-of-epoch callback panics: a bug on worker 0 outside any stage.
+struct PanicsAfterTheEpoch(Option<pipeline::plan::Plan>);
+
+impl pipeline::driver::PlanSource for PanicsAfterTheEpoch {
+    fn next(&mut self, _first: bool) -> Option<pipeline::plan::Plan> {
+        self.0.take()
+    }
+    fn epoch_done(&mut self, _: &results::RunSummary, _: &[results::Row], _: u64) {
+        panic!("a bug on worker 0");
+    }
+}
+
+// A worker thread that panics outside a stage (whose panics are caught as failed instances)
+// used to leave the other workers waiting forever for its progress.
+#[test]
+fn a_panicking_worker_stops_the_others_and_the_run_reports_it() {
+    use pipeline::driver::{execute, DriverError, Output};
+    use std::sync::{Arc, RwLock};
+    let ws = Workspace::new();
+    let file = ws.write("exp.toml", EXPERIMENT);
+    let table = e2e::table();
+    let plan = pipeline::cli::load_plan(&file, &table).unwrap();
+    let engine = Arc::new(pipeline::engine::Engine {
+        store: pipeline::store::Store::open(&ws.path("s")).unwrap(),
+        registry: Arc::new(RwLock::new(plan.nodes.clone())),
+        measure: pipeline::store::MeasureLock::for_host(),
+        experiment: plan.experiment.clone(),
+        progress: pipeline::progress::Progress::new(true, table.names()),
+        host: "localhost".into(),
+        digest: RwLock::new(plan.digest()),
+        table,
+    });
+    let cluster = pipeline::cluster::Cluster {
+        workers: 2,
+        processes: 1,
+        process: 0,
+        addresses: vec![],
+        connect_timeout: Duration::from_secs(5),
+    };
+    let out = Output { out: ws.path("o") };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = execute(
+            engine,
+            &cluster,
+            out,
+            Box::new(PanicsAfterTheEpoch(Some(plan))),
+        );
+        drop(tx.send(r.map(|_| ()).map_err(|e| e.to_string())));
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the other worker waited forever for the one that panicked");
+    let err = r.expect_err("a worker panicked: the run must not report success");
+    assert!(err.contains("worker 0: a bug on worker 0"), "{err}");
+    // The type of the error, for callers that match on it.
+    let _: fn(String) -> DriverError = DriverError::Worker;
 }

@@ -115,18 +115,21 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &StageTable) -
             e.1.push((*k, n));
         }
     }
-    println!(
+    say!(
         "experiment {} ({} instances)",
         plan.experiment,
         plan.nodes.len()
     );
-    println!(
+    say!(
         "{:<12} {:>7} {:>7} {:>7}",
-        "stage", "total", "cached", "new"
+        "stage",
+        "total",
+        "cached",
+        "new"
     );
     for stage in stages.names() {
         let (cached, new) = per.get(stage).map_or((0, 0), |(c, n)| (*c, n.len()));
-        println!("{stage:<12} {:>7} {cached:>7} {new:>7}", cached + new);
+        say!("{stage:<12} {:>7} {cached:>7} {new:>7}", cached + new);
     }
     for stage in stages.names() {
         let Some((_, new)) = per.get(stage) else {
@@ -138,7 +141,7 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &StageTable) -
             new.len().min(10)
         };
         for (k, n) in new.iter().take(shown) {
-            println!(
+            say!(
                 "  new {stage} {} [{}]: {}",
                 k.short(),
                 n.label(),
@@ -146,14 +149,14 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &StageTable) -
             );
         }
         if shown < new.len() {
-            println!(
+            say!(
                 "  ... {} more new {stage} instances (--verbose lists them)",
                 new.len() - shown
             );
         }
     }
     if let Some(later) = later {
-        println!("{later}");
+        say!("{later}");
     }
     EXIT_OK
 }

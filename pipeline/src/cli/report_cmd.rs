@@ -44,14 +44,14 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
         };
         match report::render_report(&exp, &dest, expected.as_ref()) {
             Ok(w) => {
-                println!(
+                say!(
                     "{}: {} ({} plot files)",
                     w.experiment,
                     w.html.display(),
                     w.files.len()
                 );
                 for (title, why) in &w.skipped {
-                    println!("  not drawn: {title}: {why}");
+                    say!("  not drawn: {title}: {why}");
                 }
                 written.push(w);
                 experiments.push(exp);
@@ -62,7 +62,7 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
     if written.len() > 1 {
         // Several experiments: an index beside their reports, with their fronts on one plot.
         match report::write_index(&experiments, &written, to.unwrap_or(dir)) {
-            Ok(index) => println!("index: {}", index.display()),
+            Ok(index) => say!("index: {}", index.display()),
             Err(e) => return fail(e),
         }
     }

@@ -223,7 +223,7 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
                 eprintln!("error writing results: {e}");
             }
             if args.process == 0 {
-                println!("results: {}", results_dir.display());
+                say!("results: {}", results_dir.display());
             }
             let unmet = verdict
                 .and_then(|v| v.lock().ok().map(|v| v.unmet.clone()))
@@ -259,20 +259,27 @@ fn cell(row: &Row, col: &str) -> String {
 
 /// Prints the per-stage counts and the Pareto front as a small table.
 pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: &[&str]) {
-    println!(
+    say!(
         "{:<12} {:>9} {:>7} {:>7} {:>10}",
-        "stage", "executed", "cached", "failed", "seconds"
+        "stage",
+        "executed",
+        "cached",
+        "failed",
+        "seconds"
     );
     for &stage in stages {
         let Some(c) = summary.stages.get(stage) else {
             continue;
         };
-        println!(
+        say!(
             "{stage:<12} {:>9} {:>7} {:>7} {:>10.2}",
-            c.executed, c.cached, c.failed, c.duration_s
+            c.executed,
+            c.cached,
+            c.failed,
+            c.duration_s
         );
     }
-    println!(
+    say!(
         "wall time {:.2} s; {failed} failed instance(s)",
         summary.wall_s
     );
@@ -287,7 +294,7 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
             .unwrap_or(f64::INFINITY)
     };
     rows.sort_by(|a, b| latency(a).total_cmp(&latency(b)));
-    println!("\nPareto front (accuracy ↑, latency ↓, weight bytes ↓):");
+    say!("\nPareto front (accuracy ↑, latency ↓, weight bytes ↓):");
     let ties = rows
         .iter()
         .filter(|r| matches!(r.get("front.tie"), Some(Value::Bool(true))))
@@ -306,7 +313,7 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
         "weight_bytes",
         "tie",
     ];
-    println!(
+    say!(
         "{}",
         cols.iter()
             .map(|c| format!("{:>18}", c.trim_start_matches("prune.")))
@@ -325,7 +332,7 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
             },
             c => cell(r, c),
         };
-        println!(
+        say!(
             "{}",
             cols.iter()
                 .map(|c| format!("{:>18}", cell(c)))
@@ -334,7 +341,7 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
         );
     }
     if ties > 0 {
-        println!(
+        say!(
             "({ties} point(s) marked `tie`: another point may dominate them within the 95 % \
              intervals of the speedups; a new measurement may drop them from the front)"
         );
@@ -344,7 +351,7 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
         .find_map(|r| r.get("front.session_spread").and_then(Value::as_f64))
         .unwrap_or(0.0);
     if spread > 0.0 {
-        println!(
+        say!(
             "(the intervals are widened by the run's session spread, {:.1} %: two models that \
              ran the same kernels read that far apart in their evaluations)",
             100.0 * spread

@@ -28,9 +28,12 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
     };
     match action {
         StoreAction::Ls => {
-            println!(
+            say!(
                 "{:<14} {:<12} {:>9} {:>10}  summary",
-                "key", "stage", "version", "seconds"
+                "key",
+                "stage",
+                "version",
+                "seconds"
             );
             for (k, d) in &entries {
                 match read_entry(d, Some(k)) {
@@ -49,7 +52,7 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
                                 .map(|x| format!("{c}={x:.4}"))
                         })
                         .collect();
-                        println!(
+                        say!(
                             "{:<14} {:<12} {:>9} {:>10.2}  {}",
                             k.short(),
                             m.stage,
@@ -58,22 +61,22 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
                             summary.join(" ")
                         );
                     }
-                    EntryState::Damaged(why) => println!("{:<14} DAMAGED: {why}", k.short()),
+                    EntryState::Damaged(why) => say!("{:<14} DAMAGED: {why}", k.short()),
                     EntryState::Missing => {}
                 }
             }
-            println!("{} entries", entries.len());
+            say!("{} entries", entries.len());
             EXIT_OK
         }
         StoreAction::Verify => {
             let mut damaged = 0;
             for (k, d) in &entries {
                 if let EntryState::Damaged(why) = read_entry(d, Some(k)) {
-                    println!("damaged {}: {why}", k.hex());
+                    say!("damaged {}: {why}", k.hex());
                     damaged += 1;
                 }
             }
-            println!("{} entries verified, {damaged} damaged", entries.len());
+            say!("{} entries verified, {damaged} damaged", entries.len());
             if damaged > 0 {
                 EXIT_FAILED
             } else {
@@ -98,7 +101,7 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
             };
             match store.gc(keep_set.as_ref()) {
                 Ok((n, bytes)) => {
-                    println!(
+                    say!(
                         "removed {n} folders, {:.1} MiB",
                         bytes as f64 / (1 << 20) as f64
                     );

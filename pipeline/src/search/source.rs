@@ -250,7 +250,7 @@ impl PlanSource for Unified {
         }
         let last = self.records.last().cloned().unwrap_or_default();
         let f = |k: &str| last.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
-        println!(
+        say!(
             "round {}: {} new trial(s); budget {}/{} epochs; front {} point(s), hypervolume {:.5}",
             self.round,
             f("trials_this_round"),
@@ -260,7 +260,7 @@ impl PlanSource for Unified {
             f("hypervolume"),
         );
         if let Some(Value::Str(stop)) = last.get("stop") {
-            println!("search stopped: {stop}\n");
+            say!("search stopped: {stop}\n");
             crate::cli::print_summary(summary, pareto, failed, &self.table.names());
         }
     }
