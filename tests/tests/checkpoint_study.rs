@@ -106,9 +106,43 @@ fn a_checkpoints_tensors_are_studied_at_every_point_and_a_changed_file_re_runs()
     let dir = results::current(&ws.path("out"), "study").unwrap();
     let studies = strip(results::read_table(&dir.join("layer_study")).unwrap());
     let tunings = strip(results::read_table(&dir.join("kernel_tune")).unwrap());
-    // 1 dense + 3 patterns × 3 methods points, each a summary row and one row per tensor.
+    // 1 dense + 3 patterns × 3 methods points, each one row per tensor.
     let per_tensor: Vec<_> = studies.iter().filter(|r| r.contains_key("layer")).collect();
     assert_eq!(per_tensor.len(), 10 * 2, "{studies:?}");
+    assert_eq!(studies.len(), per_tensor.len(), "{studies:?}");
+    // Each row carries its point's summary: sparsity weighted by size, retained L1 weighted
+    // by L1 norm (so between its tensors' own).
+    let mut points: std::collections::BTreeMap<String, Vec<&results::Row>> = Default::default();
+    for r in &per_tensor {
+        points
+            .entry(format!("{:?}", r.get("key")))
+            .or_default()
+            .push(r);
+    }
+    assert_eq!(points.len(), 10);
+    for rows in points.values() {
+        let num = |r: &results::Row, c: &str| r.get(c).and_then(Value::as_f64).unwrap();
+        let size = |r: &results::Row| num(r, "rows") * num(r, "cols");
+        let total: f64 = rows.iter().map(|r| size(r)).sum();
+        let sparsity = rows
+            .iter()
+            .map(|r| num(r, "layer_sparsity") * size(r))
+            .sum::<f64>()
+            / total;
+        let retained: Vec<f64> = rows.iter().map(|r| num(r, "retained_l1")).collect();
+        let (lo, hi) = (
+            retained.iter().copied().fold(f64::MAX, f64::min),
+            retained.iter().copied().fold(f64::MIN, f64::max),
+        );
+        for r in rows {
+            assert!((num(r, "point_sparsity") - sparsity).abs() < 1e-12, "{r:?}");
+            let p = num(r, "point_retained_l1");
+            assert!(
+                p >= lo - 1e-12 && p <= hi + 1e-12,
+                "{p} outside {lo}..{hi}: {r:?}"
+            );
+        }
+    }
     for r in &per_tensor {
         let num = |c: &str| r.get(c).and_then(Value::as_f64).unwrap();
         assert_eq!(r.get("calibration"), Some(&Value::Str("gaussian".into())));

@@ -45,7 +45,8 @@ impl Stage for LayerStudyStage {
     type Kind = LayerStudy;
 
     fn version(&self) -> u32 {
-        1
+        // 2: every tensor row carries the point's summary (`point_sparsity`, `point_retained_l1`).
+        2
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

@@ -284,7 +284,9 @@ pub fn checkpoint(tensors: &[stages::model::CheckpointTensor]) -> Row {
 
 /// A layer study: the metrics row over all tensors (sparsity and retained L1 weighted by the
 /// tensors' sizes and L1 norms as the prune rows are, then per tensor in lists), and one row per
-/// tensor.
+/// tensor, which also carries the point's two summaries (`point_sparsity`,
+/// `point_retained_l1`): the metrics row stays in the store, and the retained L1 over tensors
+/// needs each tensor's L1, which no row has.
 pub fn layer_study(studies: &[super::layer_study::TensorStudy]) -> crate::stage::Outcome {
     let list = |f: &dyn Fn(&super::layer_study::TensorStudy) -> f64| {
         Value::ListF64(studies.iter().map(f).collect())
@@ -331,6 +333,8 @@ pub fn layer_study(studies: &[super::layer_study::TensorStudy]) -> crate::stage:
                 ("output_error_after", f(s.output_error.1)),
                 ("calibration", Value::Str(s.calibration.0.to_string())),
                 ("calibration_tokens", Value::I64(s.calibration.1 as i64)),
+                ("point_sparsity", f(sparsity)),
+                ("point_retained_l1", f(retained)),
             ])
         })
         .collect();
