@@ -7,6 +7,7 @@
 //! evaluations does not move the fronts.
 //!
 //! `cargo run --release -p pipeline --example search_compare -- OUT GRID UNIFIED [BATCH]`
+//! (OUT: the runs' `--out` folder, `cotune-out` by default; GRID and UNIFIED: experiment names)
 //! prints both fronts side by side, both hypervolumes and their ratio, the fine-tune epochs
 //! each spent, and whether the second front weakly dominates every point of the first.
 
@@ -56,10 +57,17 @@ struct Run {
     epochs: f64,
 }
 
-fn load(out: &Path, name: &str, batch: u64, dense_us: Option<f64>) -> Run {
-    let dir = results::current(out, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+fn load(out: &Path, name: &str, batch: u64, dense_us: Option<f64>) -> Result<Run, String> {
+    let missing = |e: results::ResultsError| {
+        format!(
+            "no results of experiment `{name}` in {} ({e}): run it with `cotune run … --out {}` first",
+            out.display(),
+            out.display()
+        )
+    };
+    let dir = results::current(out, name).map_err(missing)?;
     let rows: Vec<Row> = results::read_table(&dir.join("evaluate"))
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .map_err(missing)?
         .into_iter()
         .filter(|r| text(r, "status") == "ok" && text(r, "evaluate.backend") == "cpu")
         .collect();
@@ -81,36 +89,49 @@ fn load(out: &Path, name: &str, batch: u64, dense_us: Option<f64>) -> Run {
         .iter()
         .filter_map(|r| num(r, "prune.finetune_epochs"))
         .sum();
-    Run {
+    Ok(Run {
         rows,
         objectives,
         epochs,
-    }
+    })
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
         eprintln!("usage: search_compare OUT GRID_EXPERIMENT UNIFIED_EXPERIMENT [BATCH]");
+        eprintln!("  OUT: the runs' --out folder (cotune-out by default)");
         std::process::exit(2);
     }
+    if let Err(e) = compare(&args) {
+        eprintln!("search_compare: {e}");
+        std::process::exit(2);
+    }
+}
+
+fn compare(args: &[String]) -> Result<(), String> {
     let out = Path::new(&args[1]);
-    let batch: u64 = args.get(4).and_then(|b| b.parse().ok()).unwrap_or(256);
+    let batch: u64 = match args.get(4) {
+        Some(b) => b
+            .parse()
+            .map_err(|_| format!("BATCH `{b}` is not a batch size"))?,
+        None => 256,
+    };
     // The first run's dense evaluation's own dense pass: the one latency all are scaled to.
-    let dense_us = load(out, &args[2], batch, None)
+    let dense_us = load(out, &args[2], batch, None)?
         .rows
         .iter()
         .find(|r| text(r, "prune.pattern") == "dense")
         .and_then(|r| num(r, &format!("dense_latency_us_b{batch}")));
     let (a, b) = (
-        load(out, &args[2], batch, dense_us),
-        load(out, &args[3], batch, dense_us),
+        load(out, &args[2], batch, dense_us)?,
+        load(out, &args[3], batch, dense_us)?,
     );
     let dense = a
         .rows
         .iter()
         .position(|r| text(r, "prune.pattern") == "dense")
-        .expect("the first run evaluates the dense model");
+        .ok_or_else(|| format!("`{}` evaluated no dense model: put it first", args[2]))?;
     let d = a.objectives[dense];
     let reference = Reference {
         accuracy: d.accuracy - ACCURACY_MARGIN,
@@ -181,4 +202,5 @@ fn main() {
         args[2],
         args[3]
     );
+    Ok(())
 }
