@@ -87,12 +87,13 @@ pub fn render_report(
 
 /// Writes `index.html` into `to`: a link to each written report (relative where the report
 /// lies below `to`) and the experiments' fronts on one plot ([`plots::fronts::Fronts`], its
-/// PNG and SVG beside the page). Returns the page's path.
+/// PNG and SVG beside the page). Returns the page as a [`Written`] (experiment `index`): its
+/// path, the fronts' files, or why they were not drawn.
 pub fn write_index(
     experiments: &[Experiment],
     reports: &[Written],
     to: &Path,
-) -> Result<PathBuf, ReportError> {
+) -> Result<Written, ReportError> {
     std::fs::create_dir_all(to).map_err(ReportError::io(to))?;
     let mut links = vec![];
     for w in reports {
@@ -109,5 +110,14 @@ pub fn write_index(
     let page = html::index_page(&links, drawn.as_ref().map_err(String::as_str));
     let path = to.join("index.html");
     std::fs::write(&path, page).map_err(ReportError::io(&path))?;
-    Ok(path)
+    let (files, skipped) = match drawn {
+        Ok(f) => (vec![f.png, f.svg_file], vec![]),
+        Err(why) => (vec![], vec![("fronts of all experiments".to_string(), why)]),
+    };
+    Ok(Written {
+        experiment: "index".into(),
+        html: path,
+        files,
+        skipped,
+    })
 }

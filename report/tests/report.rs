@@ -379,7 +379,9 @@ fn several_experiments_get_an_index_with_their_fronts_together() {
         .map(|d| report::read_experiment(d).unwrap())
         .collect();
     let index = report::write_index(&experiments, &written, &root).unwrap();
-    let html = std::fs::read_to_string(&index).unwrap();
+    assert!(index.skipped.is_empty(), "{:?}", index.skipped);
+    assert_eq!(index.files.len(), 2);
+    let html = std::fs::read_to_string(&index.html).unwrap();
     assert!(html.contains("href=\"grid-report/report.html\""), "{html}");
     assert!(html.contains("href=\"unified-report/report.html\""));
     assert_eq!(html.matches("<svg").count(), 1, "the fronts plot inline");

@@ -62,7 +62,12 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
     if written.len() > 1 {
         // Several experiments: an index beside their reports, with their fronts on one plot.
         match report::write_index(&experiments, &written, to.unwrap_or(dir)) {
-            Ok(index) => say!("index: {}", index.display()),
+            Ok(index) => {
+                say!("index: {}", index.html.display());
+                for (title, why) in &index.skipped {
+                    say!("  not drawn: {title}: {why}");
+                }
+            }
             Err(e) => return fail(e),
         }
     }
