@@ -18,6 +18,14 @@ macro_rules! say {
     }};
 }
 
+/// [`say!`] for stderr: the lines that worker threads print (`cotune run … 2>&1 | head`).
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 pub mod cli;
 pub mod cluster;
 pub mod dataflow;

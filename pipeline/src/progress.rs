@@ -109,7 +109,7 @@ impl Progress {
         if self.visible {
             let _ = self.multi.println(line);
         } else {
-            eprintln!("{line}");
+            tell!("{line}");
         }
     }
 }

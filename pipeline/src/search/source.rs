@@ -185,7 +185,7 @@ impl PlanSource for Unified {
                 Some(plan)
             }
             Err(e) => {
-                eprintln!(
+                tell!(
                     "unified search: round {} could not be planned: {e}",
                     self.round
                 );
