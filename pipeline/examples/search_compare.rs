@@ -67,7 +67,7 @@ fn load(out: &Path, name: &str, batch: u64, dense_us: Option<f64>) -> Result<Run
     };
     let dir = results::current(out, name).map_err(missing)?;
     let rows: Vec<Row> = results::read_table(&dir.join("evaluate"))
-        .map_err(missing)?
+        .map_err(|e| format!("the evaluate table of `{name}`: {e}"))?
         .into_iter()
         .filter(|r| text(r, "status") == "ok" && text(r, "evaluate.backend") == "cpu")
         .collect();

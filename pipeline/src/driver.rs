@@ -4,15 +4,14 @@
 //! 0 then writes the aggregates and `run.json` there and publishes the generation (one atomic
 //! switch of `<out>/<experiment>`, see [`results::Generation`]).
 
+use crate::abort::{guarded, Abort};
 use crate::cluster::{Cluster, ClusterError};
 use crate::dataflow::{self, Built};
 use crate::engine::{Engine, COTUNE_VERSION};
 use crate::plan::{Edge, Plan};
 use results::{Row, RunSummary, StageCounts, TableMeta, Value};
 use std::collections::BTreeSet;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use timely::worker::Worker;
@@ -72,23 +71,6 @@ pub enum DriverError {
     Worker(String),
 }
 
-/// Raised when a worker thread of this process panics (a bug: a stage's own panic is caught
-/// and recorded as its instance's failure): the other workers stop stepping instead of waiting
-/// forever for its progress, and the run ends with [`DriverError::Worker`]. In a cluster the
-/// other processes see this one's connections close and stop too (see `cluster`).
-#[derive(Clone, Default)]
-struct Abort(Arc<AtomicBool>);
-
-impl Abort {
-    fn raise(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-
-    fn raised(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
 /// Runs the dataflow to completion.
 pub fn execute(
     engine: Arc<Engine>,
@@ -102,10 +84,9 @@ pub fn execute(
     let config = timely::WorkerConfig::default();
     let abort = Abort::default();
     let guards = timely::execute::execute_from(builders, others, config, move |worker| {
-        let index = worker.index();
-        let run = AssertUnwindSafe(|| {
+        guarded(worker, &abort, |worker| {
             let built = dataflow::build(worker, engine.clone());
-            let src = if index == 0 {
+            let src = if worker.index() == 0 {
                 source.lock().ok().and_then(|mut s| s.take())
             } else {
                 None
@@ -114,13 +95,6 @@ pub fn execute(
                 Some(src) => lead(worker, built, &engine, &output, &cluster_c, src, &abort),
                 None => follow(worker, built, &engine, &output, &abort),
             }
-        });
-        catch_unwind(run).map_err(|p| {
-            abort.raise();
-            format!(
-                "worker {index}: {}",
-                crate::engine::panic_message(p.as_ref())
-            )
         })
     })
     .map_err(DriverError::Start)?;
@@ -255,7 +229,7 @@ fn lead(
         let dir = generation.dir();
         // The step is published only whole: every worker's parts, the aggregates and run.json.
         let published = generation
-            .wait_written(worker.peers(), PARTS_TIMEOUT)
+            .wait_written(worker.peers(), PARTS_TIMEOUT, || abort.raised())
             .and_then(|()| results::write_parquet(&dir.join("pareto.parquet"), &pareto, &meta))
             .and_then(|()| {
                 let best = aggregates.best_kernels();

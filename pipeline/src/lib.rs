@@ -26,6 +26,7 @@ macro_rules! tell {
     }};
 }
 
+mod abort;
 pub mod cli;
 pub mod cluster;
 pub mod dataflow;

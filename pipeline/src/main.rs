@@ -5,7 +5,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("cotune: internal error: {info}");
+        // Not eprintln!: a panic while stderr is closed (`cotune run … 2>&1 | head`) would
+        // panic again inside the hook and abort the process.
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "cotune: internal error: {info}");
     }));
     ExitCode::from(pipeline::cli::main_with(
         std::env::args(),

@@ -108,8 +108,14 @@ impl Generation {
         fs::write(&path, b"").map_err(ResultsError::io(&path))
     }
 
-    /// Waits until workers `0..workers` have all marked their parts written.
-    pub fn wait_written(&self, workers: usize, timeout: Duration) -> Result<(), ResultsError> {
+    /// Waits until workers `0..workers` have all marked their parts written, at most `timeout`
+    /// and only while `give_up` is false (a worker that stopped will never write them).
+    pub fn wait_written(
+        &self,
+        workers: usize,
+        timeout: Duration,
+        give_up: impl Fn() -> bool,
+    ) -> Result<(), ResultsError> {
         let t0 = Instant::now();
         loop {
             let missing: Vec<usize> = (0..workers)
@@ -118,7 +124,7 @@ impl Generation {
             if missing.is_empty() {
                 return Ok(());
             }
-            if t0.elapsed() > timeout {
+            if t0.elapsed() > timeout || give_up() {
                 return Err(ResultsError::Unwritten {
                     generation: self.dir.clone(),
                     workers: missing,
@@ -233,7 +239,7 @@ mod tests {
                     .unwrap();
             }
             g.mark_written(0).unwrap();
-            g.wait_written(1, Duration::from_secs(1)).unwrap();
+            g.wait_written(1, Duration::from_secs(1), || false).unwrap();
             // Until the switch, readers see the previous step.
             if i > 0 {
                 let seen = read_table(&out.join("exp/prune")).unwrap();
@@ -257,7 +263,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let g = Generation::new(dir.path(), "exp", "g0").unwrap();
         g.mark_written(0).unwrap();
-        let e = g.wait_written(3, Duration::from_millis(50)).unwrap_err();
+        let e = g
+            .wait_written(3, Duration::from_millis(50), || false)
+            .unwrap_err();
         assert!(e.to_string().contains("[1, 2]"), "{e}");
     }
 }

@@ -473,7 +473,8 @@ impl pipeline::driver::PlanSource for PanicsAfterTheEpoch {
 }
 
 // A worker thread that panics outside a stage (whose panics are caught as failed instances)
-// used to leave the other workers waiting forever for its progress.
+// used to leave the other workers waiting forever for its progress. Here the driver's own code
+// on worker 0 panics; a panic inside an operator is `pipeline::abort`'s unit test.
 #[test]
 fn a_panicking_worker_stops_the_others_and_the_run_reports_it() {
     use pipeline::driver::{execute, DriverError, Output};

@@ -239,7 +239,22 @@ fn bad_search_input_is_refused_at_its_place() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("batch_size = 4 is not tuned") && err.contains("add 4 to batch_tokens"),
+        err.contains("batch_size = 4 is not tuned: the tuning at batch 8")
+            && err.contains("add 4 to [kernel_tune] batch_tokens"),
+        "{err}"
+    );
+    // The tuning named is the one evaluations use: the nearest, here batch 1, which is tuned
+    // because no declared size is within 4x of it.
+    ws.write(
+        "two.toml",
+        &experiment("budget_epochs = 4\nbatch_size = 2")
+            .replace("batch_sizes = [1, 8]", "batch_sizes = [1, 2, 8]"),
+    );
+    let o = ws.run(BIN, "two.toml", "store", "out", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("batch_size = 2 is not tuned: the tuning at batch 1"),
         "{err}"
     );
     // Regression: batch 1 is tuned because the evaluation needs it (no tuning within 4x), so a

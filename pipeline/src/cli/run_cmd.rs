@@ -54,24 +54,24 @@ impl PlanSource for Watch {
             self.last_text = text;
             match load_plan(&self.file, self.stages.as_ref()) {
                 Ok(plan) if plan.experiment != self.experiment => {
-                    eprintln!(
+                    tell!(
                         "{}: the experiment name changed; restart watch to follow a new experiment",
                         self.file.display()
                     );
                 }
                 Ok(plan) => {
-                    eprintln!("{} changed: applying", self.file.display());
+                    tell!("{} changed: applying", self.file.display());
                     return Some(plan);
                 }
                 Err(e) => {
-                    eprintln!("{e}\n(keeping the last valid version; fix the file and save again)")
+                    tell!("{e}\n(keeping the last valid version; fix the file and save again)")
                 }
             }
         }
     }
     fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64) {
         print_summary(summary, pareto, failed, &self.stages.names());
-        eprintln!("watching {} (Ctrl-C to stop)", self.file.display());
+        tell!("watching {} (Ctrl-C to stop)", self.file.display());
     }
 }
 

@@ -111,15 +111,18 @@ pub(super) fn search_spec(
         )
         },
     )?;
-    // Only a size some declared tuning is within 4x of (but not equal to) is left untuned.
+    // Only a size that another tuned size is within 4x of is left untuned: evaluations use
+    // the nearest such tuning (declared, or added for another evaluated size).
     let tuned = super::tuned_batches(batch_tokens, batch_sizes, true);
     let not_tuned = |what: &str, v: u64| {
-        let near = batch_tokens
+        let distance = |t: u64| ((t.max(1) as f64) / (v.max(1) as f64)).ln().abs();
+        let near = tuned
             .iter()
-            .find(|&&t| stages::evaluate::guides(t as usize, v as usize))
             .copied()
+            .filter(|&t| stages::evaluate::guides(t as usize, v as usize))
+            .min_by(|&a, &b| distance(a).total_cmp(&distance(b)))
             .unwrap_or(v);
-        format!("{what} = {v} is not tuned: [kernel_tune] batch_tokens {batch_tokens:?} has {near} within 4x of it, which evaluations use instead, while the search predicts latency from the tunings at exactly its batch size; add {v} to batch_tokens")
+        format!("{what} = {v} is not tuned: the tuning at batch {near} is within 4x of it, and evaluations use that one, while the search predicts latency from the tunings at exactly its batch size; add {v} to [kernel_tune] batch_tokens")
     };
     let batch_size = match &s.batch_size {
         Some(b) => {
