@@ -403,21 +403,6 @@ fn a_run_killed_mid_write_leaves_nothing_under_tmp_after_the_next_run() {
     assert_eq!(leftovers(), 0, "tmp/ still holds a dead run's entry");
 }
 
-/// Waits for `child` at most `limit`, killing it (and failing) past that.
-fn wait_bounded(child: &mut std::process::Child, limit: Duration, what: &str) -> i32 {
-    let t0 = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        if t0.elapsed() > limit {
-            drop(child.kill());
-            panic!("{what} did not finish in {limit:?}: it hung");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 // Regression: `cotune run … --workers 2 | head -1` hung forever: worker 0's `println!` panicked
 // on the closed pipe and worker 1 waited for its progress (and `plan | head` panicked).
 #[test]
@@ -433,9 +418,9 @@ fn a_closed_stdout_neither_hangs_nor_fails_a_run() {
             .spawn()
             .unwrap();
         drop(child.stdout.take()); // the reader is gone before the first line
-        let code = wait_bounded(&mut child, Duration::from_secs(120), what);
-        let mut err = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        let (status, _) = exit_within(&mut child, Duration::from_secs(120));
+        let code = status.code().unwrap_or(-1);
+        let err = stderr_of(&mut child);
         assert!(!err.contains("panicked"), "{what}: {err}");
         (code, err)
     };
