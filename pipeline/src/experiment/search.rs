@@ -115,13 +115,8 @@ pub(super) fn search_spec(
     // the nearest such tuning (declared, or added for another evaluated size).
     let tuned = super::tuned_batches(batch_tokens, batch_sizes, true);
     let not_tuned = |what: &str, v: u64| {
-        let distance = |t: u64| ((t.max(1) as f64) / (v.max(1) as f64)).ln().abs();
-        let near = tuned
-            .iter()
-            .copied()
-            .filter(|&t| stages::evaluate::guides(t as usize, v as usize))
-            .min_by(|&a, &b| distance(a).total_cmp(&distance(b)))
-            .unwrap_or(v);
+        let near = stages::evaluate::guiding_batch(tuned.iter().map(|&t| t as usize), v as usize)
+            .unwrap_or(v as usize);
         format!("{what} = {v} is not tuned: the tuning at batch {near} is within 4x of it, and evaluations use that one, while the search predicts latency from the tunings at exactly its batch size; add {v} to [kernel_tune] batch_tokens")
     };
     let batch_size = match &s.batch_size {

@@ -27,5 +27,5 @@ mod reference;
 pub use cpu::evaluate;
 pub use measured::{BatchLatency, Evaluation, LayerRun, LayerTuning};
 pub use paired::{alternate, speedup, Speedup};
-pub use points::guides;
+pub use points::{guides, guiding_batch};
 pub use reference::TOLERANCE;

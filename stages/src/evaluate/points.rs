@@ -43,21 +43,22 @@ fn log_distance(a: usize, b: usize) -> f64 {
     ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).abs()
 }
 
-/// The tuning that guides batch size `n` ([`guides`]): the nearest in batch tokens, if it is
-/// within 4×; else the cost model's best point for this batch is used instead, counted as a
-/// fallback.
-pub(super) fn guiding_tuning(tunings: &[LayerTuning], n: usize) -> Option<&LayerTuning> {
-    nearest_tuning(tunings, n)
-        .filter(|(t, _)| guides(t.batch_tokens, n))
-        .map(|(t, _)| t)
+/// Of the tuned batch sizes `batches`, the one that guides batch size `n` ([`guides`]): the
+/// nearest in log batch size (the first of equals), if it is within 4×. An evaluation runs each
+/// layer at its tuning at that batch; the unified search names it when it refuses an untuned
+/// batch size.
+pub fn guiding_batch(batches: impl IntoIterator<Item = usize>, n: usize) -> Option<usize> {
+    batches
+        .into_iter()
+        .min_by(|&a, &b| log_distance(a, n).total_cmp(&log_distance(b, n)))
+        .filter(|&t| guides(t, n))
 }
 
-/// The tuning nearest to batch size `n` in log batch tokens, with that distance.
-fn nearest_tuning(tunings: &[LayerTuning], n: usize) -> Option<(&LayerTuning, f64)> {
-    tunings
-        .iter()
-        .map(|t| (t, log_distance(t.batch_tokens, n)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
+/// The tuning that guides batch size `n` ([`guiding_batch`]); without one the cost model's
+/// best point for this batch is used instead, counted as a fallback.
+pub(super) fn guiding_tuning(tunings: &[LayerTuning], n: usize) -> Option<&LayerTuning> {
+    let batch = guiding_batch(tunings.iter().map(|t| t.batch_tokens), n)?;
+    tunings.iter().find(|t| t.batch_tokens == batch)
 }
 
 /// Each layer's point at batch size `b` (its GEMM has `b` times its tokens per sample as
