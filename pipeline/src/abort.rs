@@ -7,8 +7,7 @@
 //! operator panicked never does. With [`guarded`] the run ends with
 //! [`crate::driver::DriverError::Worker`] instead (what completed is in the store); in a
 //! cluster that process then exits, and the others stop when its connections close
-//! (`cluster`). Not covered: worker 0 waiting in `watch` for the file's next save notices a
-//! panic only after it.
+//! (`cluster`). Worker 0 waiting in `watch` for the file's next save checks it too.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -26,8 +26,10 @@ pub struct Output {
 /// Produces the plans of successive epochs on worker 0: `run` yields one, `watch` one per save
 /// of the experiment file. `None` ends the computation.
 pub trait PlanSource: Send + 'static {
-    /// Blocks until the next plan (or the end).
-    fn next(&mut self, first: bool) -> Option<Plan>;
+    /// Blocks until the next plan (or the end). A source that waits (a watch waiting for the
+    /// file's next save) gives up, returning `None`, once `stopped()` says a worker of this
+    /// process has panicked.
+    fn next(&mut self, first: bool, stopped: &dyn Fn() -> bool) -> Option<Plan>;
     /// Called after each epoch's outputs are written, with its summary and Pareto front.
     fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64);
     /// Whether `run.json` counts every epoch so far (a search's rounds) rather than the last
@@ -144,7 +146,7 @@ fn lead(
     let mut report = Report::default();
     let mut totals_so_far: std::collections::BTreeMap<String, StageCounts> = Default::default();
     let run_t0 = Instant::now();
-    while let Some(plan) = source.next(epoch == 0) {
+    while let Some(plan) = source.next(epoch == 0, &|| abort.raised()) {
         let t0 = Instant::now();
         let started_at = rfc3339_now();
         let mut totals = std::collections::BTreeMap::new();

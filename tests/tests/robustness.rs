@@ -449,7 +449,7 @@ fn a_closed_stdout_neither_hangs_nor_fails_a_run() {
 struct PanicsAfterTheEpoch(Option<pipeline::plan::Plan>);
 
 impl pipeline::driver::PlanSource for PanicsAfterTheEpoch {
-    fn next(&mut self, _first: bool) -> Option<pipeline::plan::Plan> {
+    fn next(&mut self, _first: bool, _stopped: &dyn Fn() -> bool) -> Option<pipeline::plan::Plan> {
         self.0.take()
     }
     fn epoch_done(&mut self, _: &results::RunSummary, _: &[results::Row], _: u64) {

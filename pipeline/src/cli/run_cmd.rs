@@ -20,7 +20,7 @@ struct Once {
 }
 
 impl PlanSource for Once {
-    fn next(&mut self, _first: bool) -> Option<Plan> {
+    fn next(&mut self, _first: bool, _stopped: &dyn Fn() -> bool) -> Option<Plan> {
         self.plan.take()
     }
     fn epoch_done(&mut self, summary: &RunSummary, pareto: &[Row], failed: u64) {
@@ -39,12 +39,15 @@ struct Watch {
 }
 
 impl PlanSource for Watch {
-    fn next(&mut self, _first: bool) -> Option<Plan> {
+    fn next(&mut self, _first: bool, stopped: &dyn Fn() -> bool) -> Option<Plan> {
         if let Some(p) = self.first.take() {
             return Some(p);
         }
         loop {
             std::thread::sleep(Duration::from_millis(300));
+            if stopped() {
+                return None;
+            }
             let Ok(text) = std::fs::read_to_string(&self.file) else {
                 continue;
             };
@@ -356,5 +359,26 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
              ran the same kernels read that far apart in their evaluations)",
             100.0 * spread
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_watch_waiting_for_a_save_gives_up_when_a_worker_has_panicked() {
+        let mut watch = Watch {
+            file: std::env::temp_dir().join("cotune-watch-never-saved.toml"),
+            stages: Arc::new(StageTable::new()),
+            first: None,
+            last_text: String::new(),
+            experiment: "x".into(),
+        };
+        let t0 = Instant::now();
+        let stop_after = Duration::from_millis(700);
+        assert!(watch.next(false, &|| t0.elapsed() > stop_after).is_none());
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     }
 }

@@ -152,7 +152,7 @@ impl Unified {
         loop {
             let plan = self.plan.clone().unwrap_or_default();
             self.observe();
-            if PlanSource::next(&mut self, false).is_none() {
+            if PlanSource::next(&mut self, false, &|| false).is_none() {
                 return plan;
             }
         }
@@ -170,7 +170,7 @@ impl Unified {
 }
 
 impl PlanSource for Unified {
-    fn next(&mut self, first: bool) -> Option<Plan> {
+    fn next(&mut self, first: bool, _stopped: &dyn Fn() -> bool) -> Option<Plan> {
         if first {
             return self.plan.clone();
         }
