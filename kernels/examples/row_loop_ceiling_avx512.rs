@@ -4,7 +4,9 @@
 //! rate as a fraction of the dense 12×2 kernel's. The panel starts on a 64-byte line, then 4
 //! bytes past one (every 512-bit load then straddles two lines); "no value loads" keeps the
 //! loop's B loads and address arithmetic but splats two constant values (a timing-only bound);
-//! "row pairs" is the loop of `rows = 2` (`vnm_pair`), 3 B loads for 4 FMAs.
+//! "row pairs" is the loop of `rows = 2` (`vnm_pair`), 3 B loads for 4 FMAs; "split
+//! accumulators" gives each row's second FMA of an entry an accumulator of its own (twice the
+//! chains; tried in the kernel and not kept: no gain in the products, kernels/BENCH.md).
 //! Times loop shapes only, not `spmm` (see kernels/BENCH.md).
 //!
 //! `cargo run --release -p kernels --example row_loop_ceiling_avx512` (x86-64 with AVX-512F).
@@ -87,20 +89,22 @@ mod avx512 {
     /// AVX-512F and FMA are available; `panel` holds `G·4·U·16` floats, `entries` `P·G` entries
     /// naming groups < G and positions < 4, `vals` `4·P·G`.
     #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn pairs<const P: usize, const U: usize>(
+    pub unsafe fn pairs<const P: usize, const U: usize, const SPLIT: bool>(
         panel: &[f32],
         entries: &[u32],
         vals: &[f32],
     ) -> f32 {
         let w = U * 16;
         let mut acc = [[[_mm512_setzero_ps(); U]; 2]; P];
+        // With SPLIT, each row's second FMA of an entry goes to an accumulator of its own.
+        let mut acc2 = [[[_mm512_setzero_ps(); U]; 2]; P];
         let reps = ITERS * 12 / (2 * P * U);
         let (pp, ep, vp) = (panel.as_ptr(), entries.as_ptr(), vals.as_ptr());
         // SAFETY: per the contract every entry names a group and positions inside the panel.
         unsafe {
             for _ in 0..reps {
                 for e in 0..G {
-                    for (p, a) in acc.iter_mut().enumerate() {
+                    for (p, (a, a2)) in acc.iter_mut().zip(acc2.iter_mut()).enumerate() {
                         let ent = *ep.add(p * G + e) as usize;
                         let gp = pp.add((ent & 0xff) * 4 * w);
                         let v = vp.add((p * G + e) * 4);
@@ -108,20 +112,25 @@ mod avx512 {
                         let rs = gp.add(((ent >> 8) & 3) * w);
                         let r1 = gp.add(((ent >> 10) & 3) * w);
                         let r2 = gp.add(((ent >> 12) & 3) * w);
-                        let [a0, a1] = a;
-                        for (u, (c0, c1)) in a0.iter_mut().zip(a1.iter_mut()).enumerate() {
+                        let ([a0, a1], [d0, d1]) = (a, a2);
+                        for u in 0..U {
                             let bs = _mm512_loadu_ps(rs.add(u * 16));
                             let b1 = _mm512_loadu_ps(r1.add(u * 16));
                             let b2 = _mm512_loadu_ps(r2.add(u * 16));
-                            *c0 = _mm512_fmadd_ps(x[0], bs, *c0);
-                            *c1 = _mm512_fmadd_ps(x[2], bs, *c1);
-                            *c0 = _mm512_fmadd_ps(x[1], b1, *c0);
-                            *c1 = _mm512_fmadd_ps(x[3], b2, *c1);
+                            a0[u] = _mm512_fmadd_ps(x[0], bs, a0[u]);
+                            a1[u] = _mm512_fmadd_ps(x[2], bs, a1[u]);
+                            if SPLIT {
+                                d0[u] = _mm512_fmadd_ps(x[1], b1, d0[u]);
+                                d1[u] = _mm512_fmadd_ps(x[3], b2, d1[u]);
+                            } else {
+                                a0[u] = _mm512_fmadd_ps(x[1], b1, a0[u]);
+                                a1[u] = _mm512_fmadd_ps(x[3], b2, a1[u]);
+                            }
                         }
                     }
                 }
             }
-            total(acc.as_flattened().as_flattened())
+            total(acc.as_flattened().as_flattened()) + total(acc2.as_flattened().as_flattened())
         }
     }
 
@@ -195,7 +204,7 @@ fn main() {
         let panel = &raw[line + skew..];
         // SAFETY (every call below): AVX-512F and FMA were detected; the buffers have the sizes
         // each function asks for.
-        let variants: [(&str, &dyn Fn() -> f32); 10] = [
+        let variants: [(&str, &dyn Fn() -> f32); 12] = [
             ("dense 12x2", &|| unsafe { avx512::dense::<12, 2>(&b, &a) }),
             ("dense 6x4", &|| unsafe { avx512::dense::<6, 4>(&b, &a) }),
             ("row loop R3xU4", &|| unsafe {
@@ -217,13 +226,19 @@ fn main() {
                 avx512::rows::<2, 4, false>(panel, &vals, &codes)
             }),
             ("row pairs P1xU4", &|| unsafe {
-                avx512::pairs::<1, 4>(panel, &entries, &pair_vals)
+                avx512::pairs::<1, 4, false>(panel, &entries, &pair_vals)
             }),
             ("row pairs P2xU3", &|| unsafe {
-                avx512::pairs::<2, 3>(panel, &entries, &pair_vals)
+                avx512::pairs::<2, 3, false>(panel, &entries, &pair_vals)
+            }),
+            ("row pairs P1xU4, split accumulators", &|| unsafe {
+                avx512::pairs::<1, 4, true>(panel, &entries, &pair_vals)
+            }),
+            ("row pairs P1xU2, split accumulators", &|| unsafe {
+                avx512::pairs::<1, 2, true>(panel, &entries, &pair_vals)
             }),
         ];
-        let mut best = [f64::INFINITY; 10];
+        let mut best = [f64::INFINITY; 12];
         for _ in 0..60 {
             for (t, (_, f)) in best.iter_mut().zip(&variants) {
                 *t = t.min(timed(*f));
@@ -231,7 +246,7 @@ fn main() {
         }
         println!("panel {name}: FMA rate / dense 12x2");
         for (t, (variant, _)) in best.iter().zip(&variants) {
-            println!("  {variant:<34} {:.3}", best[0] / t);
+            println!("  {variant:<38} {:.3}", best[0] / t);
         }
     }
 }
