@@ -7,7 +7,8 @@
 //! operator panicked never does. With [`guarded`] the run ends with
 //! [`crate::driver::DriverError::Worker`] instead (what completed is in the store); in a
 //! cluster that process then exits, and the others stop when its connections close
-//! (`cluster`). Worker 0 waiting in `watch` for the file's next save checks it too.
+//! (`cluster`). Worker 0 waiting in `watch` for the file's next save checks it too, at each
+//! poll of the file (300 ms).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
