@@ -80,6 +80,18 @@ impl Workspace {
         cmd.output().expect("run cotune-test")
     }
 
+    /// `cotune plan FILE --store STORE` (`store` inside the workspace).
+    pub fn plan(&self, bin: &str, file: &Path, store: &str) -> Output {
+        let s = self.path(store);
+        let args = [
+            "plan",
+            file.to_str().expect("utf-8 path"),
+            "--store",
+            s.to_str().expect("utf-8 path"),
+        ];
+        self.cotune(bin, &args, None)
+    }
+
     /// `cotune run FILE --store STORE --out OUT -q EXTRA…` (paths inside the workspace).
     pub fn run(&self, bin: &str, file: &str, store: &str, out: &str, extra: &[&str]) -> Output {
         let (f, s, o) = (self.path(file), self.path(store), self.path(out));

@@ -61,17 +61,7 @@ fn check(text: &str, line: usize, col: usize, needle: &str) {
 fn good_file_is_accepted() {
     let ws = Workspace::new();
     let f = ws.write("exp.toml", GOOD);
-    let store = ws.path("store");
-    let o = ws.cotune(
-        BIN,
-        &[
-            "plan",
-            f.to_str().unwrap(),
-            "--store",
-            store.to_str().unwrap(),
-        ],
-        None,
-    );
+    let o = ws.plan(BIN, &f, "store");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 

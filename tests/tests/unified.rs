@@ -198,21 +198,6 @@ fn a_finished_search_rerun_computes_nothing_and_workers_agree() {
     assert!(mixed, "no trial mixes patterns: {:?}", one["prune"]);
 }
 
-/// `cotune plan FILE` on the workspace's store.
-fn plan(ws: &Workspace, file: &std::path::Path) -> std::process::Output {
-    let store = ws.path("store");
-    ws.cotune(
-        BIN,
-        &[
-            "plan",
-            file.to_str().unwrap(),
-            "--store",
-            store.to_str().unwrap(),
-        ],
-        None,
-    )
-}
-
 fn refused(ws: &Workspace, search: &str, model: Option<&str>, want: &str) {
     let mut text = experiment(search);
     if let Some(m) = model {
@@ -278,7 +263,7 @@ fn bad_search_input_is_refused_at_its_place() {
         "one.toml",
         &evaluated_4("budget_epochs = 4\nbatch_size = 1"),
     );
-    let o = plan(&ws, &one);
+    let o = ws.plan(BIN, &one, "store");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     ws.write(
         "grid.toml",
@@ -308,7 +293,7 @@ fn unmet_constraints_complete_the_run_and_exit_1_naming_the_best() {
 fn plan_shows_round_zero_and_says_later_rounds_depend_on_results() {
     let ws = Workspace::new();
     let f = ws.write("p.toml", &experiment("budget_epochs = 4"));
-    let o = plan(&ws, &f);
+    let o = ws.plan(BIN, &f, "store");
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
     assert!(
