@@ -252,8 +252,17 @@ pub fn spmm_with(
     // A few columns past whole vectors go to those kernels too (see `column_rest`); the tile
     // kernels compute the first `width` columns.
     let width = column_rest::run(a, b, n, c, threads, &epilogue, kernel_isa).unwrap_or(n);
-    // A tile no wider than the columns left (the point's tile was chosen for all n).
-    w = w.min(width.next_multiple_of(kernel_isa.lanes()));
+    // A tile no wider than the columns left (the point's tile was chosen for all n): the
+    // fewest instantiated vectors that still cover them (5, 7, 9, 10 and 11 are not: 72
+    // columns at AVX-512 take 6 vectors, one partial tile).
+    let lanes = kernel_isa.lanes();
+    let (need, have) = (width.div_ceil(lanes), w / lanes);
+    if need < have {
+        let u = (need..have)
+            .find(|&u| dispatch::select(kernel_isa, r, u).is_some())
+            .unwrap_or(have);
+        w = u * lanes;
+    }
     // Fewer columns than a vector's lanes (batch 1 and other GEMV-like products): the space
     // offers one tile of one vector, which would waste most lanes; the scalar kernels run
     // instead, with a tile of the next instantiated width ≥ n and the largest instantiated row
