@@ -51,8 +51,10 @@ fn patterns_for(rows: usize) -> Vec<Pattern> {
 /// partial step and a scalar tail, and rows that end in a partial panel of 8 or 16 rows (the
 /// across-rows kernels); and a few columns (2 to 32: the across-rows kernels over several
 /// columns, 4 at a time and a remainder of 1, 2 or 3) on partial panels and groups, and a few
-/// past whole vectors (17, 33, 36: the tile kernels and those kernels side by side).
-const SHAPES: [(usize, usize, usize); 18] = [
+/// past whole vectors (17, 33, 36: the tile kernels and those kernels side by side); and K a
+/// multiple of M with an even V (V:N:M's row pairs reading B's packed tile without a gather),
+/// a full tile and a partial one.
+const SHAPES: [(usize, usize, usize); 19] = [
     (0, 5, 3),
     (1, 1, 1),
     (7, 9, 5),
@@ -71,6 +73,7 @@ const SHAPES: [(usize, usize, usize); 18] = [
     (64, 200, 32),
     (24, 37, 10),
     (24, 70, 36),
+    (32, 96, 90),
 ];
 
 fn build(case: &Case, seed: u64, tweak: impl Fn(&mut [f32])) -> (SparseMatrix, SparseMatrix) {
@@ -167,7 +170,7 @@ fn partial_tiles_wider_than_128_floats_match_the_reference() {
 
 #[test]
 fn nan_and_inf_propagate_like_the_reference() {
-    for (rows, cols, n) in [(16, 130, 19), (16, 130, 1), (24, 70, 1)] {
+    for (rows, cols, n) in [(16, 130, 19), (16, 130, 1), (24, 70, 1), (16, 128, 80)] {
         nan_and_inf_propagate_at(rows, cols, n);
     }
 }

@@ -24,6 +24,9 @@ pub(crate) struct RowPairs {
     pub(crate) values: Vec<f32>,
     /// Per pair, its rows (V-block `b`'s pairs are `b · V/2 .. (b + 1) · V/2`).
     pub(crate) rows: Vec<[u32; 2]>,
+    /// The same entries naming B's rows instead of the V-block's kept columns (see
+    /// [`RowPairs::with_direct`]), or `None`.
+    pub(crate) direct: Option<Vec<u32>>,
     /// Per pair, `groups + 1` counts: the shared entries among the groups before `g`.
     shared_before: Vec<u16>,
     groups: usize,
@@ -99,9 +102,43 @@ impl RowPairs {
             entries,
             values: vals,
             rows: pair_rows,
+            direct: None,
             shared_before,
             groups,
         })
+    }
+
+    /// Adds [`RowPairs::direct`]: each entry as `g·M | pa << 16 | pb << 20 | pc << 24 | pd << 28`,
+    /// `p*` the offsets in group `g` of its four columns (`column_loc` of the pair's V-block
+    /// `v`), so that a kernel can read B's rows `g·M + p*` where they stand instead of gathering
+    /// them first. Left `None` where an entry cannot name its rows (M > 16, or K ≥ 65,536) or a
+    /// row would not exist (K not a multiple of M: the last group's phantom columns have no B
+    /// row, and the gather gives them zeros).
+    pub(crate) fn with_direct(
+        mut self,
+        v: usize,
+        m: usize,
+        cols: usize,
+        column_loc: &[u8],
+    ) -> Self {
+        if m > 16 || cols > usize::from(u16::MAX) || !cols.is_multiple_of(m) {
+            return self;
+        }
+        // Each V-block has V / 2 pairs of `groups` entries, in block order.
+        let per_block = self.groups * (v / 2);
+        let direct = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, &e)| {
+                let (blk, g) = (i / per_block, (e & 0xffff) as usize);
+                let loc = &column_loc[(blk * self.groups + g) * 4..][..4];
+                let at = |shift: u32| u32::from(loc[((e >> shift) & 3) as usize]);
+                (g * m) as u32 | at(16) << 16 | at(18) << 20 | at(20) << 24 | at(22) << 28
+            })
+            .collect();
+        self.direct = Some(direct);
+        self
     }
 
     /// The entries of pair `p` (rows `self.rows[p]`) for the groups `gs`: (shared, disjoint), as
@@ -242,6 +279,45 @@ mod tests {
                 .count();
             assert_eq!(pairs.ranges(p, 0..groups).1.len(), apart);
         }
+    }
+
+    #[test]
+    fn direct_entries_name_the_b_rows_of_the_gathered_ones() {
+        // 2 blocks of 4 rows, 7 groups of M = 8 (K = 56), each block its own kept columns.
+        let (rows, v, groups, k_sp, m) = (8, 4, 7, 16, 8);
+        let codes: Vec<u8> = (0..rows * groups)
+            .map(|i| CODES[(i * 5 + i / 3) % 6])
+            .collect();
+        let values: Vec<f32> = (0..rows * k_sp).map(|i| i as f32).collect();
+        let loc: Vec<u8> = (0..rows / v * groups)
+            .flat_map(|i| [[0, 1, 2, 3], [1, 3, 4, 7], [0, 2, 5, 6]][i % 3])
+            .collect();
+        let build = || RowPairs::build(rows, v, groups, k_sp, &codes, &values).unwrap();
+        let pairs = build().with_direct(v, m, groups * m, &loc);
+        let direct = pairs.direct.as_ref().unwrap();
+        assert_eq!(direct.len(), pairs.entries.len());
+        for (i, (&e, &d)) in pairs.entries.iter().zip(direct).enumerate() {
+            let (blk, g) = (i / groups / (v / 2), (e & 0xffff) as usize);
+            assert_eq!(
+                (d & 0xffff) as usize,
+                g * m,
+                "entry {i}: its group's first row"
+            );
+            for (q, p) in [(16, 16), (18, 20), (20, 24), (22, 28)] {
+                let kept = loc[(blk * groups + g) * 4 + ((e >> q) & 3) as usize];
+                assert_eq!((d >> p) & 15, u32::from(kept), "entry {i}, shift {q}");
+            }
+        }
+        // No direct entries where a row would be missing or unnameable.
+        assert!(build()
+            .with_direct(v, m, groups * m - 1, &loc)
+            .direct
+            .is_none());
+        assert!(build()
+            .with_direct(v, 32, groups * 32, &loc)
+            .direct
+            .is_none());
+        assert!(build().with_direct(v, 8, 70_000, &loc).direct.is_none());
     }
 
     #[test]

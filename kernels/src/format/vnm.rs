@@ -64,8 +64,9 @@ pub struct VnmMatrix {
     panels: PanelCache<RowPanels>,
     /// Derived for the few-column kernels, on first use (positions in the group of M).
     group_panels: PanelCache<RowPanels>,
-    /// Derived for the tile kernel's row pairs, on first use (even V only).
-    row_pairs: PanelCache<Option<RowPairs>>,
+    /// Derived for the tile kernel's row pairs, on first use (even V only; boxed, so that the
+    /// matrix stays small before it is built).
+    row_pairs: PanelCache<Option<Box<RowPairs>>>,
 }
 
 impl VnmMatrix {
@@ -342,8 +343,9 @@ impl VnmMatrix {
         self.row_pairs
             .get(0, || {
                 RowPairs::build(self.rows, self.v, groups, k_sp, &self.pairs, &self.values)
+                    .map(|p| Box::new(p.with_direct(self.v, self.m, self.cols, &self.column_loc)))
             })?
-            .as_ref()
+            .as_deref()
     }
 
     /// The values in panels of `lanes` rows, each slot's position being its column's offset in

@@ -14,7 +14,10 @@ use crate::VnmMatrix;
 /// `4/V` of the row work, and every B load of the row loop hits the panel.
 ///
 /// With `R = 2` and an even V, the rows go in pairs through [`RowPairs`] instead
-/// (`vnm_pair`): a column the two rows share in a group is loaded once for both.
+/// (`vnm_pair`): a column the two rows share in a group is loaded once for both. Where B's tile
+/// is packed (`pack_b = 1`, or a partial last tile), K is a multiple of M ≤ 16 and the layout's
+/// direct entries exist, the pairs read the kept rows from the tile itself and nothing is
+/// gathered: the copy cost 15–20 % of a V = 16 product (4/V of the row work, and stores).
 ///
 /// `step.k` must be all of K (the chunking is internal, `step.k_chunk` columns per chunk, a
 /// rounded up to whole groups, 0 = all).
@@ -44,6 +47,13 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
     } else {
         None
     };
+    // Where B's tile is packed (its rows w floats apart, so a chunk's rows spread over L1's
+    // sets, and aligned to the vectors) the pairs read B's rows where they stand: the gather
+    // would copy them into a second panel of the same shape (kernels/BENCH.md, 2026-12-05).
+    let direct = pairs
+        .and_then(|p| p.direct.as_deref())
+        .filter(|_| b.stride == w && (b.ptr as usize).is_multiple_of(S::LANES * 4))
+        .filter(|_| direct_enabled());
     for blk in rows.start / v..rows.end / v {
         // At least one (possibly empty) chunk, so that C is written even when K = 0.
         let mut g0 = 0;
@@ -54,12 +64,27 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
             // SAFETY: forwarded contract; the panel holds 4·w floats per group of the chunk and
             // every row block stays inside one V-block of `rows`.
             unsafe {
-                gather_block::<S, U>(a, blk, g0..g1, b, panel);
+                if direct.is_none() {
+                    gather_block::<S, U>(a, blk, g0..g1, b, panel);
+                }
                 let (mut r, end) = (blk * v, blk * v + v);
                 if let Some(plan) = pairs {
                     for p in blk * v / 2..(blk + 1) * v / 2 {
                         let [r1, r2] = plan.rows[p].map(|r| r as usize - rows.start);
-                        vnm_pair::<S, U>(plan, p, [r1, r2], g0..g1, panel, ct);
+                        match direct {
+                            Some(ents) => {
+                                vnm_pair::<S, U, true>(plan, ents, p, [r1, r2], g0..g1, b.ptr, ct)
+                            }
+                            None => vnm_pair::<S, U, false>(
+                                plan,
+                                &plan.entries,
+                                p,
+                                [r1, r2],
+                                g0..g1,
+                                panel,
+                                ct,
+                            ),
+                        }
                     }
                     r = end;
                 }
@@ -78,6 +103,13 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
             }
         }
     }
+}
+
+/// Whether the row pairs may read a packed tile of B in place (`COTUNE_VNM_DIRECT=0` in the
+/// environment makes them gather it as before, to measure both at the same points).
+fn direct_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("COTUNE_VNM_DIRECT").map_or(true, |v| v != "0"))
 }
 
 /// Whether `R = 2` takes the row pairs (`COTUNE_VNM_PAIRS=0` in the environment turns them off,
@@ -197,7 +229,8 @@ unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
 }
 
 /// Pair `p` of the row-pair layout (two rows of one V-block, C rows `local` of the tile) over
-/// the groups `gs` of a gathered panel: in each shared group the shared column's B vector is
+/// the groups `gs` of a gathered panel (or, `DIRECT`, of B's packed tile, `ents` then being
+/// the layout's direct entries): in each shared group the shared column's B vector is
 /// loaded once for both rows' FMAs (3 loads for 4 FMAs), then the disjoint groups as two rows.
 /// C is overwritten on the first chunk and accumulated after.
 ///
@@ -210,27 +243,38 @@ unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
 /// As `vnm_rows`: the panel holds the pair's block's gathered rows for `gs`, and C rows
 /// `local[0]` and `local[1]` are in the tile.
 #[inline(always)]
-unsafe fn vnm_pair<S: Simd, const U: usize>(
+unsafe fn vnm_pair<S: Simd, const U: usize, const DIRECT: bool>(
     plan: &RowPairs,
+    ents: &[u32],
     p: usize,
     local: [usize; 2],
     gs: Range<usize>,
-    panel: *const f32,
+    src: *const f32,
     c: CTile,
 ) {
     let w = U * S::LANES;
     let (shared, disjoint) = plan.ranges(p, gs.clone());
-    let (ents, vals) = (plan.entries.as_ptr(), plan.values.as_ptr());
-    // SAFETY: the ranges index the pair's entries of groups in `gs` (4 values each), whose
-    // positions are < 4, so every panel row read is one the gather wrote; C rows `local` are
-    // in the tile.
+    let (ents, vals) = (ents.as_ptr(), plan.values.as_ptr());
+    // The B rows of an entry's four columns: in the gathered panel (`src`, the chunk's groups
+    // from `gs.start`, 4 rows each) or, `DIRECT`, in B's packed tile (`src`, row k at k · w).
+    let rows_of = |ent: usize| -> [*const f32; 4] {
+        if DIRECT {
+            let base = src.wrapping_add((ent & 0xffff) * w);
+            [16, 20, 24, 28].map(|shift| base.wrapping_add(((ent >> shift) & 15) * w))
+        } else {
+            let gp = src.wrapping_add(((ent & 0xffff) - gs.start) * 4 * w);
+            [16, 18, 20, 22].map(|shift| gp.wrapping_add(((ent >> shift) & 3) * w))
+        }
+    };
+    // SAFETY: the ranges index the pair's entries of groups in `gs` (4 values each); their
+    // rows are panel rows the gather wrote (positions < 4) or, `DIRECT`, rows g·M + p < K of
+    // the tile (`with_direct` leaves K a multiple of M); C rows `local` are in the tile.
     unsafe {
         let at = |i: usize| c.ptr.add(local[i] * c.stride);
         let mut a0 = load_row::<S, U>(gs.start == 0, at(0), c.width);
         let mut a1 = load_row::<S, U>(gs.start == 0, at(1), c.width);
         for e in shared {
-            let ent = *ents.add(e) as usize;
-            let gp = panel.add(((ent & 0xffff) - gs.start) * 4 * w);
+            let [rs, r1, _, r2] = rows_of(*ents.add(e) as usize);
             let v = vals.add(4 * e);
             let (x0, x1, x2, x3) = (
                 S::splat(*v),
@@ -238,9 +282,6 @@ unsafe fn vnm_pair<S: Simd, const U: usize>(
                 S::splat(*v.add(2)),
                 S::splat(*v.add(3)),
             );
-            let rs = gp.add(((ent >> 16) & 3) * w);
-            let r1 = gp.add(((ent >> 18) & 3) * w);
-            let r2 = gp.add(((ent >> 22) & 3) * w);
             for u in 0..U {
                 let bs = S::load(rs.add(u * S::LANES));
                 a0[u] = S::fma(a0[u], x0, bs);
@@ -250,13 +291,12 @@ unsafe fn vnm_pair<S: Simd, const U: usize>(
             }
         }
         for e in disjoint {
-            let ent = *ents.add(e) as usize;
-            let gp = panel.add(((ent & 0xffff) - gs.start) * 4 * w);
+            let r = rows_of(*ents.add(e) as usize);
             let v = vals.add(4 * e);
-            fma_row::<S, U>(&mut a0, S::splat(*v), gp.add(((ent >> 16) & 3) * w));
-            fma_row::<S, U>(&mut a0, S::splat(*v.add(1)), gp.add(((ent >> 18) & 3) * w));
-            fma_row::<S, U>(&mut a1, S::splat(*v.add(2)), gp.add(((ent >> 20) & 3) * w));
-            fma_row::<S, U>(&mut a1, S::splat(*v.add(3)), gp.add(((ent >> 22) & 3) * w));
+            fma_row::<S, U>(&mut a0, S::splat(*v), r[0]);
+            fma_row::<S, U>(&mut a0, S::splat(*v.add(1)), r[1]);
+            fma_row::<S, U>(&mut a1, S::splat(*v.add(2)), r[2]);
+            fma_row::<S, U>(&mut a1, S::splat(*v.add(3)), r[3]);
         }
         store_row::<S, U>(&a0, c, local[0]);
         store_row::<S, U>(&a1, c, local[1]);
