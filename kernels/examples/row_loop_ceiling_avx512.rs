@@ -6,7 +6,11 @@
 //! loop's B loads and address arithmetic but splats two constant values (a timing-only bound);
 //! "row pairs" is the loop of `rows = 2` (`vnm_pair`), 3 B loads for 4 FMAs; "split
 //! accumulators" gives each row's second FMA of an entry an accumulator of its own (twice the
-//! chains; tried in the kernel and not kept: no gain in the products, kernels/BENCH.md).
+//! chains; tried in the kernel and not kept: no gain in the products, kernels/BENCH.md);
+//! "32 pairs x G groups, C" runs the pairs as `spmm` does, 32 pairs per chunk of G groups (a
+//! V = 64 block at 2:8 and `k_chunk` 256 or 128), each pair loading and storing its two C rows
+//! (contiguous, or 2 KiB apart as in a 512-column C), so the panel, the pairs' entries and C
+//! share L1 as in the products.
 //! Times loop shapes only, not `spmm` (see kernels/BENCH.md).
 //!
 //! `cargo run --release -p kernels --example row_loop_ceiling_avx512` (x86-64 with AVX-512F).
@@ -134,6 +138,65 @@ mod avx512 {
         }
     }
 
+    /// Pairs as the products run them: `NP` pairs per chunk of `GC` groups, each pair loading
+    /// its two C rows, running its `GC` entries (all shared) and storing the rows, so that the
+    /// panel (`GC` groups), the pairs' entries and values and C's rows compete for L1 as in
+    /// `spmm` (at 64:2:8, V = 64: 32 pairs; `k_chunk` 256 is 32 groups).
+    ///
+    /// # Safety
+    /// AVX-512F and FMA are available; `panel` holds `GC·4·U·16` floats, `entries` `NP·GC`
+    /// entries naming groups below `GC`, `vals` `4·NP·GC` and `c` `2·NP·U·16` floats.
+    #[target_feature(enable = "avx512f,fma")]
+    pub unsafe fn pair_chunks<const NP: usize, const GC: usize, const U: usize, const CS: usize>(
+        panel: &[f32],
+        entries: &[u32],
+        vals: &[f32],
+        c: &mut [f32],
+    ) -> f32 {
+        let w = U * 16;
+        let reps = ITERS * 12 * 2 * G / (NP * GC * 4 * U);
+        let (pp, ep, vp, cp) = (
+            panel.as_ptr(),
+            entries.as_ptr(),
+            vals.as_ptr(),
+            c.as_mut_ptr(),
+        );
+        // SAFETY: per the contract every entry names a group and positions inside the panel,
+        // and every pair's two rows of C are inside `c`.
+        unsafe {
+            for _ in 0..reps {
+                for p in 0..NP {
+                    let (c0, c1) = (cp.add(2 * p * CS), cp.add((2 * p + 1) * CS));
+                    let mut a0: [__m512; U] =
+                        std::array::from_fn(|u| _mm512_loadu_ps(c0.add(u * 16)));
+                    let mut a1: [__m512; U] =
+                        std::array::from_fn(|u| _mm512_loadu_ps(c1.add(u * 16)));
+                    for e in 0..GC {
+                        let ent = *ep.add(p * GC + e) as usize;
+                        let gp = pp.add((ent & 0xff) * 4 * w);
+                        let v = vp.add((p * GC + e) * 4);
+                        let x: [__m512; 4] = std::array::from_fn(|i| _mm512_set1_ps(*v.add(i)));
+                        let rs = gp.add(((ent >> 8) & 3) * w);
+                        let r1 = gp.add(((ent >> 10) & 3) * w);
+                        let r2 = gp.add(((ent >> 12) & 3) * w);
+                        for u in 0..U {
+                            let bs = _mm512_loadu_ps(rs.add(u * 16));
+                            a0[u] = _mm512_fmadd_ps(x[0], bs, a0[u]);
+                            a1[u] = _mm512_fmadd_ps(x[2], bs, a1[u]);
+                            a0[u] = _mm512_fmadd_ps(x[1], _mm512_loadu_ps(r1.add(u * 16)), a0[u]);
+                            a1[u] = _mm512_fmadd_ps(x[3], _mm512_loadu_ps(r2.add(u * 16)), a1[u]);
+                        }
+                    }
+                    for u in 0..U {
+                        _mm512_storeu_ps(c0.add(u * 16), a0[u]);
+                        _mm512_storeu_ps(c1.add(u * 16), a1[u]);
+                    }
+                }
+            }
+            *c.first().unwrap_or(&0.0)
+        }
+    }
+
     /// A dense `R × U` micro-kernel (B vectors loaded once per k, A broadcast per row) with as
     /// many FMAs as [`rows`].
     ///
@@ -195,6 +258,19 @@ fn main() {
         })
         .collect();
     let pair_vals: Vec<f32> = (0..2 * 4 * G).map(|i| (i % 5) as f32 * 1e-3).collect();
+    // 32 pairs' entries for chunks of 32 and 16 groups (each pair its own shuffled order).
+    let chunk_entries = |gc: usize| -> Vec<u32> {
+        (0..32 * gc)
+            .map(|i| {
+                let (s, o1, o2) = triples[(i * 5) % 6];
+                let (p, e) = (i / gc, i % gc);
+                ((e * 13 + p * 7) % gc) as u32 | s << 8 | o1 << 10 | o2 << 12
+            })
+            .collect()
+    };
+    let (ent32, ent16) = (chunk_entries(32), chunk_entries(16));
+    let chunk_vals: Vec<f32> = (0..4 * 32 * 32).map(|i| (i % 5) as f32 * 1e-3).collect();
+    let c_rows = std::cell::RefCell::new(vec![0f32; 2 * 32 * 528]);
     let timed = |f: &dyn Fn() -> f32| {
         let t = Instant::now();
         std::hint::black_box(f());
@@ -204,7 +280,7 @@ fn main() {
         let panel = &raw[line + skew..];
         // SAFETY (every call below): AVX-512F and FMA were detected; the buffers have the sizes
         // each function asks for.
-        let variants: [(&str, &dyn Fn() -> f32); 12] = [
+        let variants: [(&str, &dyn Fn() -> f32); 16] = [
             ("dense 12x2", &|| unsafe { avx512::dense::<12, 2>(&b, &a) }),
             ("dense 6x4", &|| unsafe { avx512::dense::<6, 4>(&b, &a) }),
             ("row loop R3xU4", &|| unsafe {
@@ -237,8 +313,40 @@ fn main() {
             ("row pairs P1xU2, split accumulators", &|| unsafe {
                 avx512::pairs::<1, 2, true>(panel, &entries, &pair_vals)
             }),
+            ("row pairs, 32 pairs x 32 groups, C", &|| unsafe {
+                avx512::pair_chunks::<32, 32, 4, 64>(
+                    panel,
+                    &ent32,
+                    &chunk_vals,
+                    &mut c_rows.borrow_mut(),
+                )
+            }),
+            ("row pairs, 32 pairs x 16 groups, C", &|| unsafe {
+                avx512::pair_chunks::<32, 16, 4, 64>(
+                    panel,
+                    &ent16,
+                    &chunk_vals,
+                    &mut c_rows.borrow_mut(),
+                )
+            }),
+            ("row pairs, 32 x 32, C rows 2 KiB apart", &|| unsafe {
+                avx512::pair_chunks::<32, 32, 4, 512>(
+                    panel,
+                    &ent32,
+                    &chunk_vals,
+                    &mut c_rows.borrow_mut(),
+                )
+            }),
+            ("row pairs, 32 x 32, C rows 2 KiB + 64 B", &|| unsafe {
+                avx512::pair_chunks::<32, 32, 4, 528>(
+                    panel,
+                    &ent32,
+                    &chunk_vals,
+                    &mut c_rows.borrow_mut(),
+                )
+            }),
         ];
-        let mut best = [f64::INFINITY; 12];
+        let mut best = [f64::INFINITY; 16];
         for _ in 0..60 {
             for (t, (_, f)) in best.iter_mut().zip(&variants) {
                 *t = t.min(timed(*f));

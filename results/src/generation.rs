@@ -142,10 +142,14 @@ impl Generation {
         fs::write(&marker, self.token.as_bytes()).map_err(ResultsError::io(&marker))?;
         let link = self.out.join(&self.experiment);
         let gens = generations_dir(&self.out, &self.experiment)?;
-        // An experiment folder from before generations becomes one (old tables stay readable).
+        // A real folder where the link goes (an older cotune's tables, or anything a user put
+        // there) is moved aside, beside it and in sight, and never removed: it may hold more
+        // than tables.
         if fs::symlink_metadata(&link).is_ok_and(|m| m.is_dir()) {
-            let legacy = gens.join(format!("legacy-{}", unique()));
-            fs::rename(&link, &legacy).map_err(ResultsError::io(&link))?;
+            let aside = self
+                .out
+                .join(format!("{}.old-{}", self.experiment, unique()));
+            fs::rename(&link, &aside).map_err(ResultsError::io(&link))?;
         }
         let target = Path::new(gens.file_name().unwrap_or_default()).join(&self.token);
         let temp = self
@@ -168,7 +172,9 @@ impl Generation {
         for e in fs::read_dir(gens).map_err(ResultsError::io(gens))? {
             let e = e.map_err(ResultsError::io(gens))?;
             let name = e.file_name().to_string_lossy().into_owned();
-            if name == self.token {
+            // `legacy-*`: a folder that an earlier version moved here from `<out>/<experiment>`,
+            // kept whatever its age (it has no `.published` marker).
+            if name == self.token || name.starts_with("legacy-") {
                 continue;
             }
             let p = e.path();
@@ -230,8 +236,19 @@ mod tests {
     fn a_published_generation_replaces_the_view_whole() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path();
-        // A folder of an older cotune is kept as a generation.
+        // A real folder where the link goes, days old, with a file of the user's in it.
         fs::create_dir_all(out.join("exp/prune")).unwrap();
+        fs::write(out.join("exp/notes.txt"), "mine").unwrap();
+        let old = SystemTime::now() - Duration::from_secs(3 * 24 * 3600);
+        fs::File::open(out.join("exp"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        // And one an earlier version moved into the generations, as old.
+        let legacy = generations_dir(out, "exp").unwrap().join("legacy-x");
+        fs::create_dir_all(&legacy).unwrap();
+        fs::write(legacy.join("notes.txt"), "mine too").unwrap();
+        fs::File::open(&legacy).unwrap().set_modified(old).unwrap();
         for (i, tag) in ["a", "b", "c", "d"].iter().enumerate() {
             let g = Generation::new(out, "exp", &format!("g{i}")).unwrap();
             for stage in ["prune", "evaluate"] {
@@ -256,6 +273,22 @@ mod tests {
             .filter(|n| n.starts_with('g'))
             .collect();
         assert_eq!(kept.len(), 1 + KEEP_PUBLISHED, "{kept:?}");
+        // Neither folder was removed: the first moved aside beside the link, the second left.
+        let aside: Vec<_> = fs::read_dir(out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains("exp.old-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert_eq!(
+            fs::read_to_string(aside[0].join("notes.txt")).unwrap(),
+            "mine"
+        );
+        assert!(aside[0].join("prune").is_dir());
+        assert_eq!(
+            fs::read_to_string(legacy.join("notes.txt")).unwrap(),
+            "mine too"
+        );
     }
 
     #[test]
