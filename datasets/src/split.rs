@@ -101,13 +101,28 @@ pub(crate) fn standardize(d: &mut Dataset) {
     }
 }
 
-/// Checks labels against a declared class count (or infers it as max + 1).
+/// The most classes a data set may have (the classifier's rows; a label of 10⁹ in an ID column
+/// read as labels asked for a 64 GB layer and aborted the run).
+pub const CLASSES_MAX: usize = 1 << 16;
+
+/// Checks labels against a declared class count (or infers it as max + 1), at most
+/// [`CLASSES_MAX`].
 pub(crate) fn class_count(
     path: &std::path::Path,
     labels: &[u32],
     declared: Option<usize>,
 ) -> Result<usize, DatasetError> {
     let max = labels.iter().copied().max().unwrap_or(0) as usize;
+    if declared.is_none() && max >= CLASSES_MAX {
+        let i = labels.iter().position(|&l| l as usize == max).unwrap_or(0);
+        return Err(DatasetError::bad(
+            path,
+            format!(
+                "label {max} of sample {i} would make {} classes (labels are 0..classes-1, at most {CLASSES_MAX} classes): is the label column the right one?",
+                max + 1
+            ),
+        ));
+    }
     match declared {
         Some(k) => match labels.iter().position(|&l| l as usize >= k) {
             Some(i) => Err(DatasetError::bad(
@@ -126,6 +141,18 @@ pub(crate) fn class_count(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_label_past_the_class_limit_is_an_error_naming_it() {
+        let p = std::path::Path::new("d.csv");
+        assert_eq!(class_count(p, &[0, 3, 1], None).unwrap(), 4);
+        let e = class_count(p, &[0, 1_000_000_000, 1], None).unwrap_err();
+        assert!(
+            e.to_string().contains("label 1000000000 of sample 1"),
+            "{e}"
+        );
+        assert_eq!(class_count(p, &[0, 1], Some(2)).unwrap(), 2);
+    }
 
     #[test]
     fn permutation_is_a_seeded_permutation() {

@@ -65,7 +65,25 @@ fn csv_error(path: &Path, e: csv::Error) -> DatasetError {
             path: path.to_path_buf(),
             source,
         },
-        kind => DatasetError::bad(path, format!("{kind:?}")),
+        csv::ErrorKind::UnequalLengths {
+            pos,
+            expected_len,
+            len,
+        } => DatasetError::bad(
+            path,
+            format!(
+                "line {}: {len} fields where the header has {expected_len}",
+                pos.map_or(0, |p| p.line())
+            ),
+        ),
+        csv::ErrorKind::Utf8 { pos, .. } => DatasetError::bad(
+            path,
+            format!(
+                "line {}: not UTF-8 text (is this a CSV file?)",
+                pos.map_or(0, |p| p.line())
+            ),
+        ),
+        kind => DatasetError::bad(path, format!("not a readable CSV file: {kind:?}")),
     }
 }
 

@@ -25,12 +25,18 @@ v = [8]
 "#;
 
 fn check(text: &str, line: usize, col: usize, needle: &str) {
+    check_with(BIN, text, line, col, needle);
+}
+
+/// `check` with the binary `bin` (`cotune-real` for errors only the real stages find when they
+/// plan, such as a data set that cannot be built).
+fn check_with(bin: &str, text: &str, line: usize, col: usize, needle: &str) {
     let ws = Workspace::new();
     let f = ws.write("exp.toml", text);
     let store = ws.path("store");
     let out = ws.path("out");
     let o = ws.cotune(
-        BIN,
+        bin,
         &[
             "run",
             f.to_str().unwrap(),
@@ -173,5 +179,56 @@ fn transformer_fields_are_checked_where_they_are_written() {
         21,
         13,
         "v = 48 does not divide the layer rows 32",
+    );
+}
+
+#[test]
+fn sizes_past_what_a_run_holds_are_checked_where_they_are_written() {
+    // Once a panic (capacity overflow) or an abort (an allocation of 1 TB) with a backtrace.
+    check(
+        &GOOD.replace("hidden = [32]", "hidden = [4294967296]"),
+        9,
+        11,
+        "a hidden width = 4294967296 is more than 65536",
+    );
+    check(
+        &GOOD.replace("hidden = [32]", "hidden = [60000, 60000]"),
+        9,
+        18,
+        "60000 × 60000 values",
+    );
+    check(
+        &GOOD.replace("classes = 4", "classes = 18446744073709551615"),
+        6,
+        11,
+        "classes = 18446744073709551615 is more than 65536",
+    );
+    let evaluate = |sizes: &str| format!("{GOOD}[evaluate]\nbatch_sizes = [{sizes}]\n");
+    check(
+        &evaluate("1, 1000000000"),
+        19,
+        19,
+        "a batch size = 1000000000 is more than 1048576",
+    );
+    check(
+        &evaluate("32768").replace("hidden = [32]", "hidden = [65536]"),
+        19,
+        16,
+        "a layer of width 65536 at batch 32768",
+    );
+}
+
+#[test]
+fn a_data_set_that_cannot_be_built_is_named_at_its_table() {
+    // It was `1:1: [model]: …` whatever the table at fault.
+    check_with(
+        env!("CARGO_BIN_EXE_cotune-real"),
+        &GOOD.replace(
+            "source = \"synthetic\"\nsamples = 100\nfeatures = 16\nclasses = 4",
+            "source = \"digits\"\ntest_fraction = 0.9999",
+        ),
+        2,
+        1,
+        "[dataset]: ",
     );
 }

@@ -145,6 +145,19 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         eprintln!("error: watch does not run a unified search (its rounds depend on results); use `cotune run`");
         return EXIT_USAGE;
     }
+    // A grid is planned before the store is opened, so that a file the stages reject when they
+    // plan (a data set that cannot be built) leaves no store behind; a unified search plans its
+    // first round from what the store holds.
+    let grid = match exp.search {
+        Some(_) => None,
+        None => match stages.plan(&exp, &map) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("{e}");
+                return EXIT_USAGE;
+            }
+        },
+    };
     let store = match Store::open(&args.store) {
         Ok(s) => s,
         Err(e) => {
@@ -153,24 +166,19 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         }
     };
     let mut unified = None;
-    let plan = if exp.search.is_some() {
-        let print = args.process == 0;
-        match crate::search::Unified::new(exp, map, stages.clone(), store.clone(), print) {
-            Ok((u, plan)) => {
-                unified = Some(u);
-                plan
-            }
-            Err(e) => {
-                eprintln!("{e}");
-                return EXIT_USAGE;
-            }
-        }
-    } else {
-        match stages.plan(&exp, &map) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("{e}");
-                return EXIT_USAGE;
+    let plan = match grid {
+        Some(p) => p,
+        None => {
+            let print = args.process == 0;
+            match crate::search::Unified::new(exp, map, stages.clone(), store.clone(), print) {
+                Ok((u, plan)) => {
+                    unified = Some(u);
+                    plan
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    return EXIT_USAGE;
+                }
             }
         }
     };

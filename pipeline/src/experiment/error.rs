@@ -25,6 +25,21 @@ pub struct SourceMap {
 }
 
 impl SourceMap {
+    /// The span of the line that opens table `[name]` (`0..0` if the file has none).
+    pub fn section(&self, name: &str) -> Range<usize> {
+        let header = format!("[{name}]");
+        let mut at = 0;
+        for line in self.text.split_inclusive('\n') {
+            let trimmed = line.trim();
+            if trimmed == header || trimmed.starts_with(&format!("{header} ")) {
+                let start = at + (line.len() - line.trim_start().len());
+                return start..start + header.len();
+            }
+            at += line.len();
+        }
+        0..0
+    }
+
     /// A map over `text` read from `path`.
     pub fn new(path: &Path, text: &str) -> Self {
         SourceMap {

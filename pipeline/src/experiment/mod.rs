@@ -7,6 +7,7 @@
 mod axis;
 mod batches;
 pub mod error;
+pub mod limits;
 mod prune_space;
 pub mod schema;
 mod search;

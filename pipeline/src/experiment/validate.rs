@@ -3,6 +3,7 @@
 
 use super::axis::Axis;
 use super::error::{ExperimentError, SourceMap};
+use super::limits;
 use super::prune_space::prune_points;
 use super::schema::*;
 use crate::kinds::{CheckpointTrial, DatasetTrial, PrunePoint, TrainTrial};
@@ -133,6 +134,12 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
                 shape.span(),
                 || format!("a shape is [rows, cols] with both > 0, found {v:?}"),
             )?;
+            limits::matrix(
+                (v[0], v[1]),
+                || format!("the shape {v:?}"),
+                map,
+                shape.span(),
+            )?;
             shapes.push((v[0], v[1]));
         }
     }
@@ -162,10 +169,16 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         None => vec![Backend::Cpu],
     };
     let mut batch_tokens = vec![];
+    // Every batch with its place, for the check of the widest layer at each below.
+    let mut batch_spans = vec![];
     if let Some(bt) = kt.and_then(|k| k.get_ref().batch_tokens.as_ref()) {
         for (b, span) in values(bt) {
-            check(b >= 1, map, span, || "batch_tokens must be ≥ 1".into())?;
+            check(b >= 1, map, span.clone(), || {
+                "batch_tokens must be ≥ 1".into()
+            })?;
+            limits::at_most(b, limits::BATCH_MAX, "batch_tokens", map, span.clone())?;
             batch_tokens.push(b);
+            batch_spans.push((b, span));
         }
     } else {
         batch_tokens.push(64);
@@ -204,12 +217,42 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
             check(*b.get_ref() >= 1, map, b.span(), || {
                 "batch sizes must be ≥ 1".into()
             })?;
+            limits::at_most(
+                *b.get_ref(),
+                limits::BATCH_MAX,
+                "a batch size",
+                map,
+                b.span(),
+            )?;
             batch_sizes.push(*b.get_ref());
+            batch_spans.push((*b.get_ref(), b.span()));
         }
     } else {
         batch_sizes = vec![1, 256];
     }
     let batch_sizes = dedup(batch_sizes);
+    // The widest layer's inputs or outputs at each batch (a kernel tuning's B and C).
+    let widest = match &model_part {
+        Some(ModelPart { model, .. }) => {
+            let w = match model {
+                ModelSpec::Mlp { hidden } => hidden.iter().copied().max().unwrap_or(0),
+                ModelSpec::Cnn { channels, hidden } => {
+                    channels.iter().chain(hidden).copied().max().unwrap_or(0)
+                }
+                ModelSpec::Transformer { d_model, d_ff, .. } => *d_model.max(d_ff),
+            };
+            w as u64
+        }
+        None => shapes.iter().map(|&(r, c)| r.max(c)).max().unwrap_or(0),
+    };
+    for (b, span) in batch_spans {
+        limits::matrix(
+            (widest, b),
+            || format!("a layer of width {widest} at batch {b}"),
+            map,
+            span,
+        )?;
+    }
     let search = super::search::search_spec(
         raw,
         map,
@@ -276,6 +319,12 @@ fn transformer(
         check(*x.get_ref() >= 1, map, x.span(), || {
             format!("{name} must be ≥ 1")
         })?;
+        let max = if *name == "layers" {
+            limits::LAYERS_MAX
+        } else {
+            limits::WIDTH_MAX
+        };
+        limits::at_most(*x.get_ref(), max, name, map, x.span())?;
         *slot = *x.get_ref() as usize;
     }
     if let Some(h) = model.hidden.first().or(model.channels.first()) {
@@ -285,6 +334,14 @@ fn transformer(
         ));
     }
     let [layers, d_model, heads, d_ff, patch] = v;
+    if let Some(f) = &model.d_ff {
+        limits::matrix(
+            (d_model as u64, d_ff as u64),
+            || "the feed-forward layers".to_string(),
+            map,
+            f.span(),
+        )?;
+    }
     if let Some(h) = &model.heads {
         check(d_model % heads == 0, map, h.span(), || {
             format!("d_model = {d_model} is not divisible by heads = {heads}")
@@ -313,6 +370,22 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
         check(*h.get_ref() > 0, map, h.span(), || {
             "hidden widths must be > 0".into()
         })?;
+        limits::at_most(
+            *h.get_ref(),
+            limits::WIDTH_MAX,
+            "a hidden width",
+            map,
+            h.span(),
+        )?;
+    }
+    for pair in model.hidden.windows(2) {
+        let (a, b) = (*pair[0].get_ref(), *pair[1].get_ref());
+        limits::matrix(
+            (b, a),
+            || format!("the layer from width {a} to {b}"),
+            map,
+            pair[1].span(),
+        )?;
     }
     let channels: Vec<usize> = model
         .channels
@@ -323,6 +396,13 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
         check(*c.get_ref() > 0, map, c.span(), || {
             "channels must be > 0".into()
         })?;
+        limits::at_most(
+            *c.get_ref(),
+            limits::WIDTH_MAX,
+            "a channel count",
+            map,
+            c.span(),
+        )?;
     }
     let blocks = match &model.layers {
         Some(l) => match l.get_ref() {
@@ -407,7 +487,10 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
     for (epochs, es) in values(&train.epochs) {
         check(epochs >= 1, map, es, || "epochs must be ≥ 1".into())?;
         for (batch_size, bs) in values(&train.batch_size) {
-            check(batch_size >= 1, map, bs, || "batch_size must be ≥ 1".into())?;
+            check(batch_size >= 1, map, bs.clone(), || {
+                "batch_size must be ≥ 1".into()
+            })?;
+            limits::at_most(batch_size, limits::BATCH_MAX, "batch_size", map, bs)?;
             for (lr, ls) in values(&train.lr) {
                 check(lr.is_finite() && lr > 0.0, map, ls, || {
                     format!("lr must be a finite number > 0, found {lr}")
@@ -546,10 +629,32 @@ fn dataset_trial(
                 })?;
                 Ok(*v.get_ref() as usize)
             };
+            let (n_samples, n_features) = (
+                get(&ds.samples, "samples", 10)?,
+                get(&ds.features, "features", 1)?,
+            );
+            let n_classes = get(&ds.classes, "classes", 2)?;
+            if let (Some(c), Some(f), Some(n)) = (&ds.classes, &ds.features, &ds.samples) {
+                let classes_max = datasets::CLASSES_MAX as u64;
+                limits::at_most(*c.get_ref(), classes_max, "classes", map, c.span())?;
+                limits::at_most(
+                    *f.get_ref(),
+                    limits::ELEMENTS_MAX,
+                    "features",
+                    map,
+                    f.span(),
+                )?;
+                limits::matrix(
+                    (*n.get_ref(), *f.get_ref()),
+                    || "the samples".to_string(),
+                    map,
+                    n.span(),
+                )?;
+            }
             D::Synthetic {
-                n_samples: get(&ds.samples, "samples", 10)?,
-                n_features: get(&ds.features, "features", 1)?,
-                n_classes: get(&ds.classes, "classes", 2)?,
+                n_samples,
+                n_features,
+                n_classes,
                 seed,
                 test_fraction,
                 split_seed,

@@ -296,10 +296,15 @@ impl Trial for PruneTrial {
 }
 
 /// Plans one pruning per (training, prune point). `layers` gives the format each layer of the
-/// model takes under a pattern (it knows the model's shapes; an error names what is wrong).
+/// model takes under a pattern (it knows the model's shapes; an error names the table of the
+/// file at fault, `dataset`, `model` or `prune`, and what is wrong).
 pub fn plan(
     p: &mut Planner,
-    layers: impl Fn(&super::DatasetTrial, &ModelSpec, &PruneSpec) -> Result<Vec<LayerFormat>, String>,
+    layers: impl Fn(
+        &super::DatasetTrial,
+        &ModelSpec,
+        &PruneSpec,
+    ) -> Result<Vec<LayerFormat>, (&'static str, String)>,
 ) -> Result<(), PlanError> {
     let exp = p.experiment();
     let Some(mp) = &exp.model_part else {
@@ -324,7 +329,7 @@ pub fn plan(
                 layer_patterns: point.layers.clone(),
             };
             let formats = layers(&dataset, &planned.trial.model, &spec)
-                .map_err(|e| p.error(0..0, format!("[model]: {e}")))?;
+                .map_err(|(section, e)| p.section_error(section, e))?;
             let trial = PruneTrial {
                 spec,
                 layers: formats,

@@ -45,6 +45,12 @@ impl<'a> Planner<'a> {
         self.map.error(span, message)
     }
 
+    /// An error at the header of table `[section]` of the experiment file, prefixed with it.
+    pub fn section_error(&self, section: &str, message: impl std::fmt::Display) -> PlanError {
+        self.map
+            .error(self.map.section(section), format!("[{section}]: {message}"))
+    }
+
     fn index(&mut self, stage: &'static str) -> u8 {
         self.table.index(stage).unwrap_or_else(|| {
             self.unknown.get_or_insert(stage);

@@ -14,15 +14,20 @@ pub struct PruneStage(pub(super) Arc<Datasets>);
 
 impl PruneStage {
     /// The format each layer of `model` takes under `pattern` on `data`: the pattern where it
-    /// fits the layer's shape, dense (with the reason) where it does not.
+    /// fits the layer's shape, dense (with the reason) where it does not. An error names the
+    /// table of the experiment file it comes from.
     fn layer_formats(
         &self,
         data: &DatasetTrial,
         model: &ModelSpec,
         spec: &PruneSpec,
-    ) -> Result<Vec<LayerFormat>, StageError> {
-        let ds = self.0.load(&data.spec)?;
-        let w = Weights::init(model, ds.n_features, ds.image_shape, ds.n_classes, 0)?;
+    ) -> Result<Vec<LayerFormat>, (&'static str, String)> {
+        let ds = self
+            .0
+            .load(&data.spec)
+            .map_err(|e| ("dataset", e.to_string()))?;
+        let w = Weights::init(model, ds.n_features, ds.image_shape, ds.n_classes, 0)
+            .map_err(|e| ("model", e.to_string()))?;
         for g in spec.keep_dense.iter().flatten() {
             if !w
                 .layers
@@ -30,9 +35,12 @@ impl PruneStage {
                 .any(|l| stages::model::glob_matches(g, &l.name))
             {
                 let names: Vec<&str> = w.layers.iter().map(|l| l.name.as_str()).collect();
-                return Err(StageError::Failed(format!(
-                    "[prune] keep_dense: `{g}` matches no layer of the model (its layers: {names:?})"
-                )));
+                return Err((
+                    "prune",
+                    format!(
+                        "keep_dense: `{g}` matches no layer of the model (its layers: {names:?})"
+                    ),
+                ));
             }
         }
         Ok(w.layers
@@ -66,10 +74,7 @@ impl Stage for PruneStage {
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
-        prune::plan(p, |data, model, spec| {
-            self.layer_formats(data, model, spec)
-                .map_err(|e| e.to_string())
-        })
+        prune::plan(p, |data, model, spec| self.layer_formats(data, model, spec))
     }
 
     fn run(
