@@ -117,6 +117,17 @@ fn v_must_divide_rows() {
 }
 
 #[test]
+fn an_include_points_v_must_divide_rows_too() {
+    // It was skipped: the layer was left dense and the front still named the pattern.
+    check(
+        &format!("{GOOD}[[prune.include]]\npattern = \"vnm\"\nnm = \"2:8\"\nv = 5\n"),
+        21,
+        5,
+        "v = 5 does not divide the layer rows 32",
+    );
+}
+
+#[test]
 fn sparsity_outside_unit_interval() {
     check(
         &GOOD.replace("sparsity = [0.75]", "sparsity = [0.75, 1.5]"),

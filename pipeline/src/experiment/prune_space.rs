@@ -71,12 +71,7 @@ pub(super) fn prune_points(
     let mut v = vec![];
     if let Some(s) = &raw.v {
         for (x, span) in values(s) {
-            check(x >= 1, map, span.clone(), || "v must be ≥ 1".into())?;
-            for &rows in v_divides {
-                check(rows % x == 0, map, span.clone(), || {
-                    format!("v = {x} does not divide the layer rows {rows} (V must divide the rows of every layer that takes it: an MLP's hidden widths, a transformer's d_model and d_ff, a study's shape rows)")
-                })?;
-            }
+            check_v(x, &span, v_divides, map)?;
             v.push((x, span));
         }
     }
@@ -212,7 +207,14 @@ pub(super) fn prune_points(
                 Some(s) => vec![(parse_nm(s.get_ref(), map, s.span())?, s.span())],
                 None => vec![],
             },
-            v: pt.v.iter().map(|s| (*s.get_ref(), s.span())).collect(),
+            v: pt
+                .v
+                .iter()
+                .map(|s| {
+                    check_v(*s.get_ref(), &s.span(), v_divides, map)
+                        .map(|_| (*s.get_ref(), s.span()))
+                })
+                .collect::<Result<_, _>>()?,
             method: vec![],
             schedule: vec![],
         };
@@ -264,6 +266,23 @@ pub(super) fn prune_points(
         return Err(map.error(p.span(), "the prune space is empty after [[prune.exclude]]"));
     }
     Ok(points)
+}
+
+/// A V of the `v` axis or of an include point: ≥ 1, and dividing the rows of every layer that
+/// takes the pattern (`v_divides`).
+fn check_v(
+    x: u64,
+    span: &Range<usize>,
+    v_divides: &[u64],
+    map: &SourceMap,
+) -> Result<(), ExperimentError> {
+    check(x >= 1, map, span.clone(), || "v must be ≥ 1".into())?;
+    for &rows in v_divides {
+        check(rows % x == 0, map, span.clone(), || {
+            format!("v = {x} does not divide the layer rows {rows} (V must divide the rows of every layer that takes it: an MLP's hidden widths, a transformer's d_model and d_ff, a study's shape rows)")
+        })?;
+    }
+    Ok(())
 }
 
 fn pos(
