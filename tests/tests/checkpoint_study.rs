@@ -410,6 +410,68 @@ fn calibration_inputs_come_from_the_file_where_it_has_them() {
     );
 }
 
+/// A tensor with a NaN fails the studies that include it, with the reason (they were "ok" rows
+/// with a retained L1 of 1 and no output error); a calibration file naming none of the studied
+/// tensors leaves them on Gaussian inputs (every trial failed on it).
+#[test]
+fn non_finite_weights_fail_their_studies_and_a_calibration_file_of_other_tensors_is_unused() {
+    let ws = Workspace::new();
+    let (q, up) = ("enc.0.attn.query.weight", "enc.0.mlp.up.weight");
+    let mut bad = f32s(64 * 64, 1);
+    bad[4 * (3 * 64 + 5)..][..4].copy_from_slice(&f32::NAN.to_le_bytes());
+    write_safetensors(
+        &ws.path("model.safetensors"),
+        &[
+            (q, "F32", vec![64, 64], bad),
+            (up, "F32", vec![128, 64], f32s(128 * 64, 2)),
+        ],
+    );
+    write_safetensors(
+        &ws.path("inputs.safetensors"),
+        &[("other", "F32", vec![8, 64], f32s(8 * 64, 9))],
+    );
+    let calibration = "calibration = \"inputs.safetensors\"";
+    let table = |ws: &Workspace| {
+        let dir = results::current(&ws.path("out"), "study").unwrap();
+        strip(results::read_table(&dir.join("layer_study")).unwrap())
+    };
+    ws.write("exp.toml", &experiment(GOOD, calibration));
+    let o = run(&ws);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let studies = table(&ws);
+    assert!(!studies.is_empty());
+    for r in &studies {
+        assert_eq!(r.get("status"), Some(&Value::Str("failed".into())), "{r:?}");
+        match r.get("error") {
+            Some(Value::Str(e)) => assert!(
+                e.contains(&format!("tensor {q}")) && e.contains("NaN at row 3, column 5"),
+                "{e}"
+            ),
+            other => panic!("no error: {other:?}"),
+        }
+    }
+    // The finite tensor alone: every study completes, on Gaussian inputs.
+    ws.write("exp.toml", &experiment(&format!("[\"{up}\"]"), calibration));
+    let o = run(&ws);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let studies = table(&ws);
+    let layers: Vec<_> = studies.iter().filter(|r| r.contains_key("layer")).collect();
+    assert!(!layers.is_empty());
+    for r in layers {
+        assert_eq!(r.get("layer"), Some(&Value::Str(up.into())), "{r:?}");
+        assert_eq!(
+            r.get("calibration"),
+            Some(&Value::Str("gaussian".into())),
+            "{r:?}"
+        );
+    }
+}
+
 /// The shipped VENOM Fig. 11 reproduction (`experiments/repro/venom-fig11/`) through the real
 /// `cotune run` and `cotune report --expected`: every published retained L1 is matched within
 /// its tolerance (±0.02), the page's measured numbers are the layer-study table's, and the
