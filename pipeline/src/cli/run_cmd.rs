@@ -1,6 +1,6 @@
 //! `cotune run` and `cotune watch`.
 
-use super::{load_experiment, load_plan, RunArgs, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use super::{load_experiment, RunArgs, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::cluster::Cluster;
 use crate::driver::{self, Output, PlanSource};
 use crate::engine::Engine;
@@ -38,6 +38,10 @@ struct Watch {
     experiment: String,
 }
 
+/// Why `watch` refuses a unified search.
+const WATCH_NO_SEARCH: &str =
+    "watch does not run a unified search (its rounds depend on results); use `cotune run`";
+
 impl PlanSource for Watch {
     fn next(&mut self, _first: bool, stopped: &dyn Fn() -> bool) -> Option<Plan> {
         if let Some(p) = self.first.take() {
@@ -55,7 +59,13 @@ impl PlanSource for Watch {
                 continue;
             }
             self.last_text = text;
-            match load_plan(&self.file, self.stages.as_ref()) {
+            // A save that turns the file into a unified search is refused like one at the
+            // start (it was run as a grid).
+            let loaded = load_experiment(&self.file).and_then(|(exp, map)| match exp.search {
+                Some(_) => Err(map.error(map.section("search"), WATCH_NO_SEARCH)),
+                None => self.stages.plan(&exp, &map),
+            });
+            match loaded {
                 Ok(plan) if plan.experiment != self.experiment => {
                     tell!(
                         "{}: the experiment name changed; restart watch to follow a new experiment",
@@ -142,7 +152,7 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         }
     };
     if watch && exp.search.is_some() {
-        eprintln!("error: watch does not run a unified search (its rounds depend on results); use `cotune run`");
+        eprintln!("error: {WATCH_NO_SEARCH}");
         return EXIT_USAGE;
     }
     // A grid is planned before the store is opened, so that a file the stages reject when they
