@@ -321,11 +321,18 @@ mod tests {
         use arrow_array::{Float32Array, Int64Array, RecordBatch};
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.parquet");
+        // Snappy, the default of pandas, pyarrow and Spark (it was refused as a disabled
+        // feature).
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .build();
         let write = |f: ArrayRef| {
             let labels: ArrayRef = Arc::new(Int64Array::from(vec![0, 1, 1, 0]));
             let batch = RecordBatch::try_from_iter([("f", f), ("label", labels)]).unwrap();
             let file = std::fs::File::create(&p).unwrap();
-            let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+            let mut w =
+                parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props.clone()))
+                    .unwrap();
             w.write(&batch).unwrap();
             w.close().unwrap();
         };

@@ -54,10 +54,15 @@ fn watch_applies_each_save() {
     ws.write("exp.toml", "name = \"w\"\n[dataset\n"); // a broken save is reported and ignored
     std::thread::sleep(Duration::from_millis(800));
     // So is a save that makes it a unified search (it was run as a grid: two prune keys).
-    let search = "[evaluate]\nbatch_sizes = [64]\n[search]\nstrategy = \"unified\"\nbudget_epochs = 1\n";
+    let search =
+        "[evaluate]\nbatch_sizes = [64]\n[search]\nstrategy = \"unified\"\nbudget_epochs = 1\n";
     ws.write("exp.toml", &small_experiment("w", "[16]", search));
     std::thread::sleep(Duration::from_millis(2000));
-    assert_eq!(prune_keys(&ws), 3, "a unified search must not run under watch");
+    assert_eq!(
+        prune_keys(&ws),
+        3,
+        "a unified search must not run under watch"
+    );
     ws.write("exp.toml", &exp("[16]"));
     // The watched state converges to a fresh run of the final file. (The tables are written one
     // after another, so the prune table can already show the final keys while the later tables
