@@ -186,13 +186,30 @@ fn damaged_entry_is_detected_and_recomputed() {
         }
     }
     let weights = weights.expect("a weights artifact");
-    let mut bytes = std::fs::read(&weights).unwrap();
-    bytes[0] ^= 0x01;
-    std::fs::write(&weights, bytes).unwrap();
+    let flip = || {
+        let mut bytes = std::fs::read(&weights).unwrap();
+        bytes[0] ^= 0x01;
+        std::fs::write(&weights, bytes).unwrap();
+    };
+    flip();
     let store = ws.path("s").display().to_string();
     let v = ws.cotune(BIN, &["store", "verify", "--store", &store], None);
     assert_eq!(v.status.code(), Some(1), "verify must report the damage");
     assert!(String::from_utf8_lossy(&v.stdout).contains("damaged"));
+    // `store gc` removes the damaged entry (it said so and removed nothing).
+    let copy = ws.path("s-copy");
+    std::fs::create_dir(&copy).unwrap();
+    let cp = std::process::Command::new("cp")
+        .args(["-a", &format!("{store}/."), copy.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let copy = copy.display().to_string();
+    let g = ws.cotune(BIN, &["store", "gc", "--store", &copy], None);
+    assert!(g.status.success());
+    assert!(String::from_utf8_lossy(&g.stdout).starts_with("removed 1 "));
+    let v = ws.cotune(BIN, &["store", "verify", "--store", &copy], None);
+    assert!(v.status.success(), "gc leaves no damaged entry");
     let o = run(&ws, "s", "o", &[]);
     assert!(o.status.success());
     assert!(

@@ -176,3 +176,12 @@ pub fn load_experiment(
     let exp = crate::experiment::validate(&raw, &map)?;
     Ok((exp, map))
 }
+
+/// Loads, validates and plans an experiment file (a unified search: its round 0).
+pub fn load_plan(
+    file: &std::path::Path,
+    stages: &StageTable,
+) -> Result<crate::plan::Plan, crate::experiment::ExperimentError> {
+    let (exp, map) = load_experiment(file)?;
+    stages.plan(&exp, &map)
+}

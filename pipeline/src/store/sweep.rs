@@ -1,11 +1,11 @@
-//! Cleaning a store: the `tmp/` folders of runs that died mid-write, quarantined entries, and
-//! (`gc --keep`) entries no experiment keeps.
+//! Cleaning a store: the `tmp/` folders of runs that died mid-write, quarantined and damaged
+//! entries, and (`gc --keep`) entries no experiment keeps.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::error::io;
-use super::{KeyLock, Store, StoreError};
+use super::{EntryState, KeyLock, Store, StoreError};
 use crate::key::AnyKey;
 
 impl Store {
@@ -58,8 +58,9 @@ impl Store {
         Ok(removed)
     }
 
-    /// Removes unfinished writes of dead processes and quarantined entries; with `keep`, also
-    /// every entry whose key is not in it. Returns (folders removed, bytes freed).
+    /// Removes unfinished writes of dead processes, quarantined entries and damaged ones (an
+    /// artifact missing or not matching its digest: a run would recompute them anyway); with
+    /// `keep`, also every entry whose key is not in it. Returns (folders removed, bytes freed).
     pub fn gc(
         &self,
         keep: Option<&std::collections::BTreeSet<AnyKey>>,
@@ -75,11 +76,10 @@ impl Store {
         for e in io(&q, fs::read_dir(&q))? {
             drop_dir(&io(&q, e)?.path())?;
         }
-        if let Some(keep) = keep {
-            for (key, path) in self.entries()? {
-                if !keep.contains(&key) {
-                    drop_dir(&path)?;
-                }
+        for (key, path) in self.entries()? {
+            let kept = keep.is_none_or(|k| k.contains(&key));
+            if !kept || matches!(super::read_entry(&path, Some(&key)), EntryState::Damaged(_)) {
+                drop_dir(&path)?;
             }
         }
         Ok((removed, bytes))
