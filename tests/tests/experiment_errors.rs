@@ -243,3 +243,31 @@ fn a_data_set_that_cannot_be_built_is_named_at_its_table() {
         "[dataset]: ",
     );
 }
+
+#[test]
+fn an_out_path_that_is_a_file_is_refused_before_anything_runs_and_plan_creates_no_store() {
+    let ws = Workspace::new();
+    let f = ws.write("exp.toml", GOOD);
+    let out = ws.write("out", "a file");
+    let store = ws.path("store");
+    let arg = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    // It computed everything, then failed to write its tables (exit 1).
+    let o = ws.cotune(
+        BIN,
+        &[
+            "run",
+            &arg(&f),
+            "--store",
+            &arg(&store),
+            "--out",
+            &arg(&out),
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is a file"));
+    assert!(!store.exists(), "nothing may run");
+    let o = ws.cotune(BIN, &["plan", &arg(&f), "--store", &arg(&store)], None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!store.exists(), "plan only reads the store");
+}

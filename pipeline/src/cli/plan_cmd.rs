@@ -89,16 +89,18 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &StageTable) -
             return EXIT_USAGE;
         }
     };
-    let store = match Store::open(store_dir) {
-        Ok(s) => s,
-        Err(e) => {
+    // A store that does not exist yet holds nothing: plan only reads, it creates no store.
+    let store = match store_dir.exists().then(|| Store::open(store_dir)) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
             eprintln!("error: {e}");
             return EXIT_USAGE;
         }
     };
     // Each entry is read and verified once; every check below uses this map.
     let stored: BTreeMap<AnyKey, Meta> = store
-        .entries()
+        .map(|s| s.entries().unwrap_or_default())
         .unwrap_or_default()
         .iter()
         .filter_map(|(k, dir)| match read_entry(dir, Some(k)) {

@@ -129,6 +129,14 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         eprintln!("error: watch runs in one process (use --workers for threads)");
         return EXIT_USAGE;
     }
+    // Found now, not after the run has computed everything and cannot write its tables.
+    if args.out.exists() && !args.out.is_dir() {
+        eprintln!(
+            "error: --out {} is a file; the results go in a folder",
+            args.out.display()
+        );
+        return EXIT_USAGE;
+    }
     let addresses = match addresses(args) {
         Ok(a) => a,
         Err(e) => {

@@ -154,7 +154,7 @@ pub struct RawPrune {
     pub obs_damp: Option<Spanned<f64>>,
     /// Gradual: pruning steps (default 4).
     pub gradual_steps: Option<Spanned<u64>>,
-    /// SparseGPT, Wanda: calibration samples drawn from the training split (default 128).
+    /// SparseGPT, Wanda: calibration samples drawn from the training split (default 512).
     pub calibration_samples: Option<Spanned<u64>>,
     /// SparseGPT, Wanda: which model calibration runs through (default sequential).
     pub calibration: Option<Spanned<CalibrationInputs>>,

@@ -28,6 +28,19 @@ impl PruneStage {
             .map_err(|e| ("dataset", e.to_string()))?;
         let w = Weights::init(model, ds.n_features, ds.image_shape, ds.n_classes, 0)
             .map_err(|e| ("model", e.to_string()))?;
+        // Known now, so an error before anything runs rather than a failed trial per point.
+        if let Some(c) = spec.method.as_ref().and_then(stages::Method::calibration) {
+            let n = ds.n_train();
+            if c.samples > n {
+                return Err((
+                    "prune",
+                    format!(
+                        "calibration_samples = {} is more than the {n} samples of the training split (the default is 512)",
+                        c.samples
+                    ),
+                ));
+            }
+        }
         for g in spec.keep_dense.iter().flatten() {
             if !w
                 .layers

@@ -23,6 +23,9 @@ const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
 impl Store {
     /// Opens (creating if needed) the store at `root`.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
+        if root.exists() && !root.is_dir() {
+            return Err(StoreError::NotAStore(root.to_owned()));
+        }
         let non_empty = fs::read_dir(root)
             .map(|mut d| d.next().is_some())
             .unwrap_or(false);
