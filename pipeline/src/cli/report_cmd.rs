@@ -7,6 +7,18 @@ use std::path::{Path, PathBuf};
 /// Writes the report of each experiment output under `dir`; returns the exit code (2 when
 /// there are no cotune tables, an unknown schema version or a bad `expected.toml`).
 pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
+    // Arguments that name the wrong thing are usage errors (they read as failed reports).
+    if let Some(e) = expected.filter(|e| !e.is_file()) {
+        eprintln!("error: --expected {}: no such file", e.display());
+        return EXIT_USAGE;
+    }
+    if let Some(t) = to.filter(|t| t.exists() && !t.is_dir()) {
+        eprintln!(
+            "error: --to {} is a file; a report is a folder",
+            t.display()
+        );
+        return EXIT_USAGE;
+    }
     let dirs = match report::experiment_dirs(dir) {
         Ok(d) => d,
         Err(e) => {

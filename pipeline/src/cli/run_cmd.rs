@@ -105,6 +105,16 @@ fn addresses(args: &RunArgs) -> Result<Vec<String>, String> {
         .filter(|l| !l.is_empty())
         .map(str::to_owned)
         .collect();
+    // host:port, the port a number below 65,536 (else the run failed when it connected).
+    if let Some(bad) = lines.iter().find(|l| {
+        l.rsplit_once(':')
+            .is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err())
+    }) {
+        return Err(format!(
+            "{}: `{bad}` is not host:port (a port below 65536)",
+            hostfile.display()
+        ));
+    }
     if lines.len() != args.processes as usize {
         return Err(format!(
             "{}: {} addresses for --processes {}",
@@ -392,6 +402,39 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    #[test]
+    fn a_hostfile_line_that_is_not_host_and_port_is_named() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = dir.path().join("hosts");
+        let parse = |text: &str| {
+            std::fs::write(&hosts, text).unwrap();
+            let cli = Cli::try_parse_from([
+                "cotune",
+                "exp.toml",
+                "--processes",
+                "2",
+                "--hostfile",
+                hosts.to_str().unwrap(),
+            ])
+            .unwrap();
+            addresses(&cli.run)
+        };
+        assert_eq!(
+            parse("10.0.0.1:2101\n[::1]:2102\n").unwrap(),
+            ["10.0.0.1:2101", "[::1]:2102"]
+        );
+        for bad in ["garbage", "localhost:99999", ":2101", "host:"] {
+            let e = parse(&format!("10.0.0.1:2101\n{bad}\n")).unwrap_err();
+            assert!(e.contains(&format!("`{bad}` is not host:port")), "{e}");
+        }
+    }
 
     #[test]
     fn a_watch_waiting_for_a_save_gives_up_when_a_worker_has_panicked() {
