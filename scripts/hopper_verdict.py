@@ -72,7 +72,7 @@ def verdict(res):
     # The issue's figures are an H200's: a run on another card (an H100 has ~30 % less memory
     # bandwidth) is a table worth reading, not the verdict.
     gpu = device(res)
-    if gpu is None or "H200" not in gpu:
+    if gpu is None or "H200" not in gpu or "GH200" in gpu:
         out.append(f"device: {gpu or 'unknown (no gpu.txt)'}, not an H200: the goals are the H200's, "
                    "so this run cannot settle them  NOT MET")
         met.append(False)

@@ -66,9 +66,12 @@ pub fn experiment_dirs(dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let mut found = vec![];
     for entry in std::fs::read_dir(dir).map_err(ReportError::io(dir))? {
         let path = entry.map_err(ReportError::io(dir))?.path();
-        let hidden = path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        // Hidden folders, and a folder of tables that a run moved aside from where its
+        // experiment's link now goes (`<experiment>.old-*`: not an experiment of its own).
+        let hidden = path.file_name().is_some_and(|n| {
+            let n = n.to_string_lossy();
+            n.starts_with('.') || results::is_moved_aside(&n)
+        });
         if !hidden && path.is_dir() && is_experiment_dir(&path) {
             found.push(path);
         }

@@ -32,6 +32,21 @@ const PUBLISHED: &str = ".published";
 /// The folder of per-worker "my parts are written" markers.
 const WRITTEN: &str = ".written";
 
+/// What names a folder moved aside from where an experiment's link goes
+/// (`<out>/<experiment>.old-<pid>-<nanos>`); reports skip such folders.
+pub const MOVED_ASIDE: &str = ".old-";
+
+/// Whether a folder name is one [`Generation::publish`] moved aside.
+pub fn is_moved_aside(name: &str) -> bool {
+    let digits = |x: &str| !x.is_empty() && x.bytes().all(|c| c.is_ascii_digit());
+    name.rsplit_once(MOVED_ASIDE).is_some_and(|(exp, rest)| {
+        !exp.is_empty()
+            && rest
+                .split_once('-')
+                .is_some_and(|(a, b)| digits(a) && digits(b))
+    })
+}
+
 /// `<out>/.<experiment>.generations`: every generation of one experiment.
 pub fn generations_dir(out: &Path, experiment: &str) -> Result<PathBuf, ResultsError> {
     check_name("experiment", experiment)?;
@@ -148,7 +163,7 @@ impl Generation {
         if fs::symlink_metadata(&link).is_ok_and(|m| m.is_dir()) {
             let aside = self
                 .out
-                .join(format!("{}.old-{}", self.experiment, unique()));
+                .join(format!("{}{MOVED_ASIDE}{}", self.experiment, unique()));
             fs::rename(&link, &aside).map_err(ResultsError::io(&link))?;
         }
         let target = Path::new(gens.file_name().unwrap_or_default()).join(&self.token);
@@ -280,6 +295,9 @@ mod tests {
             .filter(|p| p.to_string_lossy().contains("exp.old-"))
             .collect();
         assert_eq!(aside.len(), 1, "{aside:?}");
+        let name = aside[0].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(is_moved_aside(&name), "{name}");
+        assert!(!is_moved_aside("exp") && !is_moved_aside("exp.old-notes"));
         assert_eq!(
             fs::read_to_string(aside[0].join("notes.txt")).unwrap(),
             "mine"

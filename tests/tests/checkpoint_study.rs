@@ -410,7 +410,7 @@ fn calibration_inputs_come_from_the_file_where_it_has_them() {
     );
 }
 
-/// A tensor with a NaN fails the studies that include it, with the reason (they were "ok" rows
+/// A tensor with a NaN fails the studies that prune it, with the reason (they were "ok" rows
 /// with a retained L1 of 1 and no output error); a calibration file naming none of the studied
 /// tensors leaves them on Gaussian inputs (every trial failed on it).
 #[test]
@@ -443,10 +443,18 @@ fn non_finite_weights_fail_their_studies_and_a_calibration_file_of_other_tensors
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Every study that prunes it failed naming it; the dense point only sums it, and ran.
     let studies = table(&ws);
-    assert!(!studies.is_empty());
-    for r in &studies {
-        assert_eq!(r.get("status"), Some(&Value::Str("failed".into())), "{r:?}");
+    let failed: Vec<_> = studies
+        .iter()
+        .filter(|r| r.get("status") == Some(&Value::Str("failed".into())))
+        .collect();
+    assert!(
+        !failed.is_empty() && failed.len() < studies.len(),
+        "{studies:?}"
+    );
+    for r in failed {
+        assert_ne!(r.get("pattern"), Some(&Value::Str("dense".into())), "{r:?}");
         match r.get("error") {
             Some(Value::Str(e)) => assert!(
                 e.contains(&format!("tensor {q}")) && e.contains("NaN at row 3, column 5"),

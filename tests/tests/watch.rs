@@ -23,8 +23,10 @@ fn prune_keys(ws: &Workspace) -> usize {
     std::panic::catch_unwind(|| keys(&tables(&ws.path("out"), "w")["prune"]).len()).unwrap_or(0)
 }
 
-/// Starts `cotune watch` on `file` with the workspace's store and output folder.
+/// Starts `cotune watch` on `file` with the workspace's store and output folder, its messages
+/// in the workspace's `watch.log`.
 fn watch(ws: &Workspace, file: &std::path::Path) -> std::process::Child {
+    let log = std::fs::File::create(ws.path("watch.log")).unwrap();
     Command::new(BIN)
         .args([
             "watch",
@@ -37,7 +39,7 @@ fn watch(ws: &Workspace, file: &std::path::Path) -> std::process::Child {
         ])
         .env_remove("COTUNE_TEST_LOG")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .unwrap()
 }
@@ -57,7 +59,9 @@ fn watch_applies_each_save() {
     let search =
         "[evaluate]\nbatch_sizes = [64]\n[search]\nstrategy = \"unified\"\nbudget_epochs = 1\n";
     ws.write("exp.toml", &small_experiment("w", "[16]", search));
-    std::thread::sleep(Duration::from_millis(2000));
+    let log = || std::fs::read_to_string(ws.path("watch.log")).unwrap_or_default();
+    wait_for(|| log().contains("watch does not run a unified search"));
+    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         prune_keys(&ws),
         3,

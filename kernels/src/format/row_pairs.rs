@@ -297,7 +297,11 @@ mod tests {
         let direct = pairs.direct.as_ref().unwrap();
         assert_eq!(direct.len(), pairs.entries.len());
         for (i, (&e, &d)) in pairs.entries.iter().zip(direct).enumerate() {
-            let (blk, g) = (i / groups / (v / 2), (e & 0xffff) as usize);
+            // The entry's V-block from its pair's first row.
+            let (blk, g) = (
+                pairs.rows[i / groups][0] as usize / v,
+                (e & 0xffff) as usize,
+            );
             assert_eq!(
                 (d & 0xffff) as usize,
                 g * m,

@@ -30,8 +30,9 @@ impl SourceMap {
         let header = format!("[{name}]");
         let mut at = 0;
         for line in self.text.split_inclusive('\n') {
-            let trimmed = line.trim();
-            if trimmed == header || trimmed.starts_with(&format!("{header} ")) {
+            // The header with what may follow it on its line: blanks and a comment.
+            let code = line.split('#').next().unwrap_or("").trim();
+            if code == header {
                 let start = at + (line.len() - line.trim_start().len());
                 return start..start + header.len();
             }
@@ -65,5 +66,23 @@ impl SourceMap {
             col,
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_section_is_found_at_its_header_whatever_follows_it() {
+        let text = "name = \"x\"\n[dataset] # the data\nsource = \"digits\"\n  [model]\nkind = \"mlp\"\n[[prune.include]]\n";
+        let map = SourceMap::new(Path::new("e.toml"), text);
+        let at = |name: &str| {
+            let e = map.error(map.section(name), "x");
+            (e.line, e.col)
+        };
+        assert_eq!(at("dataset"), (2, 1));
+        assert_eq!(at("model"), (4, 3));
+        assert_eq!(at("prune"), (1, 1), "no [prune] table: the file's start");
     }
 }

@@ -650,6 +650,11 @@ fn dataset_trial(
                     map,
                     n.span(),
                 )?;
+                // The teacher that labels them: a hidden layer of 2 × features, then classes.
+                let (h, k) = (f.get_ref().saturating_mul(2).max(16), *c.get_ref());
+                let teacher = || "the synthetic data's teacher network".to_string();
+                limits::matrix((h, *f.get_ref()), teacher, map, f.span())?;
+                limits::matrix((k, h), teacher, map, c.span())?;
             }
             D::Synthetic {
                 n_samples,

@@ -8,7 +8,7 @@ use crate::kinds::Checkpoint;
 use crate::kinds::{layer_study, LayerStudy, StudyTrial};
 use crate::plan::{PlanError, Planner};
 use crate::stage::{Done, Outcome, RunCtx, Stage, StageError};
-use stages::model::{checkpoint_names, read_checkpoint};
+use stages::model::{checkpoint_from_bytes, checkpoint_names, read_checkpoint};
 use stages::prune::{gaussian_inputs, study_layer, LayerInputs};
 use stages::Method;
 
@@ -35,7 +35,6 @@ pub struct TensorStudy {
     pub calibration: (&'static str, usize),
 }
 
-/// A seed per tensor name, so that two tensors of one width get different Gaussian inputs.
 /// An error naming tensor `name`'s first non-finite value, if it has one: a study of weights or
 /// inputs with a NaN or an infinity gave rows that looked fine (a retained L1 of 1, no output
 /// error) and meant nothing.
@@ -52,6 +51,7 @@ fn finite(name: &str, what: &str, values: &[f32], cols: usize) -> Result<(), Sta
     }
 }
 
+/// A seed per tensor name, so that two tensors of one width get different Gaussian inputs.
 fn tensor_seed(seed: u64, name: &str) -> u64 {
     let h = blake3::hash(name.as_bytes());
     seed ^ u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
@@ -89,7 +89,7 @@ impl Stage for LayerStudyStage {
             if checkpoint_names(&bytes, &calibration_path)?.is_empty() {
                 vec![]
             } else {
-                read_checkpoint(&calibration_path, &all, false)?
+                checkpoint_from_bytes(&bytes, &calibration_path, &all, false)?
             }
         } else {
             vec![]
@@ -103,19 +103,15 @@ impl Stage for LayerStudyStage {
                     what: format!("no tensor {}", layer.layer),
                 });
             };
-            finite(&t.name, "weights", &t.values, t.cols)?;
             let (x, from) = match inputs.iter().find(|x| x.name == t.name) {
-                Some(x) => {
-                    finite(&x.name, "calibration inputs", &x.values, x.cols)?;
-                    (
-                        LayerInputs {
-                            p: x.values.clone(),
-                            tokens: x.rows,
-                            cols: x.cols,
-                        },
-                        "file",
-                    )
-                }
+                Some(x) => (
+                    LayerInputs {
+                        p: x.values.clone(),
+                        tokens: x.rows,
+                        cols: x.cols,
+                    },
+                    "file",
+                ),
                 None => (
                     gaussian_inputs(c.tokens as usize, t.cols, tensor_seed(c.seed, &t.name)),
                     "gaussian",
@@ -125,12 +121,17 @@ impl Stage for LayerStudyStage {
             let (status, study) = match (&layer.skipped, &layer.pattern) {
                 (Some(why), _) => (format!("kept dense: {why}"), None),
                 (None, kernels::Pattern::Dense) => ("dense".to_string(), None),
-                (None, p) => (
-                    "pruned".to_string(),
-                    Some(study_layer(
-                        &t.name, &t.values, t.rows, t.cols, p, &method, &x,
-                    )?),
-                ),
+                // Only what is studied must be finite (a tensor kept dense is only summed).
+                (None, p) => {
+                    finite(&t.name, "weights", &t.values, t.cols)?;
+                    finite(&t.name, "calibration inputs", &x.p, x.cols)?;
+                    (
+                        "pruned".to_string(),
+                        Some(study_layer(
+                            &t.name, &t.values, t.rows, t.cols, p, &method, &x,
+                        )?),
+                    )
+                }
             };
             studies.push(TensorStudy {
                 name: t.name.clone(),

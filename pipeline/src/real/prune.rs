@@ -2,6 +2,7 @@
 
 use super::train::WEIGHTS;
 use super::{masks, rows, Datasets};
+use crate::experiment::limits;
 use crate::kinds::{prune, DatasetTrial, LayerFormat, Prune, PruneTrial, Train};
 use crate::plan::{PlanError, Planner};
 use crate::stage::{Done, Outcome, RunCtx, Stage, StageError};
@@ -21,11 +22,42 @@ impl PruneStage {
         data: &DatasetTrial,
         model: &ModelSpec,
         spec: &PruneSpec,
+        largest_batch: u64,
     ) -> Result<Vec<LayerFormat>, (&'static str, String)> {
         let ds = self
             .0
             .load(&data.spec)
             .map_err(|e| ("dataset", e.to_string()))?;
+        // The layers the file's sizes alone could not bound (the data set's features and
+        // classes are known only now), before their weights are allocated.
+        if let ModelSpec::Mlp { hidden } = model {
+            let (features, classes) = (ds.n_features as u64, ds.n_classes as u64);
+            let widths: Vec<u64> = std::iter::once(features)
+                .chain(hidden.iter().map(|&h| h as u64))
+                .chain(std::iter::once(classes))
+                .collect();
+            let too_big = |(a, b): (u64, u64)| a.saturating_mul(b) > limits::ELEMENTS_MAX;
+            if let Some(w) = widths.windows(2).find(|w| too_big((w[0], w[1]))) {
+                return Err((
+                    "model",
+                    format!(
+                        "a layer from width {} to {} (the data set has {features} features and {classes} classes) would hold more than {} values in one matrix",
+                        w[0],
+                        w[1],
+                        limits::ELEMENTS_MAX
+                    ),
+                ));
+            }
+            if too_big((features, largest_batch)) {
+                return Err((
+                    "dataset",
+                    format!(
+                        "{features} features at batch {largest_batch} would hold more than {} values in one matrix",
+                        limits::ELEMENTS_MAX
+                    ),
+                ));
+            }
+        }
         let w = Weights::init(model, ds.n_features, ds.image_shape, ds.n_classes, 0)
             .map_err(|e| ("model", e.to_string()))?;
         // Known now, so an error before anything runs rather than a failed trial per point.
@@ -87,7 +119,17 @@ impl Stage for PruneStage {
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
-        prune::plan(p, |data, model, spec| self.layer_formats(data, model, spec))
+        let exp = p.experiment();
+        let largest_batch = exp
+            .batch_sizes
+            .iter()
+            .chain(&exp.batch_tokens)
+            .copied()
+            .max()
+            .unwrap_or(1);
+        prune::plan(p, |data, model, spec| {
+            self.layer_formats(data, model, spec, largest_batch)
+        })
     }
 
     fn run(

@@ -66,20 +66,34 @@ impl Store {
         keep: Option<&std::collections::BTreeSet<AnyKey>>,
     ) -> Result<(usize, u64), StoreError> {
         let (mut removed, mut bytes) = self.sweep_tmp()?;
+        // A folder that is gone already (a run quarantined it meanwhile) counts as removed.
         let mut drop_dir = |p: &Path| -> Result<(), StoreError> {
             bytes += dir_size(p);
-            io(p, fs::remove_dir_all(p))?;
-            removed += 1;
+            match fs::remove_dir_all(p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => io(p, Err(e))?,
+                _ => removed += 1,
+            }
             Ok(())
         };
         let q = self.root.join("quarantine");
         for e in io(&q, fs::read_dir(&q))? {
             drop_dir(&io(&q, e)?.path())?;
         }
+        let locks = self.root.join("locks");
+        let damaged = |key: &AnyKey, path: &Path| {
+            matches!(super::read_entry(path, Some(key)), EntryState::Damaged(_))
+        };
         for (key, path) in self.entries()? {
-            let kept = keep.is_none_or(|k| k.contains(&key));
-            if !kept || matches!(super::read_entry(&path, Some(&key)), EntryState::Damaged(_)) {
+            if keep.is_some_and(|k| !k.contains(&key)) {
                 drop_dir(&path)?;
+            } else if damaged(&key, &path) {
+                // Under the key's lock, which a run holds while it writes the key's new entry
+                // in place of a damaged one (skipped while a run holds it), and read again.
+                if let Some(_lock) = KeyLock::try_acquire(&locks, &key)? {
+                    if damaged(&key, &path) {
+                        drop_dir(&path)?;
+                    }
+                }
             }
         }
         Ok((removed, bytes))

@@ -240,8 +240,10 @@ unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
 /// on the stack at `U = 4` (the product 1.2–1.3× slower).
 ///
 /// # Safety
-/// As `vnm_rows`: the panel holds the pair's block's gathered rows for `gs`, and C rows
-/// `local[0]` and `local[1]` are in the tile.
+/// As `vnm_rows`: the panel (`src`) holds the pair's block's gathered rows for `gs`, or,
+/// `DIRECT`, `src` is a tile of B with rows `w` floats apart and K rows, `ents` being
+/// `plan.direct` (as long as `plan.entries`); and C rows `local[0]` and `local[1]` are in the
+/// tile.
 #[inline(always)]
 unsafe fn vnm_pair<S: Simd, const U: usize, const DIRECT: bool>(
     plan: &RowPairs,
