@@ -6,6 +6,7 @@
 
 mod axis;
 mod batches;
+mod dataset;
 pub mod error;
 pub mod limits;
 mod prune_space;

@@ -1,0 +1,175 @@
+//! `[dataset]`: the data source, its files (read once here for their digests) and split,
+//! validated into the data set trial.
+
+use super::error::{ExperimentError, SourceMap};
+use super::limits;
+use super::schema::*;
+use super::validate::check;
+use crate::kinds::DatasetTrial;
+use toml::Spanned;
+
+/// Validates `[dataset]`: the source's fields, its files, the split.
+pub(super) fn dataset_trial(
+    ds: &RawDataset,
+    map: &SourceMap,
+    seed: u64,
+) -> Result<DatasetTrial, ExperimentError> {
+    use datasets::DatasetSpec as D;
+    let source = *ds.source.get_ref();
+    let test_fraction = match &ds.test_fraction {
+        Some(f) => {
+            let x = *f.get_ref();
+            check(x > 0.0 && x < 1.0, map, f.span(), || {
+                format!("test_fraction must be in (0, 1), found {x}")
+            })?;
+            x
+        }
+        None => 0.2,
+    };
+    // One seed for the split and for synthetic data: the experiment's.
+    let split_seed = seed;
+    let base = map
+        .path()
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_default();
+    let need =
+        |f: &Option<Spanned<String>>, name: &str| -> Result<Spanned<String>, ExperimentError> {
+            f.clone().ok_or_else(|| {
+                map.error(
+                    ds.source.span(),
+                    format!("source = \"{source}\" needs `{name}`"),
+                )
+            })
+        };
+    if source != DatasetSource::Synthetic {
+        for (f, name) in [
+            (&ds.samples, "samples"),
+            (&ds.features, "features"),
+            (&ds.classes, "classes"),
+        ] {
+            if let Some(v) = f {
+                return Err(map.error(
+                    v.span(),
+                    format!("`{name}` does not apply to source = \"{source}\""),
+                ));
+            }
+        }
+    }
+    // Each data file as written, its digest, and its path resolved against the file's folder.
+    let mut files = Vec::new();
+    let mut file_digests = Vec::new();
+    let mut file = |f: Spanned<String>| -> Result<std::path::PathBuf, ExperimentError> {
+        let p = base.join(f.get_ref());
+        let mut h = blake3::Hasher::new();
+        let digest = std::fs::File::open(&p)
+            .and_then(|file| h.update_reader(file).map(|_| ()))
+            .map(|_| *h.finalize().as_bytes())
+            .map_err(|e| {
+                map.error(
+                    f.span(),
+                    format!("cannot read data file {}: {e}", p.display()),
+                )
+            })?;
+        files.push(f.into_inner());
+        file_digests.push(digest);
+        Ok(p)
+    };
+    let spec = match source {
+        DatasetSource::Digits => D::Digits {
+            test_fraction,
+            split_seed,
+        },
+        DatasetSource::Synthetic => {
+            let get = |f: &Option<Spanned<u64>>,
+                       name: &str,
+                       min: u64|
+             -> Result<usize, ExperimentError> {
+                let v = f.as_ref().ok_or_else(|| {
+                    map.error(
+                        ds.source.span(),
+                        format!("source = \"synthetic\" needs `{name}`"),
+                    )
+                })?;
+                check(*v.get_ref() >= min, map, v.span(), || {
+                    format!("{name} must be ≥ {min}")
+                })?;
+                Ok(*v.get_ref() as usize)
+            };
+            let (n_samples, n_features) = (
+                get(&ds.samples, "samples", 10)?,
+                get(&ds.features, "features", 1)?,
+            );
+            let n_classes = get(&ds.classes, "classes", 2)?;
+            if let (Some(c), Some(f), Some(n)) = (&ds.classes, &ds.features, &ds.samples) {
+                let classes_max = datasets::CLASSES_MAX as u64;
+                limits::at_most(*c.get_ref(), classes_max, "classes", map, c.span())?;
+                limits::at_most(
+                    *f.get_ref(),
+                    limits::ELEMENTS_MAX,
+                    "features",
+                    map,
+                    f.span(),
+                )?;
+                limits::matrix(
+                    (*n.get_ref(), *f.get_ref()),
+                    || "the samples".to_string(),
+                    map,
+                    n.span(),
+                )?;
+                // The teacher that labels them: a hidden layer of 2 × features, then classes.
+                let (h, k) = (f.get_ref().saturating_mul(2).max(16), *c.get_ref());
+                let teacher = || "the synthetic data's teacher network".to_string();
+                limits::matrix((h, *f.get_ref()), teacher, map, f.span())?;
+                limits::matrix((k, h), teacher, map, c.span())?;
+            }
+            D::Synthetic {
+                n_samples,
+                n_features,
+                n_classes,
+                seed,
+                test_fraction,
+                split_seed,
+            }
+        }
+        DatasetSource::Idx => {
+            let images = file(need(&ds.train_images, "train_images")?)?;
+            let labels = file(need(&ds.train_labels, "train_labels")?)?;
+            let (test_images, test_labels) = match (&ds.test_images, &ds.test_labels) {
+                (Some(i), Some(l)) => (Some(file(i.clone())?), Some(file(l.clone())?)),
+                (None, None) => (None, None),
+                (Some(x), None) | (None, Some(x)) => {
+                    return Err(map.error(x.span(), "give both `test_images` and `test_labels`, or neither (then the training files are split)"));
+                }
+            };
+            D::Idx {
+                images,
+                labels,
+                test_images,
+                test_labels,
+                n_classes: None,
+                test_fraction,
+                split_seed,
+            }
+        }
+        DatasetSource::Parquet | DatasetSource::Csv => {
+            let path = file(need(&ds.path, "path")?)?;
+            let label = need(&ds.label, "label")?.into_inner();
+            let table = datasets::TableSpec {
+                test_fraction,
+                split_seed,
+                ..datasets::TableSpec::new(path, label)
+            };
+            if source == DatasetSource::Parquet {
+                D::Parquet(table)
+            } else {
+                D::Csv(table)
+            }
+        }
+    };
+    Ok(DatasetTrial {
+        spec,
+        files,
+        file_digests,
+    })
+}
