@@ -164,7 +164,14 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let slots = rows * groups * 2.0;
             let fits = kc / m * 4.0 * row_bytes <= L1_BUDGET;
             let miss = if fits { 0.02 } else { 0.5 };
-            let gather = rows / v * groups * 4.0 * (2.0 * u / load_tp + l2(row_bytes) * 0.5);
+            // Where B's tile is packed, the pairs read its rows in place and nothing is gathered
+            // (`RowPairs::with_direct`: M ≤ 16, K < 65,536 and a multiple of M).
+            let in_place = pairs && pack > 0.5 && m <= 16.0 && k < 65_536.0 && k % m == 0.0;
+            let gather = if in_place {
+                0.0
+            } else {
+                rows / v * groups * 4.0 * (2.0 * u / load_tp + l2(row_bytes) * 0.5)
+            };
             // Rows in pairs (R = 2, even V; `cpu::kernels::vnm`) load a column the two rows
             // share in a group once for both: 3 loads for 4 FMAs in the ~91 % of groups where
             // matched rows share one (random codes, `format::row_pairs`), 4 in the rest, plus
