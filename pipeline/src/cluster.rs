@@ -231,7 +231,7 @@ fn watch_peers(addresses: Vec<String>) {
                 .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
             let address = addresses.get(peer).map_or("?", String::as_str);
-            eprintln!(
+            tell!(
                 "error: cluster process {peer} ({address}) is gone ({why}); stopping. What the \
                  cluster finished is in the store: start it again to resume."
             );

@@ -244,8 +244,15 @@ fn lead(
                 results::write_run_json(&dir.join("run.json"), &summary)
             })
             .and_then(|()| generation.publish());
-        if let Err(e) = published {
-            report.errors.push(e);
+        match published {
+            Err(e) => report.errors.push(e),
+            // Not removed (it may hold more than tables), but the user should know it moved.
+            Ok(Some(aside)) => tell!(
+                "note: {} was a folder, not cotune's link to its tables; moved it to {}",
+                output.out.join(&engine.experiment).display(),
+                aside.display()
+            ),
+            Ok(None) => {}
         }
         source.epoch_done(&summary, &pareto, failed_total);
     }

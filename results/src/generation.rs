@@ -150,8 +150,9 @@ impl Generation {
     }
 
     /// Makes this generation the one `<out>/<experiment>` names, in one atomic rename, then
-    /// removes old generations (keeping the last few published ones).
-    pub fn publish(&self) -> Result<(), ResultsError> {
+    /// removes old generations (keeping the last few published ones). Returns where a real
+    /// folder that stood at `<out>/<experiment>` was moved, for the caller to say so.
+    pub fn publish(&self) -> Result<Option<PathBuf>, ResultsError> {
         // The marker only guides the clean-up of old generations: it needs no sync of its own.
         let marker = self.dir.join(PUBLISHED);
         fs::write(&marker, self.token.as_bytes()).map_err(ResultsError::io(&marker))?;
@@ -160,11 +161,13 @@ impl Generation {
         // A real folder where the link goes (an older cotune's tables, or anything a user put
         // there) is moved aside, beside it and in sight, and never removed: it may hold more
         // than tables.
+        let mut moved = None;
         if fs::symlink_metadata(&link).is_ok_and(|m| m.is_dir()) {
             let aside = self
                 .out
                 .join(format!("{}{MOVED_ASIDE}{}", self.experiment, unique()));
             fs::rename(&link, &aside).map_err(ResultsError::io(&link))?;
+            moved = Some(aside);
         }
         let target = Path::new(gens.file_name().unwrap_or_default()).join(&self.token);
         let temp = self
@@ -179,7 +182,8 @@ impl Generation {
             });
         }
         sync_dir(&self.out)?;
-        self.remove_old(&gens)
+        self.remove_old(&gens)?;
+        Ok(moved)
     }
 
     fn remove_old(&self, gens: &Path) -> Result<(), ResultsError> {
@@ -277,7 +281,12 @@ mod tests {
                 let seen = read_table(&out.join("exp/prune")).unwrap();
                 assert_eq!(seen, rows(["a", "b", "c"][i - 1]));
             }
-            g.publish().unwrap();
+            let moved = g.publish().unwrap();
+            // Only the first step found a real folder there, and says where it went.
+            assert_eq!(moved.is_some(), i == 0, "{moved:?}");
+            if let Some(m) = &moved {
+                assert!(m.is_dir() && is_moved_aside(&m.file_name().unwrap().to_string_lossy()));
+            }
             let now = current(out, "exp").unwrap();
             assert_eq!(now, fs::canonicalize(g.dir()).unwrap());
             assert_eq!(read_table(&now.join("evaluate")).unwrap(), rows(tag));

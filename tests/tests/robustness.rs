@@ -522,3 +522,31 @@ fn a_panicking_worker_stops_the_others_and_the_run_reports_it() {
         "{err}"
     );
 }
+
+/// Regression: a real folder where the run's link to its tables goes (an older cotune's
+/// tables, or a user's notes) was moved aside silently; it is kept and the run says where.
+#[test]
+fn a_folder_where_the_tables_link_goes_is_kept_and_announced() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    std::fs::create_dir_all(ws.path("o/rob")).unwrap();
+    ws.write("o/rob/notes.txt", "mine");
+    let out = run(&ws, "s", "o", &[]);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let aside = stderr
+        .lines()
+        .find_map(|l| {
+            l.split_once("moved it to ")
+                .map(|(_, p)| p.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no note of the move in {stderr}"));
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(&aside).join("notes.txt")).unwrap(),
+        "mine"
+    );
+    assert!(!tables(&ws.path("o"), "rob")["prune"].is_empty());
+    // The next run finds cotune's own link there and says nothing.
+    let again = run(&ws, "s", "o", &[]);
+    assert!(!String::from_utf8_lossy(&again.stderr).contains("moved it to"));
+}
