@@ -155,7 +155,7 @@ pub fn ok(row: &Row) -> bool {
 }
 
 /// A short name of the row's pruning point: `2:8`, `64:2:8`, `unstructured 75 %`, `16×1 75 %`,
-/// `dense`, and the method where it is not magnitude.
+/// `dense`, `per-layer [vnm 64:2:8, dense]`, and the method where it is not magnitude.
 pub fn point_label(row: &Row) -> String {
     let pattern = text(row, "prune.pattern")
         .or_else(|| text(row, "format.pattern"))
@@ -184,10 +184,54 @@ pub fn point_label(row: &Row) -> String {
                 "csr".into()
             }
         }
+        // Each layer's own pattern (`fc0=vnm 64:2:8`), named as the run names it.
+        ("per-layer", ..) => match row.get("prune.layer_patterns") {
+            Some(Value::ListStr(layers)) => {
+                let each: Vec<&str> = layers
+                    .iter()
+                    .map(|l| l.split_once('=').map_or(l.as_str(), |(_, p)| p))
+                    .collect();
+                format!("per-layer [{}]", each.join(", "))
+            }
+            _ => "per-layer".into(),
+        },
         (p, ..) => p.to_string(),
     };
     if let Some(m) = text(row, "prune.method").filter(|m| *m != "magnitude") {
         label.push_str(&format!(" · {m}"));
     }
     label
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(cols: &[(&str, Value)]) -> Row {
+        cols.iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    /// Regression: a unified search's per-layer points were labelled with their base pattern
+    /// (three different models all read `64×1 75 % · obs`).
+    #[test]
+    fn per_layer_points_are_labelled_by_their_layers() {
+        let r = row(&[
+            ("prune.pattern", Value::Str("per-layer".into())),
+            (
+                "prune.layer_patterns",
+                Value::ListStr(vec!["fc0=vnm 64:2:8".into(), "fc1=dense".into()]),
+            ),
+            ("prune.method", Value::Str("obs".into())),
+        ]);
+        assert_eq!(point_label(&r), "per-layer [vnm 64:2:8, dense] · obs");
+        let uniform = row(&[
+            ("prune.pattern", Value::Str("vnm".into())),
+            ("prune.n", Value::I64(2)),
+            ("prune.m", Value::I64(8)),
+            ("prune.v", Value::I64(64)),
+        ]);
+        assert_eq!(point_label(&uniform), "64:2:8");
+    }
 }

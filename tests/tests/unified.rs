@@ -182,20 +182,34 @@ fn a_finished_search_rerun_computes_nothing_and_workers_agree() {
     }
     assert_eq!(strip(one_search), strip(two_search));
     // A per-layer search plans per-layer points: some trial's layers take different patterns.
+    let mixes = |r: &Row| match r.get("prune.layer_patterns") {
+        Some(Value::ListStr(l)) => {
+            let pats: std::collections::BTreeSet<&str> = l
+                .iter()
+                .map(|x| x.split_once('=').map_or("", |p| p.1))
+                .collect();
+            pats.len() > 1
+        }
+        _ => false,
+    };
     let mixed = one["prune"]
         .iter()
         .filter(|r| s(r, "search.role") == "trial")
-        .any(|r| match r.get("prune.layer_patterns") {
-            Some(Value::ListStr(l)) => {
-                let pats: std::collections::BTreeSet<&str> = l
-                    .iter()
-                    .map(|x| x.split_once('=').map_or("", |p| p.1))
-                    .collect();
-                pats.len() > 1
-            }
-            _ => false,
-        });
+        .any(mixes);
     assert!(mixed, "no trial mixes patterns: {:?}", one["prune"]);
+    // Regression: such rows said their base pattern (`prune.pattern = vector`, its V and
+    // sparsity), so that the report labelled three different models alike.
+    for stage in ["prune", "evaluate", "pareto"] {
+        for r in one[stage].iter().filter(|r| mixes(r)) {
+            assert_eq!(s(r, "prune.pattern"), "per-layer", "{stage}: {r:?}");
+            for c in ["prune.n", "prune.m", "prune.v", "prune.sparsity"] {
+                assert!(
+                    matches!(r.get(c), None | Some(Value::Null)),
+                    "{stage} {c}: {r:?}"
+                );
+            }
+        }
+    }
 }
 
 fn refused(ws: &Workspace, search: &str, model: Option<&str>, want: &str) {

@@ -94,6 +94,17 @@ fn watch_applies_each_save() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(watched(), Some(fresh));
+    // The save that dropped v = 8 says what it removed; the one that added v = 16 removed none.
+    let said: Vec<String> = log()
+        .lines()
+        .filter(|l| l.contains("changed: applying"))
+        .map(String::from)
+        .collect();
+    assert!(!said[0].contains("removed"), "{said:?}");
+    assert!(
+        said.last().unwrap().contains("(removed: ") && said.last().unwrap().contains(" 1 prune"),
+        "{said:?}"
+    );
 }
 
 /// The generation every table of a published step carries, or an error naming the mix.

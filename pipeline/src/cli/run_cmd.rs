@@ -4,11 +4,14 @@ use super::{load_experiment, RunArgs, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::cluster::Cluster;
 use crate::driver::{self, Output, PlanSource};
 use crate::engine::Engine;
+use crate::key::AnyKey;
+use crate::kinds::prune::PER_LAYER;
 use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::stage::StageTable;
 use crate::store::{MeasureLock, Store};
 use results::{Row, RunSummary, Value};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -36,6 +39,13 @@ struct Watch {
     first: Option<Plan>,
     last_text: String,
     experiment: String,
+    /// The applied plan's instances: key → stage.
+    applied: BTreeMap<AnyKey, &'static str>,
+}
+
+/// Each instance of `plan`, by key.
+fn instances(plan: &Plan) -> BTreeMap<AnyKey, &'static str> {
+    plan.nodes.iter().map(|(k, n)| (*k, n.stage)).collect()
 }
 
 /// Why `watch` refuses a unified search.
@@ -45,6 +55,7 @@ const WATCH_NO_SEARCH: &str =
 impl PlanSource for Watch {
     fn next(&mut self, _first: bool, stopped: &dyn Fn() -> bool) -> Option<Plan> {
         if let Some(p) = self.first.take() {
+            self.applied = instances(&p);
             return Some(p);
         }
         loop {
@@ -73,7 +84,25 @@ impl PlanSource for Watch {
                     );
                 }
                 Ok(plan) => {
-                    tell!("{} changed: applying", self.file.display());
+                    // The summary counts the instances the edit added or kept; say which it
+                    // dropped (their rows leave the tables; the store keeps their entries).
+                    let now = instances(&plan);
+                    let mut removed: BTreeMap<&str, usize> = BTreeMap::new();
+                    for (_, stage) in self.applied.iter().filter(|(k, _)| !now.contains_key(*k)) {
+                        *removed.entry(stage).or_default() += 1;
+                    }
+                    let removed: Vec<String> =
+                        removed.iter().map(|(s, n)| format!("{n} {s}")).collect();
+                    tell!(
+                        "{} changed: applying{}",
+                        self.file.display(),
+                        if removed.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (removed: {})", removed.join(", "))
+                        }
+                    );
+                    self.applied = now;
                     return Some(plan);
                 }
                 Err(e) => {
@@ -244,6 +273,7 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
             experiment: plan.experiment.clone(),
             last_text: std::fs::read_to_string(&args.file).unwrap_or_default(),
             first: Some(plan),
+            applied: BTreeMap::new(),
         })
     } else {
         Box::new(Once {
@@ -346,7 +376,7 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
         "prune.sparsity",
         "prune.method",
         "accuracy",
-        "latency_us_median",
+        "latency_us",
         "speedup_vs_dense",
         "speedup 95% CI",
         "weight_bytes",
@@ -365,20 +395,32 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
                 (Some(Value::F64(lo)), Some(Value::F64(hi))) => format!("{lo:.3}–{hi:.3}"),
                 _ => "-".into(),
             },
+            "latency_us" => format!("{:.1}", latency(r)),
             "tie" => match r.get("front.tie") {
                 Some(Value::Bool(true)) => "tie".into(),
                 _ => "".into(),
             },
             c => cell(r, c),
         };
+        // A per-layer point has no one pattern: its layers' follow the row.
+        let layers = match r.get("prune.layer_patterns") {
+            Some(Value::ListStr(l)) if cell("prune.pattern") == PER_LAYER => {
+                format!("  [{}]", l.join(", "))
+            }
+            _ => String::new(),
+        };
         say!(
-            "{}",
+            "{}{layers}",
             cols.iter()
                 .map(|c| format!("{:>18}", cell(c)))
                 .collect::<Vec<_>>()
                 .join("")
         );
     }
+    say!(
+        "(latency_us is the one the front compares, at the largest batch size: the median \
+         latency of the dense model the rows were timed against, over each row's paired speedup)"
+    );
     if ties > 0 {
         say!(
             "({ties} point(s) marked `tie`: another point may dominate them within the 95 % \
@@ -445,6 +487,7 @@ mod tests {
             first: None,
             last_text: String::new(),
             experiment: "x".into(),
+            applied: BTreeMap::new(),
         };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

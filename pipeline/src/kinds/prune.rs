@@ -2,7 +2,7 @@
 
 use super::dataset::Dataset;
 use super::train::Train;
-use crate::fields::{canon_u64s, Fields, Tag};
+use crate::fields::{canon_u64s, FieldValue, Fields, Tag};
 use crate::key::{CanonValue, Key};
 use crate::plan::{PlanError, Planner};
 use crate::stage::{StageKind, Trial};
@@ -117,24 +117,44 @@ fn pattern_parts(p: &Pattern) -> (Option<f64>, Option<(u64, u64)>, Option<u64>) 
 /// columns `{column}pattern`, `{column}sparsity` (nominal), `{column}n`, `{column}m`,
 /// `{column}v`.
 pub(crate) fn describe_pattern(f: &mut Fields, p: &Pattern, key: &str, column: &str) {
+    describe_pattern_as(f, p, Some(p), key, column);
+}
+
+/// [`describe_pattern`] with the key fields of `p` and the columns of `shown`; `None` shows a
+/// per-layer pruning: `{column}pattern` is [`PER_LAYER`] and the other columns are empty.
+fn describe_pattern_as(
+    f: &mut Fields,
+    p: &Pattern,
+    shown: Option<&Pattern>,
+    key: &str,
+    column: &str,
+) {
     let (sparsity, nm, v) = pattern_parts(p);
-    f.both(
-        &format!("{key}kind"),
-        &format!("{column}pattern"),
-        &Tag(p.kind()),
-    );
+    f.key_only(&format!("{key}kind"), || Tag(p.kind()).canon());
+    f.column_only(&format!("{column}pattern"), || match shown {
+        Some(s) => Tag(s.kind()).column(),
+        None => Value::Str(PER_LAYER.into()),
+    });
     f.key_only(&format!("{key}sparsity"), || {
         CanonValue::List(sparsity.into_iter().map(CanonValue::f64).collect())
     });
-    f.column_only(&format!("{column}sparsity"), || Value::F64(p.sparsity()));
     f.key_only(&format!("{key}nm"), || {
         canon_u64s(nm.into_iter().flat_map(|(n, m)| [n, m]))
     });
+    f.key_only(&format!("{key}v"), || v.canon());
+    let (_, shown_nm, shown_v) = shown.map_or((None, None, None), pattern_parts);
     let int = |x: Option<u64>| x.map_or(Value::Null, |x| Value::I64(x as i64));
-    f.column_only(&format!("{column}n"), || int(nm.map(|x| x.0)));
-    f.column_only(&format!("{column}m"), || int(nm.map(|x| x.1)));
-    f.both(&format!("{key}v"), &format!("{column}v"), &v);
+    f.column_only(&format!("{column}sparsity"), || {
+        shown.map_or(Value::Null, |s| Value::F64(s.sparsity()))
+    });
+    f.column_only(&format!("{column}n"), || int(shown_nm.map(|x| x.0)));
+    f.column_only(&format!("{column}m"), || int(shown_nm.map(|x| x.1)));
+    f.column_only(&format!("{column}v"), || int(shown_v));
 }
+
+/// What `prune.pattern` says of a pruning whose layers take different patterns (a unified
+/// search's per-layer points; `prune.layer_patterns` names each layer's).
+pub(crate) const PER_LAYER: &str = "per-layer";
 
 /// Declares a method's parameters: key fields `obs` (always), `sparsegpt` and `wanda` (only for
 /// those methods, so that the other methods' keys stay as they were before them); columns
@@ -200,7 +220,10 @@ pub fn pattern_label(p: &Pattern) -> String {
 impl Trial for PruneTrial {
     fn describe(&self, f: &mut Fields) {
         let pt = &self.spec;
-        describe_pattern(f, &pt.pattern, "pattern.", "prune.");
+        // A per-layer point's key names a base pattern and the layers that differ from it
+        // (`layer_patterns` below); its columns must not pass it off as that base pattern.
+        let shown = pt.layer_patterns.is_empty().then_some(&pt.pattern);
+        describe_pattern_as(f, &pt.pattern, shown, "pattern.", "prune.");
         f.both(
             "method",
             "prune.method",
