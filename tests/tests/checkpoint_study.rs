@@ -186,6 +186,25 @@ fn a_checkpoints_tensors_are_studied_at_every_point_and_a_changed_file_re_runs()
         (0, 10, 0),
         "a re-run computes nothing"
     );
+    // Regression: the file's name was in the keys, so a renamed checkpoint re-ran every study.
+    std::fs::create_dir_all(ws.path("moved")).unwrap();
+    std::fs::copy(
+        ws.path("model.safetensors"),
+        ws.path("moved/renamed.safetensors"),
+    )
+    .unwrap();
+    let moved = experiment(GOOD, "").replace("model.safetensors", "moved/renamed.safetensors");
+    ws.write("exp.toml", &moved);
+    let o = run(&ws);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = run_json(&ws.path("out"), "study");
+    assert_eq!(counts(&report, "checkpoint"), (0, 1, 0), "renamed: cached");
+    assert_eq!(
+        counts(&report, "layer_study"),
+        (0, 10, 0),
+        "renamed: cached"
+    );
+    ws.write("exp.toml", &experiment(GOOD, ""));
 
     write_model(&ws.path("model.safetensors"), 2);
     let o = run(&ws);
@@ -528,6 +547,35 @@ fn the_venom_fig11_reproduction_lands_within_the_published_values() {
         None,
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("12 metric(s), 12 within tolerance, 0 outside, 0 not measured"),
+        "{said}"
+    );
+    // Regression: an expected file whose metrics match no row (or miss their tolerance)
+    // exited 0 with every metric "not measured"; now the check fails, naming them.
+    let text = std::fs::read_to_string(&expected).unwrap();
+    for (edit, needle) in [
+        (
+            text.replacen("\"prune.m\" = 8", "\"prune.m\" = 9", 1),
+            "no successful row of repro-venom-fig11's `layer_study` table matches: 2:8",
+        ),
+        (
+            text.replacen("published = 0.4848", "published = 0.6848", 1),
+            "outside the tolerance: 2:8",
+        ),
+    ] {
+        assert_ne!(edit, text);
+        let other = ws.write("other.toml", &edit);
+        let o = ws.cotune(
+            BIN,
+            &["report", &arg(&exp_dir), "--expected", &arg(&other)],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{err}");
+    }
     for plot in ["retained_l1", "tuner_calibration", "tuner_regret"] {
         for ext in ["png", "svg"] {
             let len = std::fs::metadata(to.join(format!("{plot}.{ext}"))).map_or(0, |m| m.len());

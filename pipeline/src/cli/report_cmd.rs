@@ -5,7 +5,8 @@ use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use std::path::{Path, PathBuf};
 
 /// Writes the report of each experiment output under `dir`; returns the exit code (2 when
-/// there are no cotune tables, an unknown schema version or a bad `expected.toml`).
+/// there are no cotune tables, an unknown schema version or a bad `expected.toml`; 1 when a
+/// metric of `expected` is outside its tolerance or not measured).
 pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
     // Arguments that name the wrong thing are usage errors (they read as failed reports).
     if let Some(e) = expected.filter(|e| !e.is_file()) {
@@ -83,7 +84,52 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
             Err(e) => return fail(e),
         }
     }
-    EXIT_OK
+    match (&expected, experiments.as_slice()) {
+        (Some(e), [exp]) => expected_verdict(e, exp),
+        _ => EXIT_OK,
+    }
+}
+
+/// Says how the measured values stand against `expected` and returns 1 when one is outside
+/// its tolerance or was not measured (regression: an expected file of another experiment
+/// matched nothing, every metric read "not measured", and the report exited 0).
+fn expected_verdict(expected: &report::Expected, exp: &report::Experiment) -> u8 {
+    let compared = expected.compare(exp);
+    let missing: Vec<&str> = compared
+        .iter()
+        .filter(|c| c.measured.is_none())
+        .map(|c| c.metric.label.as_str())
+        .collect();
+    let outside: Vec<&str> = compared
+        .iter()
+        .filter(|c| c.within() == Some(false))
+        .map(|c| c.metric.label.as_str())
+        .collect();
+    let within = compared.iter().filter(|c| c.within() == Some(true)).count();
+    say!(
+        "expected ({}): {} metric(s), {within} within tolerance, {} outside, {} not measured",
+        expected.figure,
+        compared.len(),
+        outside.len(),
+        missing.len()
+    );
+    if !outside.is_empty() {
+        eprintln!("error: outside the tolerance: {}", outside.join(", "));
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "error: no successful row of {}'s `{}` table matches: {} (is this the experiment \
+             the expected file is for?)",
+            exp.name,
+            expected.table,
+            missing.join(", ")
+        );
+    }
+    if outside.is_empty() && missing.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    }
 }
 
 /// Where a report goes: `--to` (one folder per experiment below it when there are several),

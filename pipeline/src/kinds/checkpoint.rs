@@ -1,5 +1,5 @@
 //! The checkpoint stage kind: a user's safetensors file read for a layer study, keyed by the
-//! file's blake3 (a changed file re-runs), the globs naming its studied tensors, and where the
+//! file's blake3 (a changed file re-runs; a renamed one does not), the globs naming its studied tensors, and where the
 //! calibration inputs come from.
 
 use crate::fields::{canon_u64s, Fields};
@@ -58,7 +58,9 @@ fn hex(d: &[u8; 32]) -> String {
 
 impl Trial for CheckpointTrial {
     fn describe(&self, f: &mut Fields) {
-        f.both("file", "checkpoint.file", &self.file);
+        // The files' contents, not their names: a checkpoint renamed or moved keeps its
+        // studies (regression: renaming one re-ran every layer study).
+        f.column_only("checkpoint.file", || Value::Str(self.file.clone()));
         f.both("digest", "checkpoint.blake3", &hex(&self.digest));
         f.key_only("globs", || {
             CanonValue::List(self.globs.iter().cloned().map(CanonValue::Str).collect())
@@ -67,10 +69,7 @@ impl Trial for CheckpointTrial {
         f.key_only("conv", || CanonValue::U64(u64::from(self.conv)));
         f.column_only("checkpoint.conv", || Value::Bool(self.conv));
         f.key_only("calibration", || match &self.calibration {
-            Some((_, file, digest)) => CanonValue::List(vec![
-                CanonValue::Str(file.clone()),
-                CanonValue::Bytes(digest.to_vec()),
-            ]),
+            Some((_, _, digest)) => CanonValue::List(vec![CanonValue::Bytes(digest.to_vec())]),
             None => CanonValue::List(vec![]),
         });
         f.column_only("checkpoint.calibration", || match &self.calibration {
