@@ -48,6 +48,27 @@ struct Opts {
     only: Option<String>,
 }
 
+/// What `--help` prints (the module documentation says more).
+const USAGE: &str = "\
+usage: spmm-bench [--targets | --full] [--shapes RxKxN,...] [--threads 1,2] [--reps 5]
+                  [--budget 0.1] [--only TEXT] [--dump points.csv]
+       spmm-bench --rescore points.csv [--calibrate-on RxKxN,... [--sample 0.2]]
+
+  --targets           (default) every point of each target pattern's space at 3072x768x512
+                      (or --shapes), with the cost model's regret at a 10 % budget
+  --full              BERT-like shapes, N:M 2:4..2:32, V:N:M V in 16..128, CSR; each tuned by
+                      the cost model's top --budget fraction of its space
+  --shapes LIST       shapes of the targets mode, ROWSxCOLSxN, comma-separated
+  --threads LIST      thread counts (default 1 and 2)
+  --reps N            timed runs per point after a warm-up (the fastest is kept)
+  --only TEXT         only the patterns whose label contains TEXT (\"V:N:M 64\")
+  --dump FILE         every measured point as CSV (shape, pattern, threads, point, predicted
+                      and measured seconds)
+  --rescore FILE      the current cost model's regret at 10 % and Spearman correlation on a
+                      dump, measuring nothing; --calibrate-on fits a calibration on a --sample
+                      of those shapes' rows first and scores both models on the other shapes
+";
+
 fn parse_shapes(list: &str) -> Result<Vec<(usize, usize, usize)>, String> {
     list.split(',')
         .map(|t| {
@@ -105,7 +126,11 @@ fn parse() -> Result<Opts, String> {
                 .map_err(|e| format!("{path}: {e}"))?;
                 o.dump = Some(f);
             }
-            other => return Err(format!("unknown flag {other}")),
+            "--help" | "-h" => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown flag {other}\n{USAGE}")),
         }
     }
     o.threads.dedup();
@@ -455,6 +480,16 @@ fn rescore(path: &str, calibrate_on: &[(usize, usize, usize)], sample: f64) -> R
         Some(cal)
     };
     let mut worst: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    let scored = groups
+        .iter()
+        .filter(|g| calibration.is_none() || !calibrate_on.contains(&g.shape))
+        .count();
+    if scored == 0 {
+        return Err(format!(
+            "{path}: no rows left to score (every row is of a --calibrate-on shape, or the dump \
+             is empty)"
+        ));
+    }
     for g in &groups {
         if calibration.is_some() && calibrate_on.contains(&g.shape) {
             continue;
