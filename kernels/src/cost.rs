@@ -166,7 +166,8 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let miss = if fits { 0.02 } else { 0.5 };
             // Where B's tile is packed, the pairs read its rows in place and nothing is gathered
             // (`RowPairs::with_direct`: M ≤ 16, K < 65,536 and a multiple of M).
-            let in_place = pairs && pack > 0.5 && m <= 16.0 && k < 65_536.0 && k % m == 0.0;
+            // A B of one tile is copied (`pack_b` or not) and read in place too.
+            let in_place = pairs && !unpacked && m <= 16.0 && k < 65_536.0 && k % m == 0.0;
             let gather = if in_place {
                 0.0
             } else {

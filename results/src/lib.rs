@@ -36,7 +36,7 @@ mod write;
 
 pub use error::ResultsError;
 pub use generation::{current, generations_dir, is_moved_aside, Generation};
-pub use measured::{measured_points, session_spread};
+pub use measured::{dense_drift, measured_points, session_spread};
 pub use pareto::{pareto_front, pareto_front_with_ties, MeasuredPoint, Objectives};
 pub use read::{read_created_by, read_metadata, read_table, table_files};
 pub use run::{read_run_json, write_run_json, RunSummary, StageCounts};

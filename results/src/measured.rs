@@ -51,6 +51,29 @@ pub fn session_spread(rows: &[&Row]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// How far apart the machine's states were when these rows were timed: the largest
+/// `max / min − 1` of the dense latencies of rows paired with the same dense model (its pass is
+/// one computation, timed anew in each evaluation), or 0 when no two rows share one.
+///
+/// The paired speedups cancel the machine's drift to first order; what they do not cancel (a
+/// busy neighbour slows a dense pass and a sparse pass unequally) grows with it. Rows cached
+/// from an earlier run, on a quieter or busier machine, show here: a per-layer search's new
+/// trials timed on a loaded VM read their dense pass at 288 µs beside cached rows at 206 µs.
+pub fn dense_drift(rows: &[&Row]) -> f64 {
+    let mut dense: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for r in rows {
+        if let Some((m, _)) = paired(r) {
+            let d = f(r, "dense_latency_us");
+            let g = dense.entry(m).or_insert((d, d));
+            *g = (g.0.min(d), g.1.max(d));
+        }
+    }
+    dense
+        .values()
+        .map(|(lo, hi)| hi / lo - 1.0)
+        .fold(0.0, f64::max)
+}
+
 /// Each evaluation's latency as the front compares it, with its interval. Rows measured in
 /// pairs against a dense model (`dense_model`, `speedup_vs_dense`, `speedup_ci_*`) are compared
 /// through their speedups: the latency is the median dense latency of all rows of that dense

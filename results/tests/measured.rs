@@ -1,7 +1,7 @@
 //! Evaluation rows as the front compares them: latencies through paired speedups, and intervals
 //! widened by how far two measurements of the same kernels fell apart in the run.
 
-use results::{measured_points, pareto_front_with_ties, session_spread, Row, Value};
+use results::{dense_drift, measured_points, pareto_front_with_ties, session_spread, Row, Value};
 
 /// An evaluation row measured in pairs against `dense_model` "d", with a ±1 % interval.
 fn row(accuracy: f64, speedup: f64, keys: &[&str]) -> Row {
@@ -79,4 +79,26 @@ fn a_gap_no_wider_than_the_runs_own_spread_is_a_tie() {
         assert!((p.objectives.latency_us - 300.0 / s).abs() < 1e-9);
         assert!(p.latency_lo < p.objectives.latency_us * 0.99 / 1.05);
     }
+}
+
+#[test]
+fn the_dense_drift_is_the_widest_gap_between_passes_of_one_dense_model() {
+    let with_dense = |model: &str, dense_us: f64| {
+        let mut r = row(0.9, 2.0, &["a"]);
+        r.insert("dense_model".into(), Value::Str(model.into()));
+        r.insert("dense_latency_us".into(), Value::F64(dense_us));
+        r
+    };
+    let rows = [
+        with_dense("d", 206.0),
+        with_dense("d", 288.0),
+        with_dense("d", 250.0),
+        // Another dense model's passes are another computation.
+        with_dense("e", 100.0),
+        with_dense("e", 110.0),
+    ];
+    let refs: Vec<&Row> = rows.iter().collect();
+    assert!((dense_drift(&refs) - (288.0 / 206.0 - 1.0)).abs() < 1e-12);
+    assert_eq!(dense_drift(&refs[3..4]), 0.0);
+    assert_eq!(dense_drift(&[]), 0.0);
 }

@@ -182,30 +182,44 @@ fn a_finished_search_rerun_computes_nothing_and_workers_agree() {
     }
     assert_eq!(strip(one_search), strip(two_search));
     // A per-layer search plans per-layer points: some trial's layers take different patterns.
-    let mixes = |r: &Row| match r.get("prune.layer_patterns") {
-        Some(Value::ListStr(l)) => {
-            let pats: std::collections::BTreeSet<&str> = l
+    // The patterns a row's layers take other than dense (a uniform point keeps the layers
+    // its pattern does not fit dense, so dense alone makes no mix).
+    let sparse_patterns = |r: &Row| -> std::collections::BTreeSet<String> {
+        match r.get("prune.layer_patterns") {
+            Some(Value::ListStr(l)) => l
                 .iter()
-                .map(|x| x.split_once('=').map_or("", |p| p.1))
-                .collect();
-            pats.len() > 1
+                .map(|x| x.split_once('=').map_or("", |p| p.1).to_owned())
+                .filter(|p| p != "dense")
+                .collect(),
+            _ => Default::default(),
         }
-        _ => false,
     };
+    let mixes = |r: &Row| sparse_patterns(r).len() > 1;
     let mixed = one["prune"]
         .iter()
         .filter(|r| s(r, "search.role") == "trial")
         .any(mixes);
     assert!(mixed, "no trial mixes patterns: {:?}", one["prune"]);
     // Regression: such rows said their base pattern (`prune.pattern = vector`, its V and
-    // sparsity), so that the report labelled three different models alike.
+    // sparsity), so that the report labelled three different models alike. Rows that mix
+    // patterns say `per-layer` with no one pattern's fields; the others take one pattern.
     for stage in ["prune", "evaluate", "pareto"] {
-        for r in one[stage].iter().filter(|r| mixes(r)) {
-            assert_eq!(s(r, "prune.pattern"), "per-layer", "{stage}: {r:?}");
-            for c in ["prune.n", "prune.m", "prune.v", "prune.sparsity"] {
+        for r in &one[stage] {
+            if mixes(r) {
+                assert_eq!(s(r, "prune.pattern"), "per-layer", "{stage}: {r:?}");
+                for c in ["prune.n", "prune.m", "prune.v", "prune.sparsity"] {
+                    assert!(
+                        matches!(r.get(c), None | Some(Value::Null)),
+                        "{stage} {c}: {r:?}"
+                    );
+                }
+            } else if s(r, "prune.pattern") != "per-layer" {
+                let kind = |p: &String| p.split(' ').next().unwrap_or("").to_owned();
+                let kinds: std::collections::BTreeSet<String> =
+                    sparse_patterns(r).iter().map(kind).collect();
                 assert!(
-                    matches!(r.get(c), None | Some(Value::Null)),
-                    "{stage} {c}: {r:?}"
+                    kinds.iter().all(|k| *k == s(r, "prune.pattern")),
+                    "{stage}: {r:?}"
                 );
             }
         }

@@ -102,7 +102,10 @@ fn watch_applies_each_save() {
         .collect();
     assert!(!said[0].contains("removed"), "{said:?}");
     assert!(
-        said.last().unwrap().contains("(removed: ") && said.last().unwrap().contains(" 1 prune"),
+        said.last()
+            .unwrap()
+            .contains("(no longer in it, removed or replaced: ")
+            && said.last().unwrap().contains(" 1 prune"),
         "{said:?}"
     );
 }

@@ -127,7 +127,7 @@ fn parse() -> Result<Opts, String> {
                 o.dump = Some(f);
             }
             "--help" | "-h" => {
-                print!("{USAGE}");
+                let _ = std::io::stdout().write_all(USAGE.as_bytes());
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other}\n{USAGE}")),
@@ -448,6 +448,15 @@ fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
 /// with `calibrate_on` the calibrated model's beside it on the other shapes.
 fn rescore(path: &str, calibrate_on: &[(usize, usize, usize)], sample: f64) -> Result<(), String> {
     let groups = read_dump(path)?;
+    if groups
+        .iter()
+        .all(|g| !calibrate_on.is_empty() && calibrate_on.contains(&g.shape))
+    {
+        return Err(format!(
+            "{path}: no rows left to score (every row is of a --calibrate-on shape, or the dump \
+             is empty)"
+        ));
+    }
     let calibration = if calibrate_on.is_empty() {
         None
     } else {
@@ -480,16 +489,6 @@ fn rescore(path: &str, calibrate_on: &[(usize, usize, usize)], sample: f64) -> R
         Some(cal)
     };
     let mut worst: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
-    let scored = groups
-        .iter()
-        .filter(|g| calibration.is_none() || !calibrate_on.contains(&g.shape))
-        .count();
-    if scored == 0 {
-        return Err(format!(
-            "{path}: no rows left to score (every row is of a --calibrate-on shape, or the dump \
-             is empty)"
-        ));
-    }
     for g in &groups {
         if calibration.is_some() && calibrate_on.contains(&g.shape) {
             continue;

@@ -106,20 +106,25 @@ fn expected_verdict(expected: &report::Expected, exp: &report::Experiment) -> u8
         .map(|c| c.metric.label.as_str())
         .collect();
     let within = compared.iter().filter(|c| c.within() == Some(true)).count();
+    let untoleranced = compared
+        .iter()
+        .filter(|c| c.measured.is_some() && c.within().is_none())
+        .count();
     say!(
-        "expected ({}): {} metric(s), {within} within tolerance, {} outside, {} not measured",
+        "expected ({}): {} metric(s), {within} within tolerance, {} outside, {untoleranced} \
+         measured without a tolerance, {} not measured",
         expected.figure,
         compared.len(),
         outside.len(),
         missing.len()
     );
     if !outside.is_empty() {
-        eprintln!("error: outside the tolerance: {}", outside.join(", "));
+        tell!("error: outside the tolerance: {}", outside.join(", "));
     }
     if !missing.is_empty() {
-        eprintln!(
-            "error: no successful row of {}'s `{}` table matches: {} (is this the experiment \
-             the expected file is for?)",
+        tell!(
+            "error: no successful row of {}'s `{}` table that matches has a value in the \
+             metric's column: {} (is this the experiment the expected file is for?)",
             exp.name,
             expected.table,
             missing.join(", ")

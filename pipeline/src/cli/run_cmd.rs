@@ -99,7 +99,10 @@ impl PlanSource for Watch {
                         if removed.is_empty() {
                             String::new()
                         } else {
-                            format!(" (removed: {})", removed.join(", "))
+                            format!(
+                                " (no longer in it, removed or replaced: {})",
+                                removed.join(", ")
+                            )
                         }
                     );
                     self.applied = now;
@@ -326,6 +329,11 @@ fn cell(row: &Row, col: &str) -> String {
     }
 }
 
+/// The dense drift ([`results::dense_drift`]) above which the printed front says so: the
+/// quickstart's own rows, timed in one run on a quiet 2-core VM, drifted by 13 % and 17 %
+/// (two fresh runs, Intel Emerald Rapids, 2026-12-05).
+const DRIFT_NOTE: f64 = 0.25;
+
 /// Prints the per-stage counts and the Pareto front as a small table.
 pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: &[&str]) {
     say!(
@@ -425,6 +433,16 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
         say!(
             "({ties} point(s) marked `tie`: another point may dominate them within the 95 % \
              intervals of the speedups; a new measurement may drop them from the front)"
+        );
+    }
+    let front: Vec<&Row> = pareto.iter().collect();
+    let drift = results::dense_drift(&front);
+    if drift > DRIFT_NOTE {
+        say!(
+            "(the front's rows were timed in different states of the machine: their dense \
+             model's pass read up to {:.0} % apart, in this run or in the runs their cached rows \
+             come from; their speedups are each paired with it, but compare them with care)",
+            100.0 * drift
         );
     }
     let spread = pareto

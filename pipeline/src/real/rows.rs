@@ -31,10 +31,7 @@ pub fn train(t: &stages::Trained) -> Row {
 /// Pruning metrics, per model and per layer (list columns in layer order; a layer's output
 /// errors are NaN where it was kept dense).
 pub fn prune(p: &stages::Pruned) -> Row {
-    // A layer whose pattern is dense (the dense model's, or a per-layer point's choice) was
-    // not pruned: it says `dense`, not `pruned`.
-    let status = |(l, pattern): (&stages::LayerReport, &kernels::Pattern)| match &l.status {
-        stages::LayerStatus::Pruned if *pattern == kernels::Pattern::Dense => "dense".to_owned(),
+    let status = |l: &stages::LayerReport| match &l.status {
         stages::LayerStatus::Pruned => "pruned".to_owned(),
         stages::LayerStatus::KeptDense { reason } => format!("kept dense: {reason}"),
     };
@@ -58,7 +55,7 @@ pub fn prune(p: &stages::Pruned) -> Row {
         ),
         (
             "layer_status",
-            Value::ListStr(p.layers.iter().zip(&p.layer_patterns).map(status).collect()),
+            Value::ListStr(p.layers.iter().map(status).collect()),
         ),
         (
             "layer_output_error_before",
