@@ -89,6 +89,7 @@ fn trials(exp: &Experiment) -> String {
         "speedup_ci_lo",
         "speedup_ci_hi",
         "latency_us_median",
+        "dense_latency_us",
         "front.latency_us",
         "weight_bytes",
         "front",
@@ -114,7 +115,7 @@ fn trials(exp: &Experiment) -> String {
             None => text(r, "status").unwrap_or("?").to_string(),
         };
         s.push_str(&text_cell("status", &status));
-        for c in &cols[2..7] {
+        for c in &cols[2..8] {
             s.push_str(&cell(r, c));
         }
         s.push_str(&num_cell("front.latency_us", f.map_or(f64::NAN, |f| f.1)));
@@ -128,6 +129,44 @@ fn trials(exp: &Experiment) -> String {
         s.push_str("</tr>\n");
     }
     s.push_str("</tbody></table>\n");
+    s.push_str(&measurement_notes(exp));
+    s
+}
+
+/// How far the trials' measurements can be trusted against each other: the run's session
+/// spread (by which the front widened its intervals) and how far apart the dense passes of one
+/// dense model read (`results::dense_drift`), as the printed front says them.
+fn measurement_notes(exp: &Experiment) -> String {
+    let ok: Vec<&Row> = exp
+        .evaluate
+        .iter()
+        .filter(|r| crate::input::ok(r))
+        .collect();
+    let spread = exp
+        .pareto
+        .iter()
+        .find_map(|r| r.get("front.session_spread").and_then(Value::as_f64))
+        .unwrap_or(0.0);
+    let drift = results::dense_drift(&ok);
+    let mut s = String::new();
+    if spread > 0.0 {
+        let _ = writeln!(
+            s,
+            "<p class=\"note\">Session spread {:.1} %: two models that ran the same kernels read \
+             that far apart in their evaluations; the front widens every interval by it.</p>",
+            100.0 * spread
+        );
+    }
+    if drift > 0.0 {
+        let _ = writeln!(
+            s,
+            "<p class=\"note\">Dense drift {:.1} %: the dense model's pass, timed anew with each \
+             evaluation (<code>dense_latency_us</code>), read that far apart across these rows \
+             (rows cached from earlier runs included). Speedups are paired with it and cancel \
+             the drift to first order; past ~25 % compare them with care.</p>",
+            100.0 * drift
+        );
+    }
     s
 }
 

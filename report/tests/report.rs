@@ -240,6 +240,11 @@ fn every_plot_is_drawn_and_the_page_numbers_are_the_tables() {
         html.contains("out of memory"),
         "the failed trial's error is shown"
     );
+    // The dense passes read 100.4–101.6 µs: the trials' note says how far apart.
+    assert!(
+        html.contains("Dense drift 1.2 %"),
+        "the dense drift is noted"
+    );
 }
 
 #[test]
