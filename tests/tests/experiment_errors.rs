@@ -271,3 +271,19 @@ fn an_out_path_that_is_a_file_is_refused_before_anything_runs_and_plan_creates_n
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!store.exists(), "plan only reads the store");
 }
+
+/// Regression: an empty `COTUNE_STORE` was reported as "a value is required for '--store'",
+/// a flag the user had not given.
+#[test]
+fn an_empty_cotune_store_is_named() {
+    let ws = Workspace::new();
+    let o = std::process::Command::new(BIN)
+        .args(["store", "ls"])
+        .env("COTUNE_STORE", "")
+        .current_dir(ws.path(""))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("COTUNE_STORE is set but empty"), "{err}");
+}

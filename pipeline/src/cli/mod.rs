@@ -131,6 +131,18 @@ pub fn main_with(
 ) -> u8 {
     let args = match Args::try_parse_from(args) {
         Ok(a) => a,
+        // clap reads an empty variable as an empty `--store` and blames the flag the user
+        // did not give.
+        Err(e)
+            if std::env::var_os("COTUNE_STORE").is_some_and(|v| v.is_empty())
+                && e.to_string().contains("--store") =>
+        {
+            eprintln!(
+                "error: COTUNE_STORE is set but empty: unset it (the store is then \
+                 .cotune/store) or name a folder, or pass --store DIR"
+            );
+            return EXIT_USAGE;
+        }
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
             let _ = e.print();
