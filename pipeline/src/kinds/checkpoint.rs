@@ -1,6 +1,6 @@
 //! The checkpoint stage kind: a user's safetensors file read for a layer study, keyed by the
-//! file's blake3 (a changed file re-runs; a renamed one does not), the globs naming its studied tensors, and where the
-//! calibration inputs come from.
+//! file's blake3 (a changed file re-runs; a renamed one does not), the globs naming its
+//! studied tensors, and where the calibration inputs come from.
 
 use crate::fields::{canon_u64s, Fields};
 use crate::key::CanonValue;
