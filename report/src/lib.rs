@@ -18,7 +18,7 @@ pub mod plots;
 pub mod regret;
 
 pub use error::ReportError;
-pub use expected::Expected;
+pub use expected::{Compared, Expected};
 pub use input::{experiment_dirs, read_experiment, Experiment};
 
 use std::path::{Path, PathBuf};
@@ -34,6 +34,9 @@ pub struct Written {
     pub files: Vec<PathBuf>,
     /// Plots not drawn: title and why.
     pub skipped: Vec<(String, String)>,
+    /// The expected file's metrics as measured (empty without one): what the page's first
+    /// table shows, for the caller's verdict.
+    pub compared: Vec<Compared>,
 }
 
 /// Writes the report of the experiment output in `dir` into `to` (created if missing), with
@@ -65,12 +68,12 @@ pub fn render_report(
             Err(why) => skipped.push((title.to_string(), why)),
         }
     }
-    let compared = expected.map(|e| (e, e.compare(exp)));
+    let compared = expected.map_or_else(Vec::new, |e| e.compare(exp));
     let page = html::page(
         exp,
         &figures,
         &skipped,
-        compared.as_ref().map(|(e, c)| (*e, c.as_slice())),
+        expected.map(|e| (e, compared.as_slice())),
     );
     let html = to.join("report.html");
     std::fs::write(&html, page).map_err(ReportError::io(&html))?;
@@ -82,6 +85,7 @@ pub fn render_report(
             .flat_map(|f| [f.png.clone(), f.svg_file.clone()])
             .collect(),
         skipped,
+        compared,
     })
 }
 
@@ -119,5 +123,6 @@ pub fn write_index(
         html: path,
         files,
         skipped,
+        compared: vec![],
     })
 }

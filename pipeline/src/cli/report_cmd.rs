@@ -84,8 +84,8 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
             Err(e) => return fail(e),
         }
     }
-    match (&expected, experiments.as_slice()) {
-        (Some(e), [exp]) => expected_verdict(e, exp),
+    match (&expected, written.as_slice()) {
+        (Some(e), [w]) => expected_verdict(e, w),
         _ => EXIT_OK,
     }
 }
@@ -93,8 +93,8 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
 /// Says how the measured values stand against `expected` and returns 1 when one is outside
 /// its tolerance or was not measured (regression: an expected file of another experiment
 /// matched nothing, every metric read "not measured", and the report exited 0).
-fn expected_verdict(expected: &report::Expected, exp: &report::Experiment) -> u8 {
-    let compared = expected.compare(exp);
+fn expected_verdict(expected: &report::Expected, written: &report::Written) -> u8 {
+    let compared = &written.compared;
     let missing: Vec<&str> = compared
         .iter()
         .filter(|c| c.measured.is_none())
@@ -125,7 +125,7 @@ fn expected_verdict(expected: &report::Expected, exp: &report::Experiment) -> u8
         tell!(
             "error: no successful row of {}'s `{}` table that matches has a value in the \
              metric's column: {} (is this the experiment the expected file is for?)",
-            exp.name,
+            written.experiment,
             expected.table,
             missing.join(", ")
         );
