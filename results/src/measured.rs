@@ -34,16 +34,22 @@ fn paired(r: &Row) -> Option<(String, [f64; 3])> {
 /// 1.55× and 1.90× over dense in one run, each with an interval under ±2 % (issue 18). Two rows
 /// of one computation are the run's own measure of that.
 pub fn session_spread(rows: &[&Row]) -> f64 {
-    let mut groups: BTreeMap<(String, Vec<String>), (f64, f64)> = BTreeMap::new();
-    for r in rows {
+    widest_gap(rows.iter().filter_map(|r| {
         let keys = match r.get("kernel_tune_keys") {
             Some(Value::ListStr(k)) if !k.is_empty() => k.clone(),
-            _ => continue,
+            _ => return None,
         };
-        if let Some((m, [s, ..])) = paired(r) {
-            let g = groups.entry((m, keys)).or_insert((s, s));
-            *g = (g.0.min(s), g.1.max(s));
-        }
+        let (m, [s, ..]) = paired(r)?;
+        Some(((m, keys), s))
+    }))
+}
+
+/// The largest `max / min − 1` of the values within each group, or 0 without a group of two.
+fn widest_gap<K: Ord>(values: impl Iterator<Item = (K, f64)>) -> f64 {
+    let mut groups: BTreeMap<K, (f64, f64)> = BTreeMap::new();
+    for (k, x) in values {
+        let g = groups.entry(k).or_insert((x, x));
+        *g = (g.0.min(x), g.1.max(x));
     }
     groups
         .values()
@@ -60,18 +66,10 @@ pub fn session_spread(rows: &[&Row]) -> f64 {
 /// from an earlier run, on a quieter or busier machine, show here: a per-layer search's new
 /// trials timed on a loaded VM read their dense pass at 288 µs beside cached rows at 206 µs.
 pub fn dense_drift(rows: &[&Row]) -> f64 {
-    let mut dense: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-    for r in rows {
-        if let Some((m, _)) = paired(r) {
-            let d = f(r, "dense_latency_us");
-            let g = dense.entry(m).or_insert((d, d));
-            *g = (g.0.min(d), g.1.max(d));
-        }
-    }
-    dense
-        .values()
-        .map(|(lo, hi)| hi / lo - 1.0)
-        .fold(0.0, f64::max)
+    widest_gap(
+        rows.iter()
+            .filter_map(|r| Some((paired(r)?.0, f(r, "dense_latency_us")))),
+    )
 }
 
 /// Each evaluation's latency as the front compares it, with its interval. Rows measured in
