@@ -11,6 +11,10 @@ use kernels::{
 };
 use std::time::Instant;
 
+/// As in the tool's binaries: large buffers on 64-byte lines (`kernels::LineAligned`).
+#[global_allocator]
+static ALLOCATOR: kernels::LineAligned = kernels::LineAligned;
+
 const CALLS: usize = 20;
 const ROUNDS: usize = 15;
 

@@ -10,6 +10,10 @@
 use kernels::{cpu_space, dense_space, spmm, synthetic, FormatSignature, ParamPoint, Pattern};
 use std::time::Instant;
 
+/// As in the tool's binaries: large buffers on 64-byte lines (`kernels::LineAligned`).
+#[global_allocator]
+static ALLOCATOR: kernels::LineAligned = kernels::LineAligned;
+
 const ROUNDS: usize = 11;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -10,6 +10,10 @@
 use kernels::{cpu_space, dense_space, spmm, synthetic, FormatSignature, ParamPoint, Pattern};
 use std::time::Instant;
 
+/// As in the tool's binaries: large buffers on 64-byte lines (`kernels::LineAligned`).
+#[global_allocator]
+static ALLOCATOR: kernels::LineAligned = kernels::LineAligned;
+
 const CALLS: usize = 200;
 const ROUNDS: usize = 15;
 

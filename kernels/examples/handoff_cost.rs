@@ -7,6 +7,10 @@
 use kernels::{cpu_space, spmm, synthetic, FormatSignature, ParamPoint, Pattern};
 use std::time::Instant;
 
+/// As in the tool's binaries: large buffers on 64-byte lines (`kernels::LineAligned`).
+#[global_allocator]
+static ALLOCATOR: kernels::LineAligned = kernels::LineAligned;
+
 fn busy(us: f64) {
     let t = Instant::now();
     let mut x = 1.0f64;

@@ -14,6 +14,10 @@ use kernels::{cpu_space, spmm, synthetic, FormatSignature, Pattern};
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
 
+/// As in the tool's binaries: large buffers on 64-byte lines (`kernels::LineAligned`).
+#[global_allocator]
+static ALLOCATOR: kernels::LineAligned = kernels::LineAligned;
+
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);

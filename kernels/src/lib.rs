@@ -23,7 +23,7 @@ pub use calibrate::{Calibration, CalibrationSample};
 pub use cost::{dense_predicted_cost, predicted_cost, regret_at_budget, spearman};
 pub use cpu::{
     exp_f32, gelu_f32, run_host_parts, spmm, spmm_with, with_isa, Activation, Epilogue, HostOp,
-    HostParts,
+    HostParts, LineAligned,
 };
 pub use dense::{dense_gemm, dense_gemm_with};
 pub use error::KernelError;

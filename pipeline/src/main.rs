@@ -1,6 +1,11 @@
 //! The `cotune` binary.
 #![forbid(unsafe_code)]
 
+/// Large buffers on 64-byte lines, so that kernels read B where it lies without split loads
+/// (see `kernels::LineAligned`).
+#[global_allocator]
+static ALLOCATOR: kernels::LineAligned = kernels::LineAligned;
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

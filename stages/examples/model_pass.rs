@@ -16,6 +16,10 @@ use kernels::{build_mask, Mask, Pattern, SparseMatrix};
 use stages::evaluate::{evaluate, LayerRun};
 use stages::{ModelSpec, Weights};
 
+/// As in the tool's binaries: large buffers on 64-byte lines (`kernels::LineAligned`).
+#[global_allocator]
+static ALLOCATOR: kernels::LineAligned = kernels::LineAligned;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     stages::tune_malloc();
     let mlp = std::env::args().nth(1).is_some_and(|a| a == "mlp");

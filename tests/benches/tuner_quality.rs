@@ -30,6 +30,10 @@ use stages::kernel_tune::{
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+/// As in the tool's binaries: large buffers on 64-byte lines (`kernels::LineAligned`).
+#[global_allocator]
+static ALLOCATOR: kernels::LineAligned = kernels::LineAligned;
+
 /// Regret of measuring the `cost`-ranked top 10 % of `points`.
 fn regret(points: &[&Measured], cost: impl Fn(&Measured) -> f64) -> f64 {
     let pred: Vec<f64> = points.iter().map(|m| cost(m)).collect();

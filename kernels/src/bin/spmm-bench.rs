@@ -8,7 +8,8 @@
 //!   model at a budget of 10 % of the space.
 //! - `--full`: BERT-like shapes 768×768, 3072×768, 768×3072, 4096×4096 with N = 128 and 512;
 //!   N:M 2:4..2:32, V:N:M with V ∈ {16, 32, 64, 128}, CSR at equal sparsity; each tuned by the
-//!   cost model's top `budget` fraction of the space (at least 4 points).
+//!   cost model's top `budget` fraction of the space (at least 4 points); `--shapes` replaces
+//!   the shapes here too.
 //!
 //! `--only TEXT` keeps the patterns whose label contains TEXT (e.g. `"V:N:M 64"`).
 //!
@@ -31,6 +32,11 @@ use std::time::Instant;
 
 use kernels::*;
 
+/// Large buffers on 64-byte lines, so that kernels read B where it lies without split loads
+/// (see `kernels::LineAligned`).
+#[global_allocator]
+static ALLOCATOR: kernels::LineAligned = kernels::LineAligned;
+
 struct Opts {
     full: bool,
     threads: Vec<usize>,
@@ -38,8 +44,8 @@ struct Opts {
     budget: f64,
     dump: Option<std::fs::File>,
     rescore: Option<String>,
-    /// Shapes of the targets mode (rows, cols, n).
-    shapes: Vec<(usize, usize, usize)>,
+    /// `--shapes` (rows, cols, n), instead of the mode's own.
+    shapes: Option<Vec<(usize, usize, usize)>>,
     /// `--rescore`: shapes whose rows calibrate the model.
     calibrate_on: Vec<(usize, usize, usize)>,
     /// `--rescore`: fraction of each space the calibration samples.
@@ -58,7 +64,7 @@ usage: spmm-bench [--targets | --full] [--shapes RxKxN,...] [--threads 1,2] [--r
                       (or --shapes), with the cost model's regret at a 10 % budget
   --full              BERT-like shapes, N:M 2:4..2:32, V:N:M V in 16..128, CSR; each tuned by
                       the cost model's top --budget fraction of its space
-  --shapes LIST       shapes of the targets mode, ROWSxCOLSxN, comma-separated
+  --shapes LIST       shapes instead of the mode's own, ROWSxCOLSxN, comma-separated
   --threads LIST      thread counts (default 1 and 2)
   --reps N            timed runs per point after a warm-up (the fastest is kept)
   --only TEXT         only the patterns whose label contains TEXT (\"V:N:M 64\")
@@ -92,7 +98,7 @@ fn parse() -> Result<Opts, String> {
         budget: 0.1,
         dump: None,
         rescore: None,
-        shapes: vec![(3072, 768, 512)],
+        shapes: None,
         calibrate_on: vec![],
         sample: 0.2,
         only: None,
@@ -112,7 +118,7 @@ fn parse() -> Result<Opts, String> {
             "--reps" => o.reps = val()?.parse().map_err(|e| format!("--reps: {e}"))?,
             "--budget" => o.budget = val()?.parse().map_err(|e| format!("--budget: {e}"))?,
             "--rescore" => o.rescore = Some(val()?),
-            "--shapes" => o.shapes = parse_shapes(&val()?)?,
+            "--shapes" => o.shapes = Some(parse_shapes(&val()?)?),
             "--calibrate-on" => o.calibrate_on = parse_shapes(&val()?)?,
             "--only" => o.only = Some(val()?),
             "--sample" => o.sample = val()?.parse().map_err(|e| format!("--sample: {e}"))?,
@@ -294,13 +300,13 @@ fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64) {
 
 fn run(o: &mut Opts) -> Result<(), KernelError> {
     println!("cpu: {}", cpu_fingerprint());
-    let shapes: Vec<(usize, usize, usize)> = if o.full {
-        [(768, 768), (3072, 768), (768, 3072), (4096, 4096)]
+    let shapes: Vec<(usize, usize, usize)> = match (&o.shapes, o.full) {
+        (Some(shapes), _) => shapes.clone(),
+        (None, true) => [(768, 768), (3072, 768), (768, 3072), (4096, 4096)]
             .into_iter()
             .flat_map(|(r, k)| [128, 512].map(|n| (r, k, n)))
-            .collect()
-    } else {
-        o.shapes.clone()
+            .collect(),
+        (None, false) => vec![(3072, 768, 512)],
     };
     for &(rows, cols, n) in &shapes {
         let mut patterns: Vec<(String, Pattern)> = Vec::new();

@@ -24,6 +24,7 @@ const CPU: &[&str] = &[
     "src/cpu/dispatch.rs",
     "src/cpu/few_columns.rs",
     "src/cpu/kernels/mod.rs",
+    "src/cpu/line_aligned.rs",
     "src/cpu/mod.rs",
     "src/cpu/pool.rs",
     "src/cpu/simd.rs",
