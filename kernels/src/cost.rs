@@ -122,8 +122,18 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     // halves the speed of the kernels that read B directly (N:M, CSR, vector-wise).
     // Row pairs (V:N:M, R = 2) amortise each entry's 4 broadcasts and decode over the tile:
     // their best tiles are 4–8 vectors wide (spmm-bench, Zen 4), so wide tiles cost them less.
-    let pairs = sig.kind == PatternKind::Vnm && r == 2.0 && sig.v.is_multiple_of(2);
-    let wide_penalty = if pairs {
+    let pairs = r == 2.0
+        && match sig.kind {
+            PatternKind::Vnm => sig.v.is_multiple_of(2),
+            PatternKind::Nm => crate::format::nm_pairs_fit(sig.rows, sig.cols, sig.n, sig.m),
+            _ => false,
+        };
+    // N:M's pairs read B in place rather than from a gathered panel: their best tiles were 8
+    // vectors wide at every quickstart shape (spmm-bench --dump, Intel Xeon EMR, AVX-512).
+    let nm_pairs = pairs && sig.kind == PatternKind::Nm;
+    let wide_penalty = if nm_pairs {
+        0.0
+    } else if pairs {
         WIDE_PENALTY / 2.0
     } else {
         WIDE_PENALTY
@@ -152,7 +162,18 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             let fits = kc * row_bytes <= L1_BUDGET;
             let unique = m * (1.0 - (1.0 - nn / m).powf(r)) / (r * nn);
             let miss = if fits { 0.05 } else { unique.min(1.0) };
-            slots * step(u, u + 2.0, row_bytes * miss) * direct
+            // In row pairs (2:M, R = 2; `NmMatrix::as_row_pairs`) two rows share a column in
+            // the fraction 1 − C(M−2, 2)/C(M, 2) of groups (5/6 at 2:4, 13/28 at 2:8): 3 loads
+            // for 4 FMAs there, plus one entry load per 4 slots, as V:N:M's pairs.
+            let loads = if pairs {
+                let share = 1.0 - (m - 2.0) * (m - 3.0) / (m * (m - 1.0));
+                u * (1.0 - 0.25 * share) + 0.75
+            } else {
+                u + 2.0
+            };
+            // Unpacked, the pairs lose less than the row loop (a column shared is one line).
+            let direct = if nm_pairs { direct.sqrt() } else { direct };
+            slots * step(u, loads, row_bytes * miss) * direct
                 + c_traffic
                 + rows * chunks * CHUNK_CYCLES
         }

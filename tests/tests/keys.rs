@@ -389,10 +389,18 @@ fn editing_a_kernel_re_tunes_only_its_family() {
         changed(&base, &tune_keys(Some(("cuda/spmm_csr_f32.cu", &comment)))),
         Vec::<String>::new()
     );
-    // A line of code re-tunes only the tunings that measured that kernel.
+    // A line of code re-tunes only the tunings that measured that kernel (N:M 2:M in row
+    // pairs runs the V:N:M kernel).
     assert_eq!(
         changed(&base, &tune_keys(Some(("src/cpu/kernels/vnm.rs", &code)))),
-        ["cpu vnm 64:2:8"]
+        ["cpu nm 2:4", "cpu nm 2:8", "cpu vnm 64:2:8"]
+    );
+    assert_eq!(
+        changed(
+            &base,
+            &tune_keys(Some(("src/cpu/kernels/vector.rs", &code)))
+        ),
+        ["cpu vector 64x1 0.5"]
     );
     // The CUDA CSR kernel runs unstructured, N:M other than 2:4 (and 1:4), and vector-wise.
     assert_eq!(

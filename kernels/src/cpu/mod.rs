@@ -285,6 +285,24 @@ pub fn spmm_with(
     } else {
         (r, kernel_isa)
     };
+    // V:N:M gathers per V-block anyway, so it runs one block over every N tile before the next:
+    // the block's values and codes stay in L2 across tiles instead of streaming from L3 once per
+    // tile, and consecutive gathers read neighbouring lines of the same B rows (skipping the
+    // gather altogether now gains ≤ 5 %). The other formats keep the whole range per tile, so
+    // that a tile of B stays in L2 while every row streams past it.
+    let band = match a {
+        SparseMatrix::Vnm(x) => x.v(),
+        _ => a.rows(),
+    }
+    .max(1);
+    // N:M 2:M with `rows = 2` runs as V:N:M with V = 2 through the row pairs, in N:M's
+    // bands (see `NmMatrix::as_row_pairs`).
+    let a = match a {
+        SparseMatrix::Nm(x) if r == 2 && kernel_isa != Isa::Scalar && kernels::pairs_enabled() => {
+            x.as_row_pairs().unwrap_or(a)
+        }
+        _ => a,
+    };
     let k_chunk = p.count("k_chunk")?;
     // V:N:M chunks inside its kernel, per V-block (see `kernels::vnm`).
     let (chunks, scratch_len) = match a {
@@ -321,16 +339,6 @@ pub fn spmm_with(
     let pack_fn = dispatch::select_pack(kernel_isa);
     // The epilogue's bias and activation are applied by the kernels as they store C (`CTile`).
     let bias = epilogue.bias;
-    // V:N:M gathers per V-block anyway, so it runs one block over every N tile before the next:
-    // the block's values and codes stay in L2 across tiles instead of streaming from L3 once per
-    // tile, and consecutive gathers read neighbouring lines of the same B rows (skipping the
-    // gather altogether now gains ≤ 5 %). The other formats keep the whole range per tile, so
-    // that a tile of B stays in L2 while every row streams past it.
-    let band = match a {
-        SparseMatrix::Vnm(x) => x.v(),
-        _ => rows,
-    }
-    .max(1);
     // `rows` × `tiles` of C, from `c0` (C's row `rows.start`, column 0), with `panels`.
     let run = |range: Range<usize>, tiles: Range<usize>, panels: &Panels, c0: *mut f32| {
         let mut cursors = Vec::new();

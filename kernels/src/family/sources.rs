@@ -80,8 +80,12 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
                 "src/cpu/kernels/gemv.rs",
                 "src/cpu/kernels/gemv_panels.rs",
                 "src/cpu/kernels/nm.rs",
+                // 2:M in row pairs runs as V:N:M with V = 2 (`NmMatrix::as_row_pairs`).
+                "src/cpu/kernels/vnm.rs",
                 "src/format/nm.rs",
                 "src/format/panels.rs",
+                "src/format/row_pairs.rs",
+                "src/format/vnm.rs",
             ],
         ],
     ),

@@ -87,10 +87,18 @@ fn a_comment_or_reformatting_changes_no_family() {
 #[test]
 fn a_code_edit_changes_only_its_family() {
     let base = digests_from(read).unwrap();
+    let vector = digests_with("src/cpu/kernels/vector.rs", |t| {
+        format!("{t}\nconst _EDIT: u8 = 1;\n")
+    });
+    assert_eq!(changed(&base, &vector), vec![KernelFamily::CpuVector]);
+    // N:M's row pairs run the V:N:M kernel: an edit there re-tunes both.
     let vnm = digests_with("src/cpu/kernels/vnm.rs", |t| {
         format!("{t}\nconst _EDIT: u8 = 1;\n")
     });
-    assert_eq!(changed(&base, &vnm), vec![KernelFamily::CpuVnm]);
+    assert_eq!(
+        changed(&base, &vnm),
+        vec![KernelFamily::CpuNm, KernelFamily::CpuVnm]
+    );
     let cu = digests_with("cuda/spmm_csr_f32.cu", |t| {
         format!("{t}\n#define COTUNE_EDIT 1\n")
     });

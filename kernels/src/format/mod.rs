@@ -12,6 +12,7 @@ mod vnm;
 
 pub use csr::CsrMatrix;
 pub use dense::DenseMatrix;
+pub(crate) use nm::pairs_fit as nm_pairs_fit;
 pub use nm::NmMatrix;
 pub(crate) use panels::{CsrPanels, RowPanels};
 pub(crate) use row_pairs::RowPairs;

@@ -1,7 +1,17 @@
 //! The N:M format: each row stores exactly N slots per group of M consecutive columns.
 
 use super::panels::{PanelCache, RowPanels};
+use super::{SparseMatrix, VnmMatrix};
 use crate::{KernelError, Mask};
+
+/// Whether an N:M matrix of this shape runs in row pairs ([`NmMatrix::as_row_pairs`]).
+pub(crate) fn pairs_fit(rows: usize, cols: usize, n: usize, m: usize) -> bool {
+    n == 2
+        && (4..=16).contains(&m)
+        && rows.is_multiple_of(2)
+        && cols.is_multiple_of(m)
+        && cols < 65536
+}
 
 /// An N:M matrix: per row and per group of `m` columns (`groups = ⌈cols/m⌉`), `n` slots, each a
 /// value and its position in the group.
@@ -23,6 +33,8 @@ pub struct NmMatrix {
     positions: Vec<u8>,
     /// Derived for the batch-1 kernels, on first use.
     panels: PanelCache<RowPanels>,
+    /// Derived for the tile kernel's row pairs, on first use (see [`NmMatrix::as_row_pairs`]).
+    pairs: PanelCache<Option<Box<SparseMatrix>>>,
 }
 
 impl NmMatrix {
@@ -68,6 +80,7 @@ impl NmMatrix {
             values,
             positions,
             panels: PanelCache::default(),
+            pairs: PanelCache::default(),
         })
     }
 
@@ -184,6 +197,38 @@ impl NmMatrix {
         5 * self.values.len()
     }
 
+    /// The same matrix as V:N:M with V = 2, for the tile kernel's row pairs (built on the first
+    /// call): with N = 2, two rows keep at most 4 columns of a group between them, so every
+    /// 2:M matrix is a V:2:M one whose blocks are its row pairs, and the pairs load a column
+    /// both rows keep once for both (at 2:4, 3 B loads per 4 FMAs against 4 in the row loop).
+    /// Spare slots stay stored zeros at their positions, so the same B values are multiplied
+    /// (NaN and Inf propagate alike). `None` for N ≠ 2 (1:M would gain a padding slot), odd rows, or where
+    /// the pairs could not read B in place (M outside 4..=16, K not a multiple of M, or K ≥
+    /// 65536; `RowPairs::with_direct`): a gather per pair would cost more than it saves.
+    pub(crate) fn as_row_pairs(&self) -> Option<&SparseMatrix> {
+        if !pairs_fit(self.rows, self.cols, self.n, self.m) {
+            return None;
+        }
+        let per_row = self.groups() * self.n;
+        // The layout does not depend on the lanes: every caller asks under key 0.
+        self.pairs
+            .get(0, || {
+                let mut keep = vec![false; self.rows * self.cols];
+                for (i, &p) in self.positions.iter().enumerate() {
+                    let (r, g) = (i / per_row, i % per_row / self.n);
+                    let c = g * self.m + p as usize;
+                    if c < self.cols {
+                        keep[r * self.cols + c] = true;
+                    }
+                }
+                let mask = Mask::new(self.rows, self.cols, keep).ok()?;
+                VnmMatrix::from_masked(&self.to_dense(), &mask, 2, self.m)
+                    .ok()
+                    .map(|x| Box::new(SparseMatrix::Vnm(x)))
+            })?
+            .as_deref()
+    }
+
     /// The values in panels of `lanes` rows for the batch-1 kernels (built on the first call).
     pub(crate) fn row_panels(&self, lanes: usize) -> Option<&RowPanels> {
         let per_row = self.groups() * self.n;
@@ -193,5 +238,60 @@ impl NmMatrix {
                 (self.values[i], self.positions[i])
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{build_mask, random_values, Pattern};
+
+    fn nm(rows: usize, cols: usize, n: usize, m: usize, seed: u64) -> NmMatrix {
+        let w = random_values(rows * cols, seed);
+        let scores: Vec<f32> = random_values(rows * cols, seed + 1)
+            .iter()
+            .map(|x| x.abs())
+            .collect();
+        let mask = build_mask(&Pattern::Nm { n, m }, &scores, rows, cols).unwrap();
+        NmMatrix::from_masked(&w, &mask, n, m).unwrap()
+    }
+
+    #[test]
+    fn row_pairs_hold_the_same_matrix_and_the_same_stored_slots() {
+        for (rows, cols, m) in [(2, 4, 4), (10, 256, 4), (32, 96, 8), (6, 48, 16)] {
+            let mut a = nm(rows, cols, 2, m, 7);
+            // A stored zero (a group keeping fewer than N) stays a slot of its row.
+            a.values[1] = 0.0;
+            let Some(SparseMatrix::Vnm(p)) = a.as_row_pairs() else {
+                panic!("{rows}x{cols} 2:{m} runs in pairs");
+            };
+            assert_eq!((p.v(), p.m()), (2, m));
+            assert_eq!(p.to_dense(), a.to_dense(), "{rows}x{cols} 2:{m}");
+            for r in 0..rows {
+                for g in 0..a.groups() {
+                    let mut want: Vec<usize> = (0..2)
+                        .map(|s| g * m + a.positions[(r * a.groups() + g) * 2 + s] as usize)
+                        .collect();
+                    let mut got: Vec<usize> = (2 * g..2 * g + 2)
+                        .map(|s| p.slot_column(r, s).expect("a real column"))
+                        .collect();
+                    want.sort_unstable();
+                    got.sort_unstable();
+                    assert_eq!(got, want, "row {r} group {g}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shapes_the_pairs_cannot_read_in_place_keep_the_row_loop() {
+        assert!(nm(3, 8, 2, 4, 1).as_row_pairs().is_none(), "odd rows");
+        assert!(
+            nm(4, 10, 2, 4, 1).as_row_pairs().is_none(),
+            "K not a multiple of M"
+        );
+        assert!(nm(4, 64, 2, 32, 1).as_row_pairs().is_none(), "M > 16");
+        assert!(nm(4, 8, 1, 4, 1).as_row_pairs().is_none(), "N = 1");
+        assert!(nm(4, 15, 3, 5, 1).as_row_pairs().is_none(), "N = 3");
     }
 }

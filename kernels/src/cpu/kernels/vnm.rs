@@ -50,10 +50,33 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
     // Where B's tile is packed (its rows w floats apart, so a chunk's rows spread over L1's
     // sets, and aligned to the vectors) the pairs read B's rows where they stand: the gather
     // would copy them into a second panel of the same shape (kernels/BENCH.md, 2026-12-05).
+    // With V = 2 (N:M in pairs, `NmMatrix::as_row_pairs`) they read B where it lies, packed
+    // or not: a gather per pair would cost as many loads as the pair's own FMAs.
     let direct = pairs
         .and_then(|p| p.direct.as_deref())
-        .filter(|_| b.stride == w && (b.ptr as usize).is_multiple_of(S::LANES * 4))
+        .filter(|_| v == 2 || (b.stride == w && (b.ptr as usize).is_multiple_of(S::LANES * 4)))
         .filter(|_| direct_enabled());
+    if let (Some(plan), Some(ents)) = (pairs, direct) {
+        // Nothing to gather: each chunk of groups goes past every pair of `rows` while its B
+        // rows are in L1 (one V-block for V:N:M, whose bands are blocks; all the rows for N:M
+        // in pairs, where a pair is a block and a chunk per pair would reuse nothing).
+        let mut g0 = 0;
+        loop {
+            let g1 = (g0 + per_chunk).min(groups);
+            let ct = if g1 >= groups { c } else { c.plain() };
+            for p in rows.start / 2..rows.end / 2 {
+                let [r1, r2] = plan.rows[p].map(|r| r as usize - rows.start);
+                // SAFETY: forwarded contract; the pair's rows are in `rows` (its V-block is).
+                unsafe {
+                    vnm_pair::<S, U, true>(plan, ents, p, [r1, r2], g0..g1, (b.ptr, b.stride), ct)
+                };
+            }
+            g0 = g1;
+            if g0 >= groups {
+                return;
+            }
+        }
+    }
     for blk in rows.start / v..rows.end / v {
         // At least one (possibly empty) chunk, so that C is written even when K = 0.
         let mut g0 = 0;
@@ -64,27 +87,20 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
             // SAFETY: forwarded contract; the panel holds 4·w floats per group of the chunk and
             // every row block stays inside one V-block of `rows`.
             unsafe {
-                if direct.is_none() {
-                    gather_block::<S, U>(a, blk, g0..g1, b, panel);
-                }
+                gather_block::<S, U>(a, blk, g0..g1, b, panel);
                 let (mut r, end) = (blk * v, blk * v + v);
                 if let Some(plan) = pairs {
                     for p in blk * v / 2..(blk + 1) * v / 2 {
                         let [r1, r2] = plan.rows[p].map(|r| r as usize - rows.start);
-                        match direct {
-                            Some(ents) => {
-                                vnm_pair::<S, U, true>(plan, ents, p, [r1, r2], g0..g1, b.ptr, ct)
-                            }
-                            None => vnm_pair::<S, U, false>(
-                                plan,
-                                &plan.entries,
-                                p,
-                                [r1, r2],
-                                g0..g1,
-                                panel,
-                                ct,
-                            ),
-                        }
+                        vnm_pair::<S, U, false>(
+                            plan,
+                            &plan.entries,
+                            p,
+                            [r1, r2],
+                            g0..g1,
+                            (panel, w),
+                            ct,
+                        );
                     }
                     r = end;
                 }
@@ -112,9 +128,9 @@ fn direct_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("COTUNE_VNM_DIRECT").map_or(true, |v| v != "0"))
 }
 
-/// Whether `R = 2` takes the row pairs (`COTUNE_VNM_PAIRS=0` in the environment turns them off,
-/// to measure the row loop at the same points).
-fn pairs_enabled() -> bool {
+/// Whether `R = 2` takes the row pairs, V:N:M's and N:M's (`COTUNE_VNM_PAIRS=0` in the
+/// environment turns them off, to measure the row loops at the same points).
+pub(crate) fn pairs_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("COTUNE_VNM_PAIRS").map_or(true, |v| v != "0"))
 }
@@ -240,10 +256,10 @@ unsafe fn vnm_rows<S: Simd, const R: usize, const U: usize>(
 /// on the stack at `U = 4` (the product 1.2–1.3× slower).
 ///
 /// # Safety
-/// As `vnm_rows`: the panel (`src`) holds the pair's block's gathered rows for `gs`, or,
-/// `DIRECT`, `src` is a tile of B with rows `w` floats apart and K rows, `ents` being
-/// `plan.direct` (as long as `plan.entries`); and C rows `local[0]` and `local[1]` are in the
-/// tile.
+/// As `vnm_rows`: the panel (`src.0`, rows `src.1 = w` floats apart) holds the pair's block's
+/// gathered rows for `gs`, or, `DIRECT`, `src.0` is a tile of B with rows `src.1` floats apart
+/// (each readable for `w`) and K rows, `ents` being `plan.direct` (as long as
+/// `plan.entries`); and C rows `local[0]` and `local[1]` are in the tile.
 #[inline(always)]
 unsafe fn vnm_pair<S: Simd, const U: usize, const DIRECT: bool>(
     plan: &RowPairs,
@@ -251,21 +267,20 @@ unsafe fn vnm_pair<S: Simd, const U: usize, const DIRECT: bool>(
     p: usize,
     local: [usize; 2],
     gs: Range<usize>,
-    src: *const f32,
+    (src, stride): (*const f32, usize),
     c: CTile,
 ) {
-    let w = U * S::LANES;
     let (shared, disjoint) = plan.ranges(p, gs.clone());
     let (ents, vals) = (ents.as_ptr(), plan.values.as_ptr());
     // The B rows of an entry's four columns: in the gathered panel (`src`, the chunk's groups
-    // from `gs.start`, 4 rows each) or, `DIRECT`, in B's packed tile (`src`, row k at k · w).
+    // from `gs.start`, 4 rows each) or, `DIRECT`, in B's tile (`src`, row k at k · stride).
     let rows_of = |ent: usize| -> [*const f32; 4] {
         if DIRECT {
-            let base = src.wrapping_add((ent & 0xffff) * w);
-            [16, 20, 24, 28].map(|shift| base.wrapping_add(((ent >> shift) & 15) * w))
+            let base = src.wrapping_add((ent & 0xffff) * stride);
+            [16, 20, 24, 28].map(|shift| base.wrapping_add(((ent >> shift) & 15) * stride))
         } else {
-            let gp = src.wrapping_add(((ent & 0xffff) - gs.start) * 4 * w);
-            [16, 18, 20, 22].map(|shift| gp.wrapping_add(((ent >> shift) & 3) * w))
+            let gp = src.wrapping_add(((ent & 0xffff) - gs.start) * 4 * stride);
+            [16, 18, 20, 22].map(|shift| gp.wrapping_add(((ent >> shift) & 3) * stride))
         }
     };
     // SAFETY: the ranges index the pair's entries of groups in `gs` (4 values each); their
