@@ -188,7 +188,9 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             // Where B's tile is packed, the pairs read its rows in place and nothing is gathered
             // (`RowPairs::with_direct`: M ≤ 16, K < 65,536 and a multiple of M).
             // A B of one tile is copied (`pack_b` or not) and read in place too.
-            let in_place = pairs && !unpacked && m <= 16.0 && k < 65_536.0 && k % m == 0.0;
+            // At V = 2 they read B in place packed or not (`cpu::kernels::vnm`).
+            let in_place =
+                pairs && (!unpacked || sig.v == 2) && m <= 16.0 && k < 65_536.0 && k % m == 0.0;
             let gather = if in_place {
                 0.0
             } else {

@@ -66,7 +66,7 @@ fn prune_row(i: usize) -> Row {
             }
             .into(),
         ),
-        ("cached", (i % 2 == 0).into()),
+        ("cached", i.is_multiple_of(2).into()),
         ("seed", 7.into()),
     ]);
     if pattern == "vnm" {

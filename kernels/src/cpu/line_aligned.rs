@@ -2,14 +2,19 @@
 //! 64-byte cache line, so that the kernels' in-place reads of B never straddle two lines.
 //!
 //! The tile kernels read B where it lies (`pack_b = 0`), one vector per stored value and N
-//! tile. The system allocator starts a large block 16 bytes past a page (glibc's mmap'd
-//! chunks) or anywhere on 16 bytes, so three times in four every AVX-512 load of a B row
-//! touched two lines: at 10×256×256, N:M 2:4, one thread (Intel Xeon Emerald Rapids), the
-//! same product ran in 16.9 µs with B 16 bytes off a line and 9.6 µs on one, and which one a
-//! layer got depended on the allocator, so tunings and passes of the same layers disagreed.
-//! Installed by the tool's binaries (`#[global_allocator]`); a program calling
-//! [`crate::spmm`] gets the same speed from any B that starts on a line and whose rows are a
-//! multiple of 16 floats.
+//! tile. glibc starts a block it maps on its own (128 KiB and more, at first) 16 bytes past a
+//! page, and a heap block anywhere on 16 bytes, so with rows a multiple of 16 floats every
+//! AVX-512 load of a mapped B touched two lines, and of a heap B three times in four: at
+//! 10×256×256, N:M 2:4, one thread (Intel Xeon Emerald Rapids), the same product ran in
+//! 16.9 µs with B 16 bytes off a line and 9.6 µs on one, and which one a layer got depended on
+//! the allocator, so tunings and passes of the same layers disagreed. Installed by the tool's
+//! binaries (`#[global_allocator]`); a program calling [`crate::spmm`] gets the same speed from
+//! any B that starts on a line and whose rows are a multiple of 16 floats.
+//!
+//! The price: std allocates an over-aligned zeroed block with `posix_memalign` and writes its
+//! zeros, where `calloc` would have left a fresh mapping's pages untouched, and it grows an
+//! over-aligned block by allocating and copying rather than `mremap`. Zeroed buffers of the
+//! tool's sizes (activations, B panels) are written before they are read anyway.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 

@@ -202,7 +202,8 @@ impl NmMatrix {
     /// 2:M matrix is a V:2:M one whose blocks are its row pairs, and the pairs load a column
     /// both rows keep once for both (at 2:4, 3 B loads per 4 FMAs against 4 in the row loop).
     /// Spare slots stay stored zeros at their positions, so the same B values are multiplied
-    /// (NaN and Inf propagate alike). `None` for N ≠ 2 (1:M would gain a padding slot), odd rows, or where
+    /// (NaN and Inf propagate alike; the pairs add in another order, so the sums may differ
+    /// in the last bits). `None` for N ≠ 2 (1:M would gain a padding slot), odd rows, or where
     /// the pairs could not read B in place (M outside 4..=16, K not a multiple of M, or K ≥
     /// 65536; `RowPairs::with_direct`): a gather per pair would cost more than it saves.
     pub(crate) fn as_row_pairs(&self) -> Option<&SparseMatrix> {

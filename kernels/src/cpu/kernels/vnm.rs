@@ -15,16 +15,18 @@ use crate::VnmMatrix;
 ///
 /// With `R = 2` and an even V, the rows go in pairs through [`RowPairs`] instead
 /// (`vnm_pair`): a column the two rows share in a group is loaded once for both. Where B's tile
-/// is packed (`pack_b = 1`, or a partial last tile), K is a multiple of M ≤ 16 and the layout's
-/// direct entries exist, the pairs read the kept rows from the tile itself and nothing is
-/// gathered: the copy cost 15–20 % of a V = 16 product (4/V of the row work, and stores).
+/// is packed (`pack_b = 1`, or a partial last tile), or always at V = 2 (N:M 2:M in pairs:
+/// [`gathers_nothing`]), K is a multiple of M ≤ 16 and the layout's direct entries exist, the
+/// pairs read the kept rows from the tile itself and nothing is gathered: the copy cost
+/// 15–20 % of a V = 16 product (4/V of the row work, and stores).
 ///
 /// `step.k` must be all of K (the chunking is internal, `step.k_chunk` columns per chunk, a
 /// rounded up to whole groups, 0 = all).
 ///
 /// # Safety
-/// As `csr` (cursors unused), plus `rows` starts and ends on multiples of V and
-/// `step.scratch` holds at least `4 · w · groups-per-chunk` floats (`w = U · LANES`).
+/// As `csr` (cursors unused), plus `rows` starts and ends on multiples of V and, unless
+/// [`gathers_nothing`] at `R`, `step.scratch` holds at least `4 · w · groups-per-chunk` floats
+/// (`w = U · LANES`).
 #[inline(always)]
 pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
     a: &VnmMatrix,
@@ -40,7 +42,6 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
     } else {
         step.k_chunk.div_ceil(m)
     };
-    debug_assert!(step.scratch.len() >= 4 * w * per_chunk.min(groups));
     let panel = step.scratch.as_mut_ptr();
     let pairs = if R == 2 && pairs_enabled() {
         a.row_pairs()
@@ -51,7 +52,8 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
     // sets, and aligned to the vectors) the pairs read B's rows where they stand: the gather
     // would copy them into a second panel of the same shape (kernels/BENCH.md, 2026-12-05).
     // With V = 2 (N:M in pairs, `NmMatrix::as_row_pairs`) they read B where it lies, packed
-    // or not: a gather per pair would cost as many loads as the pair's own FMAs.
+    // or not: a gather per pair would cost as many loads as the pair's own FMAs. (The same
+    // decision as `gathers_nothing`, which says so before the scratch panel is allocated.)
     let direct = pairs
         .and_then(|p| p.direct.as_deref())
         .filter(|_| v == 2 || (b.stride == w && (b.ptr as usize).is_multiple_of(S::LANES * 4)))
@@ -77,6 +79,7 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
             }
         }
     }
+    debug_assert!(step.scratch.len() >= 4 * w * per_chunk.min(groups));
     for blk in rows.start / v..rows.end / v {
         // At least one (possibly empty) chunk, so that C is written even when K = 0.
         let mut g0 = 0;
@@ -119,6 +122,16 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
             }
         }
     }
+}
+
+/// Whether [`vnm`] at `R = r` reads every tile of B in place, gathering nothing (V = 2 in
+/// pairs with direct entries), so that its caller needs no scratch panel.
+pub(crate) fn gathers_nothing(a: &VnmMatrix, r: usize) -> bool {
+    r == 2
+        && a.v() == 2
+        && pairs_enabled()
+        && direct_enabled()
+        && a.row_pairs().is_some_and(|p| p.direct.is_some())
 }
 
 /// Whether the row pairs may read a packed tile of B in place (`COTUNE_VNM_DIRECT=0` in the
