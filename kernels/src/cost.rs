@@ -64,8 +64,13 @@ fn parallel_factor(t: f64, chunks: f64) -> f64 {
 const FMA_LATENCY: f64 = 4.0;
 /// Extra cost per vector of an N tile beyond 4 (measured, see `predicted_cost`).
 const WIDE_PENALTY: f64 = 0.12;
-/// Slowdown of kernels that read B rows in place instead of from packed panels (measured).
+/// Slowdown of kernels that read B rows in place instead of from packed panels (measured on
+/// Zen 3 with B off its cache lines; N:M uses [`NM_ALIASING_PENALTY`] since 2026-12-06).
 const UNPACKED_PENALTY: f64 = 1.8;
+/// N:M read in place: slowdown per halving of the L1 sets a tile's B rows share
+/// ([`set_aliasing`]), fitted on the 2026-12-06 dumps replayed through the engine's own
+/// calibration samples (`spmm-bench --rescore --calibrate-from`).
+const NM_ALIASING_PENALTY: f64 = 0.2;
 /// Cycles per row and K chunk: C reload, loop and cursor set-up (N:M, V:N:M, vector-wise).
 const CHUNK_CYCLES: f64 = 20.0;
 /// The same for CSR, which also binary-searches each row's chunk end.
@@ -171,8 +176,16 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             } else {
                 u + 2.0
             };
-            // Unpacked, the pairs lose less than the row loop (a column shared is one line).
-            let direct = if nm_pairs { direct.sqrt() } else { direct };
+            // Unpacked, B's rows lie n floats apart, and with B on a line what that costs is
+            // how few of L1's sets a tile's rows fall into: against packed (with its copy),
+            // reading in place took a median 0.9× at n = 64, 1.05× at 128, 1.1× at 256 and
+            // 1.2–1.3× at 512 for tiles of up to 64 columns, the row loop and the pairs alike
+            // (spmm-bench --dump, Intel Xeon EMR; kernels/BENCH.md, 2026-12-06).
+            let direct = if unpacked {
+                1.0 + NM_ALIASING_PENALTY * set_aliasing(nf, w).log2()
+            } else {
+                1.0
+            };
             slots * step(u, loads, row_bytes * miss) * direct
                 + c_traffic
                 + rows * chunks * CHUNK_CYCLES
@@ -233,6 +246,30 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     };
     (tiles * cycles_per_tile * parallel_factor(t, work_units) + pack_cycles) / CLOCK_HZ
         + pool_call_s(t)
+}
+
+/// How many times fewer of L1's 64 sets a tile of `w` columns of B uses read in place (rows `n`
+/// floats apart) than packed: a row starts `4n/64` lines past the last, and with that step a
+/// multiple of a large power of two the rows fall into few sets (at n = 256 and `w` = 32, a
+/// K chunk's rows share 8 of the 64 sets: 1 KiB apart, 2 lines each). Every x86 L1 data cache
+/// these kernels target has 64 sets of 64-byte lines (32 KiB × 8 ways, 48 KiB × 12).
+fn set_aliasing(n: f64, w: f64) -> f64 {
+    let row = (n * 4.0) as u64;
+    if !row.is_multiple_of(64) {
+        return 1.0;
+    }
+    let step = (row / 64) % 64;
+    let g = if step == 0 { 64 } else { gcd(step, 64) };
+    let lines = ((w * 4.0) / 64.0).ceil().max(1.0) as u64;
+    g as f64 / lines.min(g) as f64
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// Handing a product to the thread pool and waiting for it: ~17–40 µs per call measured on this
@@ -314,7 +351,19 @@ pub fn spearman(pred: &[f64], meas: &[f64]) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{regret_at_budget, spearman};
+    use super::{regret_at_budget, set_aliasing, spearman};
+
+    #[test]
+    fn set_aliasing_counts_the_sets_a_tile_leaves_unused() {
+        // 1 KiB rows: starts 16 sets apart, 4 of them; 2 lines a row use 8 sets of 64.
+        assert_eq!(set_aliasing(256.0, 32.0), 8.0);
+        assert_eq!(set_aliasing(256.0, 128.0), 2.0);
+        // 256-byte rows with 4-line tiles cover every set; 16 KiB rows all start in one.
+        assert_eq!(set_aliasing(64.0, 64.0), 1.0);
+        assert_eq!(set_aliasing(4096.0, 32.0), 32.0);
+        // Rows off the lines spread over the sets.
+        assert_eq!(set_aliasing(100.0, 32.0), 1.0);
+    }
 
     #[test]
     fn spearman_of_monotone_reversed_and_tied() {

@@ -15,11 +15,14 @@
 //!
 //! `--dump FILE` writes every measured point as CSV (shape, pattern, threads, parameters,
 //! predicted and measured seconds), to study the cost model; `--rescore FILE` reads such a dump
-//! and prints, per pattern, the regret of the *current* cost model at 10 % and its Spearman
-//! correlation with the measurements, without measuring anything. With `--calibrate-on
+//! and prints, per pattern, the regret of the *current* cost model at 10 % and at 8 points (the
+//! quickstart's budget) and its Spearman correlation with the measurements, without measuring
+//! anything, then their geometric means over the tunings. With `--calibrate-on
 //! 768x768x128,...` it first fits a [`Calibration`] on a sample (`--sample 0.2` of each space's
 //! points) of the dump's rows at those shapes, then scores the analytical and the calibrated
-//! model on the other shapes' rows, and reports what the sample cost to measure.
+//! model on the other shapes' rows (and, marked, on those shapes' own), and reports what the
+//! sample cost to measure. `--calibrate-from FILE` fits it on every row of another dump or of a
+//! calibrate stage's `sample.csv` instead: the engine's own calibration replayed on a dump.
 //!
 //! Times are the fastest of `reps` runs after one warm-up (the machine is shared); GFLOP/s counts
 //! useful FLOPs (2·nnz·N); speedups are against the faster dense backend for the same threads,
@@ -50,6 +53,9 @@ struct Opts {
     calibrate_on: Vec<(usize, usize, usize)>,
     /// `--rescore`: fraction of each space the calibration samples.
     sample: f64,
+    /// `--rescore`: a second dump whose every row calibrates the model (a calibrate stage's
+    /// sample, say), scoring every tuning of the first.
+    calibrate_from: Option<String>,
     /// Only the patterns whose label contains this.
     only: Option<String>,
 }
@@ -59,6 +65,7 @@ const USAGE: &str = "\
 usage: spmm-bench [--targets | --full] [--shapes RxKxN,...] [--threads 1,2] [--reps 5]
                   [--budget 0.1] [--only TEXT] [--dump points.csv]
        spmm-bench --rescore points.csv [--calibrate-on RxKxN,... [--sample 0.2]]
+                  [--calibrate-from sample.csv]
 
   --targets           (default) every point of each target pattern's space at 3072x768x512
                       (or --shapes), with the cost model's regret at a 10 % budget
@@ -73,6 +80,9 @@ usage: spmm-bench [--targets | --full] [--shapes RxKxN,...] [--threads 1,2] [--r
   --rescore FILE      the current cost model's regret at 10 % and Spearman correlation on a
                       dump, measuring nothing; --calibrate-on fits a calibration on a --sample
                       of those shapes' rows first and scores both models on the other shapes
+                      (and on its own, marked); --calibrate-from fits it on every row of
+                      another dump, or of a calibrate stage's sample.csv from the store,
+                      instead and scores every tuning; regret at 10 % and at 8 points
 ";
 
 fn parse_shapes(list: &str) -> Result<Vec<(usize, usize, usize)>, String> {
@@ -101,6 +111,7 @@ fn parse() -> Result<Opts, String> {
         shapes: None,
         calibrate_on: vec![],
         sample: 0.2,
+        calibrate_from: None,
         only: None,
     };
     let mut args = std::env::args().skip(1);
@@ -121,6 +132,7 @@ fn parse() -> Result<Opts, String> {
             "--shapes" => o.shapes = Some(parse_shapes(&val()?)?),
             "--calibrate-on" => o.calibrate_on = parse_shapes(&val()?)?,
             "--only" => o.only = Some(val()?),
+            "--calibrate-from" => o.calibrate_from = Some(val()?),
             "--sample" => o.sample = val()?.parse().map_err(|e| format!("--sample: {e}"))?,
             "--dump" => {
                 let path = val()?;
@@ -382,23 +394,31 @@ fn run(o: &mut Opts) -> Result<(), KernelError> {
 fn label_pattern(label: &str) -> Option<Pattern> {
     let (kind, rest) = label.split_once(' ')?;
     let nums = |s: &str| -> Option<Vec<usize>> { s.split(':').map(|x| x.parse().ok()).collect() };
+    // "75%" here, "0.75" in the engine's labels.
+    let fraction = |s: &str| -> Option<f64> {
+        match s.strip_suffix('%') {
+            Some(pc) => pc.parse::<f64>().ok().map(|x| x / 100.0),
+            None => s.parse().ok(),
+        }
+    };
+    // This binary's labels, or the engine's (`pattern_label`: a calibrate stage's sample.csv).
     match kind {
-        "N:M" => match nums(rest)?.as_slice() {
+        "N:M" | "nm" => match nums(rest)?.as_slice() {
             [n, m] => Some(Pattern::Nm { n: *n, m: *m }),
             _ => None,
         },
-        "V:N:M" => match nums(rest)?.as_slice() {
+        "V:N:M" | "vnm" => match nums(rest)?.as_slice() {
             [v, _, m] => Some(Pattern::Vnm { v: *v, m: *m }),
             _ => None,
         },
-        "CSR" => Some(Pattern::Unstructured {
-            sparsity: rest.trim_end_matches('%').parse::<f64>().ok()? / 100.0,
+        "CSR" | "unstructured" => Some(Pattern::Unstructured {
+            sparsity: fraction(rest)?,
         }),
         "vector" => {
             let (v, s) = rest.split_once("x1 ")?;
             Some(Pattern::Vector {
                 v: v.parse().ok()?,
-                sparsity: s.trim_end_matches('%').parse::<f64>().ok()? / 100.0,
+                sparsity: fraction(s)?,
             })
         }
         _ => None,
@@ -416,11 +436,25 @@ struct DumpGroup {
 fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let mut groups: Vec<DumpGroup> = Vec::new();
+    // A calibrate stage's sample.csv: pattern,rows,cols,n,params (threads among them),
+    // measured_s,analytical_s,calibrated_s.
+    let sample = text
+        .lines()
+        .next()
+        .is_some_and(|h| h.starts_with("pattern,rows,cols,n,params,measured_s"));
     for (i, line) in text.lines().enumerate().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
+        let mut f: Vec<&str> = line.split(',').collect();
         let bad = || format!("{path}:{}: malformed row", i + 1);
         if f.len() != 8 {
             return Err(bad());
+        }
+        if sample {
+            // Into this binary's columns: rows,cols,n,pattern,threads,point,predicted,measured.
+            let threads = f[4]
+                .split(';')
+                .find_map(|kv| kv.strip_prefix("threads="))
+                .ok_or_else(bad)?;
+            f = vec![f[1], f[2], f[3], f[0], threads, f[4], f[6], f[5]];
         }
         let dims: Vec<usize> = f[..3]
             .iter()
@@ -430,7 +464,7 @@ fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
         let sig =
             FormatSignature::for_pattern(&pattern, dims[0], dims[1]).map_err(|e| e.to_string())?;
         let mut p: Vec<(&str, i64)> = vec![("threads", f[4].parse().map_err(|_| bad())?)];
-        for kv in f[5].split(';') {
+        for kv in f[5].split(';').filter(|kv| !kv.starts_with("threads=")) {
             let (k, v) = kv.split_once('=').ok_or_else(bad)?;
             p.push((k, v.parse().map_err(|_| bad())?));
         }
@@ -452,24 +486,29 @@ fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
 
 /// `--rescore`: the current model's regret at 10 % and Spearman on a dump's measurements, and
 /// with `calibrate_on` the calibrated model's beside it on the other shapes.
-fn rescore(path: &str, calibrate_on: &[(usize, usize, usize)], sample: f64) -> Result<(), String> {
+fn rescore(
+    path: &str,
+    calibrate_on: &[(usize, usize, usize)],
+    sample: f64,
+    calibrate_from: Option<&str>,
+) -> Result<(), String> {
     let groups = read_dump(path)?;
-    if groups
-        .iter()
-        .all(|g| !calibrate_on.is_empty() && calibrate_on.contains(&g.shape))
-    {
-        return Err(format!(
-            "{path}: no rows left to score (every row is of a --calibrate-on shape, or the dump \
-             is empty)"
-        ));
+    if groups.is_empty() {
+        return Err(format!("{path}: no rows to score"));
     }
-    let calibration = if calibrate_on.is_empty() {
+    let (calibrate_on, sample, sampled) = match calibrate_from {
+        Some(from) => (&[][..], 1.0, Some(read_dump(from)?)),
+        None => (calibrate_on, sample, None),
+    };
+    let calibration = if calibrate_on.is_empty() && sampled.is_none() {
         None
     } else {
         let every = (1.0 / sample.clamp(1e-3, 1.0)).round().max(1.0) as usize;
-        let samples: Vec<CalibrationSample> = groups
+        let samples: Vec<CalibrationSample> = sampled
+            .as_ref()
+            .unwrap_or(&groups)
             .iter()
-            .filter(|g| calibrate_on.contains(&g.shape))
+            .filter(|g| sampled.is_some() || calibrate_on.contains(&g.shape))
             .flat_map(|g| {
                 g.points
                     .iter()
@@ -488,17 +527,24 @@ fn rescore(path: &str, calibrate_on: &[(usize, usize, usize)], sample: f64) -> R
             "calibration: {} points ({:.0} % of each space) on {} shape(s), {:.1} ms of kernel time per repeat, {} terms",
             cal.samples,
             100.0 / every as f64,
-            calibrate_on.len(),
+            samples
+                .iter()
+                .map(|s| (s.sig.rows, s.sig.cols, s.n))
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
             cost * 1e3,
             cal.terms.len()
         );
         Some(cal)
     };
     let mut worst: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    // Sums of ln(1 + regret) at 10 % and at 8 points, and the tunings scored.
+    let mut totals = (0.0, 0.0, 0.0);
+    // The same for the calibrated model, on the held-out shapes and on the calibration's own
+    // (a tuning at a calibrated shape, as when a layer has a calibration shape).
+    let mut cal_totals = [(0.0, 0.0, 0.0); 2];
     for g in &groups {
-        if calibration.is_some() && calibrate_on.contains(&g.shape) {
-            continue;
-        }
+        let in_sample = calibrate_on.contains(&g.shape);
         let n = g.shape.2;
         let meas: Vec<f64> = g.points.iter().map(|(_, m)| *m).collect();
         let pred: Vec<f64> = g
@@ -511,11 +557,17 @@ fn rescore(path: &str, calibrate_on: &[(usize, usize, usize)], sample: f64) -> R
             regret_at_budget(&pred, &meas, budget),
             spearman(&pred, &meas),
         );
+        // The quickstart's budget: 8 points a tuning.
+        let regret8 = regret_at_budget(&pred, &meas, 8);
+        totals.0 += (1.0 + regret).ln();
+        totals.1 += (1.0 + regret8).ln();
+        totals.2 += 1.0;
         match &calibration {
             None => println!(
-                "  {:<32} regret@10% {:>6.1}%  spearman {rho:>5.2}",
+                "  {:<32} regret@10% {:>6.1}%  @8 {:>6.1}%  spearman {rho:>5.2}",
                 g.key,
-                regret * 100.0
+                regret * 100.0,
+                regret8 * 100.0
             ),
             Some(cal) => {
                 let cp: Vec<f64> = g
@@ -524,16 +576,53 @@ fn rescore(path: &str, calibrate_on: &[(usize, usize, usize)], sample: f64) -> R
                     .map(|(p, _)| cal.cost(&g.sig, n, p))
                     .collect();
                 let (cr, crho) = (regret_at_budget(&cp, &meas, budget), spearman(&cp, &meas));
+                let cr8 = regret_at_budget(&cp, &meas, 8);
+                let t = &mut cal_totals[in_sample as usize];
+                *t = (t.0 + (1.0 + cr).ln(), t.1 + (1.0 + cr8).ln(), t.2 + 1.0);
                 println!(
-                    "  {:<32} regret@10% {:>6.1}% -> {:>5.1}%  spearman {rho:>5.2} -> {crho:>5.2}",
+                    "  {:<32} regret@10% {:>6.1}% -> {:>5.1}%  @8 {:>6.1}% -> {:>5.1}%  spearman {rho:>5.2} -> {crho:>5.2}{}",
                     g.key,
                     regret * 100.0,
-                    cr * 100.0
+                    cr * 100.0,
+                    regret8 * 100.0,
+                    cr8 * 100.0,
+                    if in_sample { "  (calibration shape)" } else { "" }
                 );
+                if in_sample {
+                    continue;
+                }
                 let threads = g.key.rsplit(' ').next().unwrap_or("").to_string();
                 let w = worst.entry(threads).or_insert((0.0, 0.0));
                 *w = (w.0.max(regret), w.1.max(cr));
             }
+        }
+    }
+    // Geometric means of 1 + regret at 10 % and at 8 points, as percentages.
+    let means = |t: &(f64, f64, f64)| {
+        let pc = |sum: f64| ((sum / t.2).exp() - 1.0) * 100.0;
+        format!(
+            "{} tunings: regret@10% {:.1}%, @8 {:.1}%",
+            t.2,
+            pc(t.0),
+            pc(t.1)
+        )
+    };
+    if totals.2 > 0.0 {
+        println!("  analytical model, geometric mean over {}", means(&totals));
+    }
+    for (t, label) in cal_totals.iter().zip([
+        if calibrate_from.is_some() {
+            "the dump's tunings"
+        } else {
+            "held-out shapes"
+        },
+        "calibration shapes",
+    ]) {
+        if t.2 > 0.0 {
+            println!(
+                "  calibrated model at {label}, geometric mean over {}",
+                means(t)
+            );
         }
     }
     for (threads, (a, c)) in worst {
@@ -555,7 +644,12 @@ fn main() {
         }
     };
     if let Some(path) = opts.rescore.clone() {
-        if let Err(e) = rescore(&path, &opts.calibrate_on, opts.sample) {
+        if let Err(e) = rescore(
+            &path,
+            &opts.calibrate_on,
+            opts.sample,
+            opts.calibrate_from.as_deref(),
+        ) {
             eprintln!("spmm-bench: {e}");
             std::process::exit(1);
         }

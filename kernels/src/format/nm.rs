@@ -1,7 +1,7 @@
 //! The N:M format: each row stores exactly N slots per group of M consecutive columns.
 
 use super::panels::{PanelCache, RowPanels};
-use super::{SparseMatrix, VnmMatrix};
+use super::{meta_word_shift, vnm_k_sp, vnm_meta_words, SparseMatrix, VnmMatrix};
 use crate::{KernelError, Mask};
 
 /// Whether an N:M matrix of this shape runs in row pairs ([`NmMatrix::as_row_pairs`]).
@@ -210,24 +210,58 @@ impl NmMatrix {
         if !pairs_fit(self.rows, self.cols, self.n, self.m) {
             return None;
         }
-        let per_row = self.groups() * self.n;
         // The layout does not depend on the lanes: every caller asks under key 0.
         self.pairs
             .get(0, || {
-                let mut keep = vec![false; self.rows * self.cols];
-                for (i, &p) in self.positions.iter().enumerate() {
-                    let (r, g) = (i / per_row, i % per_row / self.n);
-                    let c = g * self.m + p as usize;
-                    if c < self.cols {
-                        keep[r * self.cols + c] = true;
-                    }
-                }
-                let mask = Mask::new(self.rows, self.cols, keep).ok()?;
-                VnmMatrix::from_masked(&self.to_dense(), &mask, 2, self.m)
+                self.pairs_copy()
                     .ok()
                     .map(|x| Box::new(SparseMatrix::Vnm(x)))
             })?
             .as_deref()
+    }
+
+    /// The V = 2 copy of [`NmMatrix::as_row_pairs`], built from the slots (N = 2, M ≤ 16, even
+    /// rows, no phantom columns): each pair's group keeps the union of its rows' positions,
+    /// padded with the lowest unused offsets to 4 (as `VnmMatrix::from_masked` pads), and each
+    /// slot becomes its column's index in that union.
+    fn pairs_copy(&self) -> Result<VnmMatrix, KernelError> {
+        let (rows, m, groups) = (self.rows, self.m, self.groups());
+        let k_sp = vnm_k_sp(self.cols, m);
+        let mut vals = vec![0.0f32; rows * k_sp];
+        let mut meta = vec![0u32; vnm_meta_words(rows, k_sp)];
+        let mut loc = Vec::with_capacity(rows / 2 * groups * 4);
+        let mut set_pos = |r: usize, s: usize, p: u32| {
+            let (w, sh) = meta_word_shift(r, s, k_sp);
+            meta[w] |= p << sh;
+        };
+        for block in 0..rows / 2 * groups {
+            let (pair, g) = (block / groups, block % groups);
+            let at = |r: usize| (r * groups + g) * 2;
+            let slots = [at(2 * pair), at(2 * pair + 1)];
+            let mut used = slots
+                .iter()
+                .flat_map(|&i| [i, i + 1])
+                .fold(0u32, |u, i| u | 1 << self.positions[i]);
+            while used.count_ones() < 4 {
+                used |= !used & (used + 1);
+            }
+            loc.extend((0..m as u8).filter(|&c| used >> c & 1 == 1));
+            for (r, &i) in [2 * pair, 2 * pair + 1].iter().zip(&slots) {
+                for s in 0..2 {
+                    let below = (1u32 << self.positions[i + s]) - 1;
+                    set_pos(*r, 2 * g + s, (used & below).count_ones());
+                    vals[r * k_sp + 2 * g + s] = self.values[i + s];
+                }
+            }
+        }
+        // Padding groups and padding rows: positions (0, 1).
+        for r in 0..rows.div_ceil(16) * 16 {
+            let first_pad = if r < rows { groups } else { 0 };
+            for g in first_pad..k_sp / 2 {
+                set_pos(r, 2 * g + 1, 1);
+            }
+        }
+        VnmMatrix::new(rows, self.cols, 2, m, vals, meta, loc)
     }
 
     /// The values in panels of `lanes` rows for the batch-1 kernels (built on the first call).
@@ -268,6 +302,22 @@ mod tests {
             };
             assert_eq!((p.v(), p.m()), (2, m));
             assert_eq!(p.to_dense(), a.to_dense(), "{rows}x{cols} 2:{m}");
+            // The copy from the slots is the one packing through a mask gives, buffer for buffer.
+            let mut keep = vec![false; rows * cols];
+            for r in 0..rows {
+                for g in 0..a.groups() {
+                    for s in 0..2 {
+                        keep[r * cols
+                            + g * m
+                            + a.positions[(r * a.groups() + g) * 2 + s] as usize] = true;
+                    }
+                }
+            }
+            let mask = Mask::new(rows, cols, keep).unwrap();
+            let oracle = VnmMatrix::from_masked(&a.to_dense(), &mask, 2, m).unwrap();
+            assert_eq!(p.values(), oracle.values(), "{rows}x{cols} 2:{m}");
+            assert_eq!(p.metadata(), oracle.metadata(), "{rows}x{cols} 2:{m}");
+            assert_eq!(p.column_loc(), oracle.column_loc(), "{rows}x{cols} 2:{m}");
             for r in 0..rows {
                 for g in 0..a.groups() {
                     let mut want: Vec<usize> = (0..2)

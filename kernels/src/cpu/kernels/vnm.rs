@@ -52,12 +52,13 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
     // sets, and aligned to the vectors) the pairs read B's rows where they stand: the gather
     // would copy them into a second panel of the same shape (kernels/BENCH.md, 2026-12-05).
     // With V = 2 (N:M in pairs, `NmMatrix::as_row_pairs`) they read B where it lies, packed
-    // or not: a gather per pair would cost as many loads as the pair's own FMAs. (The same
-    // decision as `gathers_nothing`, which says so before the scratch panel is allocated.)
+    // or not: a gather per pair would cost as many loads as the pair's own FMAs.
+    // `gathers_nothing` is this decision without a tile, made before the scratch panel is
+    // allocated.
+    let packed = b.stride == w && (b.ptr as usize).is_multiple_of(S::LANES * 4);
     let direct = pairs
-        .and_then(|p| p.direct.as_deref())
-        .filter(|_| v == 2 || (b.stride == w && (b.ptr as usize).is_multiple_of(S::LANES * 4)))
-        .filter(|_| direct_enabled());
+        .filter(|_| reads_in_place(a, R, packed))
+        .and_then(|p| p.direct.as_deref());
     if let (Some(plan), Some(ents)) = (pairs, direct) {
         // Nothing to gather: each chunk of groups goes past every pair of `rows` while its B
         // rows are in L1 (one V-block for V:N:M, whose bands are blocks; all the rows for N:M
@@ -127,8 +128,14 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
 /// Whether [`vnm`] at `R = r` reads every tile of B in place, gathering nothing (V = 2 in
 /// pairs with direct entries), so that its caller needs no scratch panel.
 pub(crate) fn gathers_nothing(a: &VnmMatrix, r: usize) -> bool {
+    reads_in_place(a, r, false)
+}
+
+/// Whether [`vnm`] at `R = r` runs its row pairs on B's tile where it lies: always at V = 2,
+/// otherwise only where the tile is `packed` (rows `U · LANES` floats apart, on a vector).
+fn reads_in_place(a: &VnmMatrix, r: usize, packed: bool) -> bool {
     r == 2
-        && a.v() == 2
+        && (a.v() == 2 || packed)
         && pairs_enabled()
         && direct_enabled()
         && a.row_pairs().is_some_and(|p| p.direct.is_some())
