@@ -124,7 +124,8 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     let density = sig.density();
     // Measured on Zen 3 (spmm-bench --dump): tiles wider than 4 vectors lose 10–15 % per extra
     // vector although their loads per FMA are no worse; reading B rows in place (unpacked)
-    // halves the speed of the kernels that read B directly (N:M, CSR, vector-wise).
+    // halved the speed of the kernels that read B directly (CSR, vector-wise; N:M's is
+    // re-measured below).
     // Row pairs (V:N:M, R = 2) amortise each entry's 4 broadcasts and decode over the tile:
     // their best tiles are 4–8 vectors wide (spmm-bench, Zen 4), so wide tiles cost them less.
     let pairs = r == 2.0
@@ -180,7 +181,9 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
             // how few of L1's sets a tile's rows fall into: against packed (with its copy),
             // reading in place took a median 0.9× at n = 64, 1.05× at 128, 1.1× at 256 and
             // 1.2–1.3× at 512 for tiles of up to 64 columns, the row loop and the pairs alike
-            // (spmm-bench --dump, Intel Xeon EMR; kernels/BENCH.md, 2026-12-06).
+            // (spmm-bench --dump, Intel Xeon EMR; kernels/BENCH.md, 2026-12-06). Those ratios
+            // include the packed side's copy of B, which the model charges apart; the 0.2 was
+            // fitted on the tuners' regret replayed on that dump, not on the ratios.
             let direct = if unpacked {
                 1.0 + NM_ALIASING_PENALTY * set_aliasing(nf, w).log2()
             } else {
@@ -251,15 +254,17 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
 /// How many times fewer of L1's 64 sets a tile of `w` columns of B uses read in place (rows `n`
 /// floats apart) than packed: a row starts `4n/64` lines past the last, and with that step a
 /// multiple of a large power of two the rows fall into few sets (at n = 256 and `w` = 32, a
-/// K chunk's rows share 8 of the 64 sets: 1 KiB apart, 2 lines each). Every x86 L1 data cache
-/// these kernels target has 64 sets of 64-byte lines (32 KiB × 8 ways, 48 KiB × 12).
+/// K chunk's rows share 8 of the 64 sets: 1 KiB apart, 2 lines each). Rows off the lines
+/// (4n not a multiple of 64) spread over the sets: 1. It takes the packed tile to cover every
+/// set (a K chunk of at least 4 KiB), so a small chunk's ratio is overstated. Every x86 L1
+/// data cache these kernels target has 64 sets of 64-byte lines (32 KiB × 8 ways, 48 KiB × 12).
 fn set_aliasing(n: f64, w: f64) -> f64 {
     let row = (n * 4.0) as u64;
-    if !row.is_multiple_of(64) {
+    if row == 0 || !row.is_multiple_of(64) {
         return 1.0;
     }
-    let step = (row / 64) % 64;
-    let g = if step == 0 { 64 } else { gcd(step, 64) };
+    // gcd(0, 64) = 64: rows a multiple of 4 KiB apart all start in one set.
+    let g = gcd((row / 64) % 64, 64);
     let lines = ((w * 4.0) / 64.0).ceil().max(1.0) as u64;
     g as f64 / lines.min(g) as f64
 }

@@ -64,8 +64,8 @@ struct Opts {
 const USAGE: &str = "\
 usage: spmm-bench [--targets | --full] [--shapes RxKxN,...] [--threads 1,2] [--reps 5]
                   [--budget 0.1] [--only TEXT] [--dump points.csv]
-       spmm-bench --rescore points.csv [--calibrate-on RxKxN,... [--sample 0.2]]
-                  [--calibrate-from sample.csv]
+       spmm-bench --rescore points.csv [--calibrate-on RxKxN,... [--sample 0.2]
+                                         | --calibrate-from sample.csv]
 
   --targets           (default) every point of each target pattern's space at 3072x768x512
                       (or --shapes), with the cost model's regret at a 10 % budget
@@ -152,6 +152,12 @@ fn parse() -> Result<Opts, String> {
         }
     }
     o.threads.dedup();
+    if o.rescore.is_none() && (o.calibrate_from.is_some() || !o.calibrate_on.is_empty()) {
+        return Err("--calibrate-on and --calibrate-from go with --rescore".into());
+    }
+    if o.calibrate_from.is_some() && !o.calibrate_on.is_empty() {
+        return Err("--calibrate-on and --calibrate-from exclude each other: give one".into());
+    }
     Ok(o)
 }
 
@@ -443,6 +449,9 @@ fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
         .next()
         .is_some_and(|h| h.starts_with("pattern,rows,cols,n,params,measured_s"));
     for (i, line) in text.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
         let mut f: Vec<&str> = line.split(',').collect();
         let bad = || format!("{path}:{}: malformed row", i + 1);
         if f.len() != 8 {
@@ -470,6 +479,10 @@ fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
         }
         let point = ParamPoint::from_pairs(p);
         let measured: f64 = f[7].parse().map_err(|_| bad())?;
+        // A point that failed or was not timed has nothing to rank.
+        if !(measured > 0.0 && measured.is_finite()) {
+            continue;
+        }
         let key = format!("{}x{}x{} {} t{}", dims[0], dims[1], dims[2], f[3], f[4]);
         match groups.iter_mut().find(|g| g.key == key) {
             Some(g) => g.points.push((point, measured)),
@@ -521,12 +534,21 @@ fn rescore(
                     })
             })
             .collect();
+        if samples.is_empty() {
+            return Err(match calibrate_from {
+                Some(from) => format!("{from}: no rows to calibrate on"),
+                None => format!("{path}: no rows at the --calibrate-on shapes"),
+            });
+        }
         let cost: f64 = samples.iter().map(|s| s.seconds).sum();
         let cal = Calibration::fit(&samples);
+        let taken = match calibrate_from {
+            Some(from) => format!("every row of {from}"),
+            None => format!("{:.0} % of each space", 100.0 / every as f64),
+        };
         println!(
-            "calibration: {} points ({:.0} % of each space) on {} shape(s), {:.1} ms of kernel time per repeat, {} terms",
+            "calibration: {} points ({taken}) on {} shape(s), {:.1} ms of kernel time per repeat, {} terms",
             cal.samples,
-            100.0 / every as f64,
             samples
                 .iter()
                 .map(|s| (s.sig.rows, s.sig.cols, s.n))
@@ -538,10 +560,10 @@ fn rescore(
         Some(cal)
     };
     let mut worst: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
-    // Sums of ln(1 + regret) at 10 % and at 8 points, and the tunings scored.
-    let mut totals = (0.0, 0.0, 0.0);
-    // The same for the calibrated model, on the held-out shapes and on the calibration's own
-    // (a tuning at a calibrated shape, as when a layer has a calibration shape).
+    // Sums of ln(1 + regret) at 10 % and at 8 points, and the tunings scored, of the analytical
+    // and the calibrated model, on the held-out shapes and on the calibration's own (a tuning
+    // at a calibrated shape, as when a layer has a calibration shape).
+    let mut totals = [(0.0, 0.0, 0.0); 2];
     let mut cal_totals = [(0.0, 0.0, 0.0); 2];
     for g in &groups {
         let in_sample = calibrate_on.contains(&g.shape);
@@ -559,9 +581,12 @@ fn rescore(
         );
         // The quickstart's budget: 8 points a tuning.
         let regret8 = regret_at_budget(&pred, &meas, 8);
-        totals.0 += (1.0 + regret).ln();
-        totals.1 += (1.0 + regret8).ln();
-        totals.2 += 1.0;
+        let t = &mut totals[in_sample as usize];
+        *t = (
+            t.0 + (1.0 + regret).ln(),
+            t.1 + (1.0 + regret8).ln(),
+            t.2 + 1.0,
+        );
         match &calibration {
             None => println!(
                 "  {:<32} regret@10% {:>6.1}%  @8 {:>6.1}%  spearman {rho:>5.2}",
@@ -607,21 +632,22 @@ fn rescore(
             pc(t.1)
         )
     };
-    if totals.2 > 0.0 {
-        println!("  analytical model, geometric mean over {}", means(&totals));
-    }
-    for (t, label) in cal_totals.iter().zip([
-        if calibrate_from.is_some() {
-            "the dump's tunings"
-        } else {
-            "held-out shapes"
-        },
-        "calibration shapes",
-    ]) {
-        if t.2 > 0.0 {
+    let held_out = if calibrate_on.is_empty() {
+        "the dump's tunings"
+    } else {
+        "held-out shapes"
+    };
+    for (i, label) in [held_out, "calibration shapes"].into_iter().enumerate() {
+        if totals[i].2 > 0.0 {
+            println!(
+                "  analytical model at {label}, geometric mean over {}",
+                means(&totals[i])
+            );
+        }
+        if calibration.is_some() && cal_totals[i].2 > 0.0 {
             println!(
                 "  calibrated model at {label}, geometric mean over {}",
-                means(t)
+                means(&cal_totals[i])
             );
         }
     }

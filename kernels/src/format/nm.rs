@@ -335,6 +335,35 @@ mod tests {
     }
 
     #[test]
+    fn a_pair_keeping_two_columns_is_padded_with_the_lowest_free_ones() {
+        // Both rows keep columns 14 and 15 of a group of 16: the pair's 4 columns are
+        // 0, 1, 14, 15 (as `VnmMatrix::from_masked` pads), the rows' slots at positions 2, 3;
+        // the second group's rows keep {0, 5} and {5, 9}: columns 0, 5, 9 and the free 1.
+        let a = NmMatrix::new(
+            2,
+            32,
+            2,
+            16,
+            vec![1.0, 2.0, 3.0, f32::NAN, 5.0, 6.0, 7.0, 8.0],
+            vec![14, 15, 0, 5, 14, 15, 5, 9],
+        )
+        .unwrap();
+        let Some(SparseMatrix::Vnm(p)) = a.as_row_pairs() else {
+            panic!("2x32 2:16 runs in pairs");
+        };
+        assert_eq!(p.column_loc(), &[0, 1, 14, 15, 0, 1, 5, 9]);
+        let slots: Vec<(usize, usize)> = (0..2).flat_map(|r| (0..4).map(move |s| (r, s))).collect();
+        let positions: Vec<usize> = slots.iter().map(|&(r, s)| p.position(r, s)).collect();
+        assert_eq!(positions, [2, 3, 0, 2, 2, 3, 2, 3]);
+        let bits: Vec<u32> = slots
+            .iter()
+            .map(|&(r, s)| p.values()[r * p.k_sp() + s].to_bits())
+            .collect();
+        let want: Vec<u32> = a.values().iter().map(|x| x.to_bits()).collect();
+        assert_eq!(bits, want, "values, NaN included, bit for bit");
+    }
+
+    #[test]
     fn shapes_the_pairs_cannot_read_in_place_keep_the_row_loop() {
         assert!(nm(3, 8, 2, 4, 1).as_row_pairs().is_none(), "odd rows");
         assert!(
