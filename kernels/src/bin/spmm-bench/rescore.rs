@@ -1,0 +1,269 @@
+//! `spmm-bench --rescore`: the cost model scored on a dump of measured points, without
+//! measuring (see the binary's documentation).
+
+use kernels::*;
+
+/// The signature a dump's pattern label names.
+fn label_pattern(label: &str) -> Option<Pattern> {
+    let (kind, rest) = label.split_once(' ')?;
+    let nums = |s: &str| -> Option<Vec<usize>> { s.split(':').map(|x| x.parse().ok()).collect() };
+    // "75%" here, "0.75" in the engine's labels.
+    let fraction = |s: &str| -> Option<f64> {
+        match s.strip_suffix('%') {
+            Some(pc) => pc.parse::<f64>().ok().map(|x| x / 100.0),
+            None => s.parse().ok(),
+        }
+    };
+    // This binary's labels, or the engine's (`pattern_label`: a calibrate stage's sample.csv).
+    match kind {
+        "N:M" | "nm" => match nums(rest)?.as_slice() {
+            [n, m] => Some(Pattern::Nm { n: *n, m: *m }),
+            _ => None,
+        },
+        "V:N:M" | "vnm" => match nums(rest)?.as_slice() {
+            [v, _, m] => Some(Pattern::Vnm { v: *v, m: *m }),
+            _ => None,
+        },
+        "CSR" | "unstructured" => Some(Pattern::Unstructured {
+            sparsity: fraction(rest)?,
+        }),
+        "vector" => {
+            let (v, s) = rest.split_once("x1 ")?;
+            Some(Pattern::Vector {
+                v: v.parse().ok()?,
+                sparsity: fraction(s)?,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// One tuning of a dump: its signature, batch and measured points.
+struct DumpGroup {
+    key: String,
+    shape: (usize, usize, usize),
+    sig: FormatSignature,
+    points: Vec<(ParamPoint, f64)>,
+}
+
+fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut groups: Vec<DumpGroup> = Vec::new();
+    // A calibrate stage's sample.csv: pattern,rows,cols,n,params (threads among them),
+    // measured_s,analytical_s,calibrated_s.
+    let sample = text
+        .lines()
+        .next()
+        .is_some_and(|h| h.starts_with("pattern,rows,cols,n,params,measured_s"));
+    for (i, line) in text.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut f: Vec<&str> = line.split(',').collect();
+        let bad = || format!("{path}:{}: malformed row", i + 1);
+        if f.len() != 8 {
+            return Err(bad());
+        }
+        if sample {
+            // Into this binary's columns: rows,cols,n,pattern,threads,point,predicted,measured.
+            let threads = f[4]
+                .split(';')
+                .find_map(|kv| kv.strip_prefix("threads="))
+                .ok_or_else(bad)?;
+            f = vec![f[1], f[2], f[3], f[0], threads, f[4], f[6], f[5]];
+        }
+        let dims: Vec<usize> = f[..3]
+            .iter()
+            .map(|x| x.parse().map_err(|_| bad()))
+            .collect::<Result<_, _>>()?;
+        let pattern = label_pattern(f[3]).ok_or_else(bad)?;
+        let sig =
+            FormatSignature::for_pattern(&pattern, dims[0], dims[1]).map_err(|e| e.to_string())?;
+        let mut p: Vec<(&str, i64)> = vec![("threads", f[4].parse().map_err(|_| bad())?)];
+        for kv in f[5].split(';').filter(|kv| !kv.starts_with("threads=")) {
+            let (k, v) = kv.split_once('=').ok_or_else(bad)?;
+            p.push((k, v.parse().map_err(|_| bad())?));
+        }
+        let point = ParamPoint::from_pairs(p);
+        let measured: f64 = f[7].parse().map_err(|_| bad())?;
+        // A point that failed or was not timed has nothing to rank.
+        if !(measured > 0.0 && measured.is_finite()) {
+            continue;
+        }
+        let key = format!("{}x{}x{} {} t{}", dims[0], dims[1], dims[2], f[3], f[4]);
+        match groups.iter_mut().find(|g| g.key == key) {
+            Some(g) => g.points.push((point, measured)),
+            None => groups.push(DumpGroup {
+                key,
+                shape: (dims[0], dims[1], dims[2]),
+                sig,
+                points: vec![(point, measured)],
+            }),
+        }
+    }
+    Ok(groups)
+}
+
+/// `--rescore`: the current model's regret at 10 % and Spearman on a dump's measurements, and
+/// with `calibrate_on` the calibrated model's beside it on the other shapes.
+pub(crate) fn rescore(
+    path: &str,
+    calibrate_on: &[(usize, usize, usize)],
+    sample: f64,
+    calibrate_from: Option<&str>,
+) -> Result<(), String> {
+    let groups = read_dump(path)?;
+    if groups.is_empty() {
+        return Err(format!("{path}: no rows to score"));
+    }
+    let (calibrate_on, sample, sampled) = match calibrate_from {
+        Some(from) => (&[][..], 1.0, Some(read_dump(from)?)),
+        None => (calibrate_on, sample, None),
+    };
+    let calibration = if calibrate_on.is_empty() && sampled.is_none() {
+        None
+    } else {
+        let every = (1.0 / sample.clamp(1e-3, 1.0)).round().max(1.0) as usize;
+        let samples: Vec<CalibrationSample> = sampled
+            .as_ref()
+            .unwrap_or(&groups)
+            .iter()
+            .filter(|g| sampled.is_some() || calibrate_on.contains(&g.shape))
+            .flat_map(|g| {
+                g.points
+                    .iter()
+                    .step_by(every)
+                    .map(|(p, s)| CalibrationSample {
+                        sig: g.sig,
+                        n: g.shape.2,
+                        point: p.clone(),
+                        seconds: *s,
+                    })
+            })
+            .collect();
+        if samples.is_empty() {
+            return Err(match calibrate_from {
+                Some(from) => format!("{from}: no rows to calibrate on"),
+                None => format!("{path}: no rows at the --calibrate-on shapes"),
+            });
+        }
+        let cost: f64 = samples.iter().map(|s| s.seconds).sum();
+        let cal = Calibration::fit(&samples);
+        let taken = match calibrate_from {
+            Some(from) => format!("every row of {from}"),
+            None => format!("{:.0} % of each space", 100.0 / every as f64),
+        };
+        println!(
+            "calibration: {} points ({taken}) on {} shape(s), {:.1} ms of kernel time per repeat, {} terms",
+            cal.samples,
+            samples
+                .iter()
+                .map(|s| (s.sig.rows, s.sig.cols, s.n))
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+            cost * 1e3,
+            cal.terms.len()
+        );
+        Some(cal)
+    };
+    let mut worst: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    // Sums of ln(1 + regret) at 10 % and at 8 points, and the tunings scored, of the analytical
+    // and the calibrated model, on the held-out shapes and on the calibration's own (a tuning
+    // at a calibrated shape, as when a layer has a calibration shape).
+    let mut totals = [(0.0, 0.0, 0.0); 2];
+    let mut cal_totals = [(0.0, 0.0, 0.0); 2];
+    for g in &groups {
+        let in_sample = calibrate_on.contains(&g.shape);
+        let n = g.shape.2;
+        let meas: Vec<f64> = g.points.iter().map(|(_, m)| *m).collect();
+        let pred: Vec<f64> = g
+            .points
+            .iter()
+            .map(|(p, _)| predicted_cost(&g.sig, n, p))
+            .collect();
+        let budget = g.points.len().div_ceil(10);
+        let (regret, rho) = (
+            regret_at_budget(&pred, &meas, budget),
+            spearman(&pred, &meas),
+        );
+        // The quickstart's budget: 8 points a tuning.
+        let regret8 = regret_at_budget(&pred, &meas, 8);
+        let t = &mut totals[in_sample as usize];
+        *t = (
+            t.0 + (1.0 + regret).ln(),
+            t.1 + (1.0 + regret8).ln(),
+            t.2 + 1.0,
+        );
+        match &calibration {
+            None => println!(
+                "  {:<32} regret@10% {:>6.1}%  @8 {:>6.1}%  spearman {rho:>5.2}",
+                g.key,
+                regret * 100.0,
+                regret8 * 100.0
+            ),
+            Some(cal) => {
+                let cp: Vec<f64> = g
+                    .points
+                    .iter()
+                    .map(|(p, _)| cal.cost(&g.sig, n, p))
+                    .collect();
+                let (cr, crho) = (regret_at_budget(&cp, &meas, budget), spearman(&cp, &meas));
+                let cr8 = regret_at_budget(&cp, &meas, 8);
+                let t = &mut cal_totals[in_sample as usize];
+                *t = (t.0 + (1.0 + cr).ln(), t.1 + (1.0 + cr8).ln(), t.2 + 1.0);
+                println!(
+                    "  {:<32} regret@10% {:>6.1}% -> {:>5.1}%  @8 {:>6.1}% -> {:>5.1}%  spearman {rho:>5.2} -> {crho:>5.2}{}",
+                    g.key,
+                    regret * 100.0,
+                    cr * 100.0,
+                    regret8 * 100.0,
+                    cr8 * 100.0,
+                    if in_sample { "  (calibration shape)" } else { "" }
+                );
+                if in_sample {
+                    continue;
+                }
+                let threads = g.key.rsplit(' ').next().unwrap_or("").to_string();
+                let w = worst.entry(threads).or_insert((0.0, 0.0));
+                *w = (w.0.max(regret), w.1.max(cr));
+            }
+        }
+    }
+    // Geometric means of 1 + regret at 10 % and at 8 points, as percentages.
+    let means = |t: &(f64, f64, f64)| {
+        let pc = |sum: f64| ((sum / t.2).exp() - 1.0) * 100.0;
+        format!(
+            "{} tunings: regret@10% {:.1}%, @8 {:.1}%",
+            t.2,
+            pc(t.0),
+            pc(t.1)
+        )
+    };
+    let held_out = if calibrate_on.is_empty() {
+        "the dump's tunings"
+    } else {
+        "held-out shapes"
+    };
+    for (i, label) in [held_out, "calibration shapes"].into_iter().enumerate() {
+        if totals[i].2 > 0.0 {
+            println!(
+                "  analytical model at {label}, geometric mean over {}",
+                means(&totals[i])
+            );
+        }
+        if calibration.is_some() && cal_totals[i].2 > 0.0 {
+            println!(
+                "  calibrated model at {label}, geometric mean over {}",
+                means(&cal_totals[i])
+            );
+        }
+    }
+    for (threads, (a, c)) in worst {
+        println!(
+            "  worst regret@10% at {threads}: analytical {:.1}%, calibrated {:.1}%",
+            a * 100.0,
+            c * 100.0
+        );
+    }
+    Ok(())
+}
