@@ -89,7 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 })
             })
             .collect::<Result<_, kernels::KernelError>>()?;
-        let ev = evaluate(&data, &pruned, &layers, &[1, 256], 1.0)?;
+        let ev = evaluate(&data, &pruned, &layers, &[1, 256], 1.0, false)?;
         for b in &ev.latencies {
             let gemm = b.sparse.median_us - b.non_gemm.median_us;
             let kernels_x = ev.layers_speedup(b);

@@ -111,7 +111,7 @@ fn every_pattern_agrees_with_the_masked_dense_reference() {
     let data = data();
     for pattern in patterns() {
         let (model, l) = model_layers(&data, &mlp(), &pattern);
-        let ev = evaluate(&data, &model, &l, &[1, 7, 64], 0.0).unwrap();
+        let ev = evaluate(&data, &model, &l, &[1, 7, 64], 0.0, false).unwrap();
         assert!(
             ev.max_rel_error <= TOLERANCE,
             "{pattern:?}: error {}",
@@ -180,7 +180,7 @@ fn cnns_and_transformers_run_end_to_end_through_the_sparse_kernels() {
     for (data, model) in [(&images, cnn), (&images, vit), (&runs_of_features, seq)] {
         for pattern in patterns() {
             let (weights, l) = model_layers(data, &model, &pattern);
-            let ev = evaluate(data, &weights, &l, &[1, 5], 0.0)
+            let ev = evaluate(data, &weights, &l, &[1, 5], 0.0, false)
                 .unwrap_or_else(|e| panic!("{model:?} {pattern:?}: {e}"));
             assert!(
                 ev.max_rel_error <= TOLERANCE,
@@ -204,12 +204,62 @@ fn cnns_and_transformers_run_end_to_end_through_the_sparse_kernels() {
     }
 }
 
+/// With `dense_where_faster`, the sparse layers whose kernel lost to the dense one when timed
+/// alone at that batch run dense in the passes, all of them or (the model was faster without)
+/// none, and the layers' prediction counts them at 1; the accuracy is the sparse kernels'
+/// either way. A dense model runs nothing "dense".
+#[test]
+fn layers_whose_kernel_lost_to_dense_run_dense_on_request() {
+    let data = data();
+    for pattern in [
+        Pattern::Unstructured { sparsity: 0.75 },
+        Pattern::Nm { n: 2, m: 4 },
+        Pattern::Dense,
+    ] {
+        let (model, l) = model_layers(&data, &mlp(), &pattern);
+        let off = evaluate(&data, &model, &l, &[1, 8], 0.0, false).unwrap();
+        let on = evaluate(&data, &model, &l, &[1, 8], 0.0, true).unwrap();
+        assert_eq!(on.layer_names, ["fc0", "fc1", "fc2"]);
+        assert_eq!(on.accuracy, off.accuracy);
+        assert_eq!(on.max_rel_error, off.max_rel_error);
+        assert!(off.latencies.iter().all(|b| b.ran_dense == [false; 3]));
+        for b in &on.latencies {
+            let lost: Vec<bool> = b
+                .per_layer_speedup
+                .iter()
+                .map(|s| pattern != Pattern::Dense && s.median < 1.0)
+                .collect();
+            // All the layers that lost alone, or none (the model was faster all sparse).
+            assert!(
+                b.ran_dense == lost || b.ran_dense == [false; 3],
+                "{pattern:?} at batch {}: {:?} {lost:?}",
+                b.batch,
+                b.ran_dense
+            );
+            let lost = &b.ran_dense;
+            let want = on.layer_macs.iter().sum::<f64>()
+                / b.per_layer_speedup
+                    .iter()
+                    .zip(&on.layer_macs)
+                    .zip(lost)
+                    .map(|((s, m), &ran)| m / if ran { 1.0 } else { s.median })
+                    .sum::<f64>();
+            assert_eq!(
+                on.layers_speedup(b).to_bits(),
+                want.to_bits(),
+                "{pattern:?}"
+            );
+            assert!(b.sparse.median_us > 0.0 && b.speedup.median > 0.0);
+        }
+    }
+}
+
 #[test]
 fn a_model_missing_its_classifier_is_refused() {
     let data = data();
     let (model, mut l) = model_layers(&data, &mlp(), &Pattern::Nm { n: 2, m: 4 });
     l.pop();
-    let err = evaluate(&data, &model, &l, &[4], 0.0)
+    let err = evaluate(&data, &model, &l, &[4], 0.0, false)
         .unwrap_err()
         .to_string();
     assert!(err.contains("not the model's layers"), "{err}");
@@ -218,7 +268,7 @@ fn a_model_missing_its_classifier_is_refused() {
         n_classes: 5,
         ..data
     };
-    let err = evaluate(&five, &model, &l, &[4], 0.0)
+    let err = evaluate(&five, &model, &l, &[4], 0.0, false)
         .unwrap_err()
         .to_string();
     assert!(err.contains("classes"), "{err}");

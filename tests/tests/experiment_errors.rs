@@ -230,6 +230,19 @@ fn sizes_past_what_a_run_holds_are_checked_where_they_are_written() {
 }
 
 #[test]
+fn running_losing_layers_dense_is_refused_on_the_cuda_backend() {
+    let text = format!(
+        "{GOOD}[kernel_tune]\nbackend = [\"cpu\", \"cuda\"]\n[evaluate]\ndense_where_faster = true\n"
+    );
+    check(
+        &text,
+        21,
+        22,
+        "dense_where_faster runs on the cpu backend only",
+    );
+}
+
+#[test]
 fn a_data_set_that_cannot_be_built_is_named_at_its_table() {
     // It was `1:1: [model]: …` whatever the table at fault.
     check_with(

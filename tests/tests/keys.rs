@@ -265,6 +265,7 @@ fn golden_keys_of_the_real_stages() {
         backend: Backend::Cpu,
         batch_sizes: vec![1, 256],
         device,
+        dense_where_faster: false,
     };
     let prune = plan
         .nodes
@@ -277,6 +278,17 @@ fn golden_keys_of_the_real_stages() {
         &eval.canon(),
         &[prune, tk.any()],
     );
+    // Running the losing layers dense is other work: its own key (and, unset, none of the key).
+    let dense_where_faster = EvalTrial {
+        dense_where_faster: true,
+        ..eval.clone()
+    };
+    let dk = stage_key::<Evaluate>(
+        table.version("evaluate").unwrap(),
+        &dense_where_faster.canon(),
+        &[prune, tk.any()],
+    );
+    assert_ne!(dk.hex(), ek.hex());
     assert_eq!(
         (ck.hex().as_str(), tk.hex().as_str(), ek.hex().as_str()),
         GOLDEN_REAL_TUNE_EVAL,

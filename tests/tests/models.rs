@@ -66,6 +66,7 @@ fn clocked(column: &str) -> bool {
     .any(|c| column.contains(c))
         || column.starts_with("param")
         || column.starts_with("dense_kernels")
+        || column.starts_with("dense_layers")
         || matches!(
             column,
             "best_params"
@@ -172,5 +173,82 @@ fn cnn_and_transformer_run_end_to_end_and_edits_equal_fresh_runs() {
                 assert!(widths.contains(&w), "{widths:?}");
             }
         }
+    }
+}
+
+/// `[evaluate] dense_where_faster` through the real stages: turning it on re-runs the
+/// evaluations alone (their own keys; the tunings are reused), each row says it was on and
+/// which of its layers ran dense per batch size (names from `layer_names`, and none that was
+/// dense already), and turning it off again finds the first evaluations in the store.
+#[test]
+fn running_losing_layers_dense_is_an_evaluation_of_its_own() {
+    let ws = Workspace::new();
+    let plain = r#"
+name = "models"
+seed = 5
+[dataset]
+source = "digits"
+[model]
+kind = "mlp"
+hidden = [32]
+[train]
+epochs = 3
+batch_size = 64
+lr = [1e-2]
+[prune]
+pattern = ["dense", "unstructured"]
+sparsity = [0.75]
+method = ["magnitude"]
+finetune_epochs = 1
+[kernel_tune]
+strategy = "model"
+budget = 2
+batch_tokens = [4]
+[evaluate]
+batch_sizes = [1, 4]
+"#;
+    let on = format!("{plain}dense_where_faster = true\n");
+    ws.write("exp.toml", plain);
+    run(&ws, "exp.toml", "store", "out", &[]);
+    let off_keys = keys(&tables(&ws.path("out"), "models")["evaluate"]);
+    ws.write("exp.toml", &on);
+    run(&ws, "exp.toml", "store", "out", &[]);
+    let report = run_json(&ws.path("out"), "models");
+    assert_eq!(counts(&report, "prune"), (0, 2, 0));
+    assert_eq!(counts(&report, "kernel_tune").0, 0, "tunings reused");
+    assert_eq!(counts(&report, "evaluate"), (2, 0, 0));
+    let t = tables(&ws.path("out"), "models");
+    let evals = &t["evaluate"];
+    assert!(keys(evals).iter().all(|k| !off_keys.contains(k)));
+    for e in evals {
+        assert_eq!(
+            e.get("evaluate.dense_where_faster"),
+            Some(&Value::Bool(true))
+        );
+        let Some(Value::ListStr(names)) = e.get("layer_names") else {
+            panic!("no layer names: {e:?}")
+        };
+        assert_eq!(names, &["fc0", "fc1"]);
+        let dense_model = e.get("prune.pattern") == Some(&Value::Str("dense".into()));
+        for b in [1, 4] {
+            let Some(Value::ListStr(ran)) = e.get(&format!("dense_layers_b{b}")) else {
+                panic!("no dense_layers_b{b}: {e:?}")
+            };
+            assert!(ran.iter().all(|n| names.contains(n)), "{ran:?}");
+            assert!(!dense_model || ran.is_empty(), "{ran:?}");
+        }
+    }
+    ws.write("exp.toml", plain);
+    run(&ws, "exp.toml", "store", "out", &[]);
+    let report = run_json(&ws.path("out"), "models");
+    assert_eq!(counts(&report, "evaluate"), (0, 2, 0));
+    let t = tables(&ws.path("out"), "models");
+    assert_eq!(keys(&t["evaluate"]), off_keys);
+    for e in &t["evaluate"] {
+        assert_eq!(
+            e.get("evaluate.dense_where_faster"),
+            Some(&Value::Bool(false))
+        );
+        assert_eq!(e.get("dense_layers_b4"), Some(&Value::ListStr(vec![])));
     }
 }

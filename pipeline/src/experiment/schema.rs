@@ -215,6 +215,8 @@ pub struct RawKernelTune {
 pub struct RawEvaluate {
     /// Batch sizes at which latency is measured.
     pub batch_sizes: Option<Spanned<Vec<Spanned<u64>>>>,
+    /// Run layers dense where their sparse kernel loses to the dense one (default false).
+    pub dense_where_faster: Option<Spanned<bool>>,
 }
 
 keytag::tagged_enum! {

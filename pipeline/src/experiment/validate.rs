@@ -38,6 +38,9 @@ pub struct Experiment {
     pub calibrate: bool,
     /// Evaluation batch sizes.
     pub batch_sizes: Vec<u64>,
+    /// `[evaluate] dense_where_faster`: the sparse pass runs layers through their dense kernel
+    /// where their sparse kernel loses (CPU backend only; `stages::evaluate::evaluate`).
+    pub dense_where_faster: bool,
     /// `[search] strategy = "unified"`; `None` for grid.
     pub search: Option<super::search::SearchSpec>,
 }
@@ -231,6 +234,27 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         batch_sizes = vec![1, 256];
     }
     let batch_sizes = dedup(batch_sizes);
+    let dense_where_faster = match raw
+        .evaluate
+        .as_ref()
+        .and_then(|e| e.dense_where_faster.as_ref())
+    {
+        Some(d) => {
+            check(
+                !*d.get_ref() || !backends.contains(&Backend::Cuda),
+                map,
+                d.span(),
+                || {
+                    "dense_where_faster runs on the cpu backend only: the CUDA evaluation has no \
+                     dense forward pass of its own yet (drop \"cuda\" from [kernel_tune] backend \
+                     or this line)"
+                        .into()
+                },
+            )?;
+            *d.get_ref()
+        }
+        None => false,
+    };
     // The widest layer's inputs or outputs at each batch (a kernel tuning's B and C).
     let widest = match &model_part {
         Some(ModelPart { model, .. }) => {
@@ -273,6 +297,7 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
         strategy,
         calibrate,
         batch_sizes,
+        dense_where_faster,
         search,
     })
 }

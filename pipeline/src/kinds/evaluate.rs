@@ -4,9 +4,10 @@
 use super::kernel_tune::{DeviceState, KernelTune};
 use super::prune::Prune;
 use crate::fields::{canon_u64s, Fields, Tag};
-use crate::key::Key;
+use crate::key::{CanonValue, Key};
 use crate::plan::{PlanError, Planner};
 use crate::stage::{StageKind, Trial};
+use results::Value;
 use stages::kernel_tune::Backend;
 
 /// The evaluate stage.
@@ -28,6 +29,10 @@ pub struct EvalTrial {
     pub batch_sizes: Vec<u64>,
     /// The device.
     pub device: DeviceState,
+    /// Run layers through their dense kernel where their sparse kernel loses (`[evaluate]
+    /// dense_where_faster`; CPU only). In the key only when set, so that the evaluations of
+    /// files without it keep their keys.
+    pub dense_where_faster: bool,
 }
 
 impl Trial for EvalTrial {
@@ -37,6 +42,12 @@ impl Trial for EvalTrial {
             canon_u64s(self.batch_sizes.iter().copied())
         });
         f.both("device", "device", &self.device);
+        if self.dense_where_faster {
+            f.key_only("dense_where_faster", || CanonValue::Bool(true));
+        }
+        f.column_only("evaluate.dense_where_faster", || {
+            Value::Bool(self.dense_where_faster)
+        });
     }
 
     fn label(&self) -> String {
@@ -66,6 +77,7 @@ pub fn plan(p: &mut Planner, device: impl Fn(Backend) -> DeviceState) -> Result<
                 backend,
                 batch_sizes: exp.batch_sizes.clone(),
                 device: device(backend),
+                dense_where_faster: exp.dense_where_faster,
             };
             p.add::<Evaluate>(trial, (prune, tunings));
         }

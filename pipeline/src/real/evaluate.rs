@@ -128,6 +128,11 @@ impl Stage for EvaluateStage {
                 tunings,
             });
         }
+        if e.dense_where_faster && e.backend == Backend::Cuda {
+            return Err(StageError::Failed(
+                "dense_where_faster runs on the cpu backend only (the CUDA evaluation has no dense forward pass yet)".into(),
+            ));
+        }
         let batch_sizes: Vec<usize> = e.batch_sizes.iter().map(|&b| b as usize).collect();
         let ev = {
             let _timing = ctx.measuring()?;
@@ -138,6 +143,7 @@ impl Stage for EvaluateStage {
                     &layers,
                     &batch_sizes,
                     SECONDS_PER_BATCH,
+                    e.dense_where_faster,
                 )?,
                 Backend::Cuda => {
                     let dev =

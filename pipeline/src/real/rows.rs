@@ -184,6 +184,8 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (
 /// [`Evaluation::layers_speedup`]; each layer
 /// timed alone, without its bias and ReLU) and `speedup_of_layers_b{B}` the model's speedup
 /// divided by it: how much of its kernels' speedup the model keeps end to end.
+/// `layer_names` names the entries of the `layer_*` lists; `dense_layers_b{B}` the layers that
+/// ran dense at batch B (`[evaluate] dense_where_faster`; empty without it).
 pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
     let mut r = row([
         ("accuracy", f(ev.accuracy)),
@@ -191,6 +193,7 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
         ("weight_bytes", f(ev.weight_bytes as f64)),
         ("dense_weight_bytes", f(ev.dense_weight_bytes as f64)),
         ("dense_model", Value::Str(ev.dense_model.clone())),
+        ("layer_names", Value::ListStr(ev.layer_names.clone())),
         ("isa", Value::Str(isa.to_owned())),
     ]);
     if let Some(big) = ev.latencies.iter().max_by_key(|l| l.batch) {
@@ -234,6 +237,17 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
                 "sparse pass: {}, dense pass: {}",
                 l.dense_kernels[0], l.dense_kernels[1]
             )),
+        );
+        r.insert(
+            format!("dense_layers_b{}", l.batch),
+            Value::ListStr(
+                l.ran_dense
+                    .iter()
+                    .zip(&ev.layer_names)
+                    .filter(|(d, _)| **d)
+                    .map(|(_, n)| n.clone())
+                    .collect(),
+            ),
         );
         r.insert(
             format!("layer_speedup_vs_dense_b{}", l.batch),

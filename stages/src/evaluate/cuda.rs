@@ -165,6 +165,7 @@ pub fn evaluate_cuda(
             per_layer_speedup,
             fallbacks,
             dense_kernels: ["tuned", "cublas"],
+            ran_dense: vec![false; run.len()],
         });
     }
     let (weight_bytes, dense_weight_bytes) = weight_bytes(layers);
@@ -176,6 +177,7 @@ pub fn evaluate_cuda(
         dense_weight_bytes,
         dense_model: dense_model(&model),
         layer_macs: layer_macs(&model),
+        layer_names: layers.iter().map(|l| l.name.clone()).collect(),
     })
 }
 

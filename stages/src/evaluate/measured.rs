@@ -60,6 +60,11 @@ pub struct BatchLatency {
     /// sparse pass runs its dense-format layers as the dense pass does); on CUDA, `tuned` and
     /// `cublas`.
     pub dense_kernels: [&'static str; 2],
+    /// Per layer, whether the passes ran it through its dense kernel (evaluate's
+    /// `dense_where_faster`: its sparse kernel lost to it alone, and the model ran faster with
+    /// such layers dense; `cpu::batch_latency`). The end-to-end figures are then that mixed
+    /// model's; `per_layer*` stay each layer's own kernels' figures.
+    pub ran_dense: Vec<bool>,
 }
 
 /// What an evaluation measured.
@@ -82,6 +87,8 @@ pub struct Evaluation {
     /// Each layer's multiply-adds per sample with dense weights (tokens × rows × columns): the
     /// weights of [`Self::layers_speedup`].
     pub layer_macs: Vec<f64>,
+    /// The layers' names, in forward order (the order of every per-layer list).
+    pub layer_names: Vec<String>,
 }
 
 impl Evaluation {
@@ -96,13 +103,19 @@ impl Evaluation {
     /// 1.6× is all the model can reach. On the quickstart's vector-wise models (a 64-column first
     /// layer at 2×, the 256×256 layer at 3.8×) the arithmetic mean read 3.3× where the layers'
     /// own times summed predict about 3.0×.
+    ///
+    /// A layer the pass ran dense (`l.ran_dense`) counts at 1: its dense kernel's speed.
     pub fn layers_speedup(&self, l: &BatchLatency) -> f64 {
         let total: f64 = self.layer_macs.iter().sum();
         let time: f64 = l
             .per_layer_speedup
             .iter()
             .zip(&self.layer_macs)
-            .map(|(s, m)| m / s.median)
+            .enumerate()
+            .map(|(i, (s, m))| {
+                let dense = l.ran_dense.get(i).copied().unwrap_or(false);
+                m / if dense { 1.0 } else { s.median }
+            })
             .sum();
         total / time
     }

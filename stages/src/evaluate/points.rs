@@ -1,7 +1,7 @@
 //! Which point each layer runs at a batch size: its tuning nearest in batch tokens, or the cost
-//! model's best point where no tuning is near enough.
+//! model's best point where no tuning is near enough; and which layers run dense instead.
 
-use super::{LayerRun, LayerTuning};
+use super::{LayerRun, LayerTuning, Speedup};
 use kernels::{FormatSignature, ParamPoint, SparseMatrix};
 
 /// The point a layer (or, with `dense`, its dense baseline) runs at batch size `n`: the tuning
@@ -82,6 +82,22 @@ pub(super) fn points_at(
     (points, fallbacks)
 }
 
+/// Which layers the sparse pass may run through their dense copies with `dense_where_faster`
+/// (the evaluation keeps them dense if that model is the faster): the sparse-format ones whose
+/// kernel lost to the dense one when both were timed alone in alternation on the layer's input
+/// at this batch (`speedups[i]`, the paired median below 1). None without the option.
+pub(super) fn dense_where_slower(
+    matrices: &[&SparseMatrix],
+    speedups: &[Speedup],
+    dense_where_faster: bool,
+) -> Vec<bool> {
+    matrices
+        .iter()
+        .zip(speedups)
+        .map(|(m, s)| dense_where_faster && !matches!(m, SparseMatrix::Dense(_)) && s.median < 1.0)
+        .collect()
+}
+
 fn dense_sig(m: &SparseMatrix) -> FormatSignature {
     FormatSignature::for_pattern(&kernels::Pattern::Dense, m.rows(), m.cols())
         .expect("dense fits every shape")
@@ -136,5 +152,31 @@ mod tests {
             assert!(cpu_space(&sig, n).contains(&p).is_ok());
             assert!(params_for(&layer, n, true).1, "n = {n}");
         }
+    }
+
+    #[test]
+    fn only_sparse_layers_that_lost_run_dense_and_only_on_request() {
+        let nm = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 4 }, 8, 8).unwrap();
+        let d = FormatSignature::for_pattern(&Pattern::Dense, 8, 8).unwrap();
+        let (a, b, c) = (
+            synthetic(&nm, 1).unwrap(),
+            synthetic(&nm, 2).unwrap(),
+            synthetic(&d, 3).unwrap(),
+        );
+        let at = |median| Speedup {
+            median,
+            lo: median,
+            hi: median,
+            pairs: 3,
+        };
+        let speedups = [at(0.99), at(1.0), at(0.5)];
+        let m = [&a, &b, &c];
+        assert_eq!(
+            dense_where_slower(&m, &speedups, true),
+            [true, false, false]
+        );
+        assert_eq!(dense_where_slower(&m, &speedups, false), [false; 3]);
+        // NaN (unmeasured) is not a loss.
+        assert_eq!(dense_where_slower(&m[..1], &[at(f64::NAN)], true), [false]);
     }
 }
