@@ -174,7 +174,7 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (
 }
 
 /// Evaluation metrics: `latency_us_median` is end to end at the largest batch size, the
-/// `layer_*` lists are per GEMM layer in forward order (as the prune row's `layer_names`), and
+/// `layer_*` lists are per GEMM layer in forward order (as `layer_names`), and
 /// `non_gemm_us` is the part of a sparse pass outside the GEMMs (activations other than ReLU,
 /// im2col, pooling, norms, attention; each layer's bias and ReLU are fused into its GEMM); `isa` is the CPU's SIMD level or the CUDA target. The speedups
 /// are medians of pairs timed in alternation with the dense model (`speedup_ci_*` their 95 %
@@ -185,7 +185,8 @@ pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (
 /// timed alone, without its bias and ReLU) and `speedup_of_layers_b{B}` the model's speedup
 /// divided by it: how much of its kernels' speedup the model keeps end to end.
 /// `layer_names` names the entries of the `layer_*` lists; `dense_layers_b{B}` the layers that
-/// ran dense at batch B (`[evaluate] dense_where_faster`; empty without it).
+/// ran dense at batch B (`[evaluate] dense_where_faster`; empty without it). Rows stored before
+/// 2026-12-06 lack both (the evaluate version did not change: nothing else did).
 pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
     let mut r = row([
         ("accuracy", f(ev.accuracy)),
@@ -406,4 +407,51 @@ pub fn calibration_sample_csv(c: &Calibrated) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stages::evaluate::{BatchLatency, Evaluation, Speedup};
+    use stages::kernel_tune::summarise;
+
+    /// The layers an evaluation ran dense are named per batch size, in `layer_names`' terms.
+    #[test]
+    fn the_layers_run_dense_are_named_per_batch() {
+        let t = || summarise(vec![1.0, 2.0]);
+        let at = |batch: usize, ran_dense: Vec<bool>| BatchLatency {
+            batch,
+            sparse: t(),
+            dense: t(),
+            speedup: Speedup::UNMEASURED,
+            non_gemm: t(),
+            per_layer: vec![t(), t()],
+            per_layer_dense: vec![t(), t()],
+            per_layer_speedup: vec![Speedup::UNMEASURED; 2],
+            fallbacks: 0,
+            dense_kernels: ["tuned", "tuned"],
+            ran_dense,
+        };
+        let ev = Evaluation {
+            accuracy: 1.0,
+            max_rel_error: 0.0,
+            latencies: vec![at(1, vec![false, false]), at(4, vec![false, true])],
+            weight_bytes: 1,
+            dense_weight_bytes: 2,
+            dense_model: "chain".into(),
+            layer_macs: vec![1.0, 1.0],
+            layer_names: vec!["fc0".into(), "fc1".into()],
+        };
+        let r = evaluate(&ev, "avx512");
+        let names = |c: &str| r.get(c).cloned();
+        assert_eq!(
+            names("layer_names"),
+            Some(Value::ListStr(vec!["fc0".into(), "fc1".into()]))
+        );
+        assert_eq!(names("dense_layers_b1"), Some(Value::ListStr(vec![])));
+        assert_eq!(
+            names("dense_layers_b4"),
+            Some(Value::ListStr(vec!["fc1".into()]))
+        );
+    }
 }

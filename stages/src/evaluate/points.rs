@@ -62,24 +62,18 @@ pub(super) fn guiding_tuning(tunings: &[LayerTuning], n: usize) -> Option<&Layer
 }
 
 /// Each layer's point at batch size `b` (its GEMM has `b` times its tokens per sample as
-/// columns), sparse or (`dense`) its dense baseline, and how many were fallbacks.
+/// columns), sparse or (`dense`) its dense baseline, and which were fallbacks.
 pub(super) fn points_at(
     layers: &[LayerRun],
     tokens: &[usize],
     b: usize,
     dense: bool,
-) -> (Vec<ParamPoint>, usize) {
-    let mut fallbacks = 0;
-    let points = layers
+) -> (Vec<ParamPoint>, Vec<bool>) {
+    layers
         .iter()
         .zip(tokens)
-        .map(|(l, &t)| {
-            let (p, fb) = params_for(l, b * t, dense);
-            fallbacks += usize::from(fb);
-            p
-        })
-        .collect();
-    (points, fallbacks)
+        .map(|(l, &t)| params_for(l, b * t, dense))
+        .unzip()
 }
 
 /// Which layers the sparse pass may run through their dense copies with `dense_where_faster`
