@@ -50,12 +50,7 @@ pub fn evaluate(
         .iter()
         .map(|l| match l.matrix {
             SparseMatrix::Dense(_) => Ok(None),
-            _ => SparseMatrix::from_masked(
-                &kernels::Pattern::Dense,
-                &l.matrix.to_dense(),
-                &kernels::Mask::full(l.matrix.rows(), l.matrix.cols()),
-            )
-            .map(Some),
+            _ => dense_copy(&l.matrix).map(Some),
         })
         .collect::<Result<_, _>>()?;
     let dense: Vec<&SparseMatrix> = dense_packed
@@ -86,6 +81,13 @@ pub fn evaluate(
         layer_macs: layer_macs(model),
         layer_names: layers.iter().map(|l| l.name.clone()).collect(),
     })
+}
+
+/// `m`'s weights (zeros where pruned) packed dense: its dense baseline, and what a layer run
+/// dense multiplies.
+fn dense_copy(m: &SparseMatrix) -> Result<SparseMatrix, kernels::KernelError> {
+    let full = kernels::Mask::full(m.rows(), m.cols());
+    SparseMatrix::from_masked(&kernels::Pattern::Dense, &m.to_dense(), &full)
 }
 
 /// What one batch size's measurement runs.
@@ -244,6 +246,7 @@ fn layers_alone(at: &Batch, x: &[f32], timed: &PairedPasses) -> Result<Alone, St
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures;
     use super::*;
     use kernels::Pattern;
 
@@ -253,33 +256,10 @@ mod tests {
     fn a_layer_run_dense_runs_as_the_dense_pass_runs_it() {
         let spec = crate::ModelSpec::Mlp { hidden: vec![32] };
         let w = Weights::init(&spec, 16, None, 4, 3).unwrap();
-        let pack = |i: usize, p: &Pattern| {
-            let l = &w.layers[i];
-            let mask = match p {
-                Pattern::Dense => kernels::Mask::full(l.rows(), l.cols()),
-                _ => kernels::build_mask(p, &l.weight, l.rows(), l.cols()).unwrap(),
-            };
-            SparseMatrix::from_masked(p, &l.weight, &mask).unwrap()
-        };
         let nm = Pattern::Nm { n: 2, m: 4 };
-        let sparse = [pack(0, &nm), pack(1, &nm)];
-        let dense: Vec<SparseMatrix> = sparse
-            .iter()
-            .map(|m| {
-                let full = kernels::Mask::full(m.rows(), m.cols());
-                SparseMatrix::from_masked(&Pattern::Dense, &m.to_dense(), &full).unwrap()
-            })
-            .collect();
-        let runs: Vec<LayerRun> = sparse
-            .iter()
-            .zip(&w.layers)
-            .map(|(m, l)| LayerRun {
-                name: l.name.clone(),
-                matrix: m.clone(),
-                bias: l.bias.clone(),
-                tunings: vec![],
-            })
-            .collect();
+        let sparse = [fixtures::pack(&w, 0, &nm), fixtures::pack(&w, 1, &nm)];
+        let dense: Vec<SparseMatrix> = sparse.iter().map(|m| dense_copy(m).unwrap()).collect();
+        let runs = fixtures::runs(&w, &sparse);
         let tokens = w.layer_tokens();
         let (points, _) = points_at(&runs, &tokens, 8, false);
         let (dense_points, _) = points_at(&runs, &tokens, 8, true);

@@ -17,6 +17,8 @@ mod attention;
 mod cpu;
 pub mod cuda;
 mod encoder_ops;
+#[cfg(test)]
+mod fixtures;
 mod graph;
 mod measured;
 mod paired;

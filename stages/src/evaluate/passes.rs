@@ -288,6 +288,7 @@ impl kernels::HostOp for Pass<'_, '_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures;
     use super::super::points::points_at;
     use super::super::LayerRun;
     use super::*;
@@ -398,31 +399,14 @@ mod tests {
     fn dense_format_layers_run_as_the_dense_pass_runs_them() {
         let spec = crate::ModelSpec::Mlp { hidden: vec![32] };
         let w = Weights::init(&spec, 16, None, 4, 3).unwrap();
-        let pack = |i: usize, p: &Pattern| {
-            let l = &w.layers[i];
-            let mask = match p {
-                Pattern::Dense => kernels::Mask::full(l.rows(), l.cols()),
-                _ => kernels::build_mask(p, &l.weight, l.rows(), l.cols()).unwrap(),
-            };
-            SparseMatrix::from_masked(p, &l.weight, &mask).unwrap()
-        };
+        let pack = |i: usize, p: &Pattern| fixtures::pack(&w, i, p);
         let dense: Vec<SparseMatrix> = (0..2).map(|i| pack(i, &Pattern::Dense)).collect();
         // The first layer 2:4, the 4-row head dense.
         let mixed = [
             pack(0, &Pattern::Nm { n: 2, m: 4 }),
             pack(1, &Pattern::Dense),
         ];
-        let runs = |ms: &[SparseMatrix]| -> Vec<LayerRun> {
-            ms.iter()
-                .zip(&w.layers)
-                .map(|(m, l)| LayerRun {
-                    name: l.name.clone(),
-                    matrix: m.clone(),
-                    bias: l.bias.clone(),
-                    tunings: vec![],
-                })
-                .collect()
-        };
+        let runs = |ms: &[SparseMatrix]| fixtures::runs(&w, ms);
         let x = kernels::random_values(16 * 8, 5);
         let tokens = w.layer_tokens();
         let dense_refs: Vec<&SparseMatrix> = dense.iter().collect();
