@@ -25,6 +25,26 @@ pub enum DatasetError {
     /// The spec itself is unusable (a fraction outside (0, 1), zero classes, …).
     #[error("invalid dataset spec: {0}")]
     InvalidSpec(String),
+    /// A column the spec names (the label, or a listed feature) is not in the table.
+    #[error("{}: missing column {column:?}; columns are {columns:?}", path.display())]
+    MissingColumn {
+        /// The table file.
+        path: PathBuf,
+        /// The column the spec names.
+        column: String,
+        /// The table's columns, in file order.
+        columns: Vec<String>,
+    },
+    /// The split by `test_fraction` leaves the train or the test part empty.
+    #[error("{name}: {samples} samples with test_fraction {test_fraction} leave an empty train or test part")]
+    EmptySplit {
+        /// The data set's name.
+        name: String,
+        /// Its samples before the split.
+        samples: usize,
+        /// The fraction held out.
+        test_fraction: f64,
+    },
 }
 
 impl DatasetError {

@@ -43,10 +43,11 @@ pub(crate) fn split(s: Samples, test_fraction: f64, seed: u64) -> Result<Dataset
     let n = s.y.len();
     let n_test = (n as f64 * test_fraction).round() as usize;
     if n_test == 0 || n_test >= n {
-        return Err(DatasetError::InvalidSpec(format!(
-            "{}: {n} samples with test_fraction {test_fraction} leave an empty train or test part",
-            s.name
-        )));
+        return Err(DatasetError::EmptySplit {
+            name: s.name,
+            samples: n,
+            test_fraction,
+        });
     }
     let order = permutation(n, seed);
     let (test_x, test_y) = gather(&s.x, &s.y, s.n_features, &order[..n_test]);

@@ -24,10 +24,11 @@ impl Table {
     fn column(&self, path: &Path, name: &str) -> Result<&[f64], DatasetError> {
         match self.names.iter().position(|n| n == name) {
             Some(i) => Ok(&self.columns[i]),
-            None => Err(DatasetError::bad(
-                path,
-                format!("missing column {name:?}; columns are {:?}", self.names),
-            )),
+            None => Err(DatasetError::MissingColumn {
+                path: path.to_owned(),
+                column: name.to_owned(),
+                columns: self.names.clone(),
+            }),
         }
     }
 }

@@ -31,7 +31,22 @@ fn check(text: &str, line: usize, col: usize, needle: &str) {
 /// `check` with the binary `bin` (`cotune-real` for errors only the real stages find when they
 /// plan, such as a data set that cannot be built).
 fn check_with(bin: &str, text: &str, line: usize, col: usize, needle: &str) {
+    check_with_files(bin, &[], text, line, col, needle);
+}
+
+/// `check_with`, the files `(name, text)` written beside the experiment file.
+fn check_with_files(
+    bin: &str,
+    files: &[(&str, &str)],
+    text: &str,
+    line: usize,
+    col: usize,
+    needle: &str,
+) {
     let ws = Workspace::new();
+    for (name, body) in files {
+        ws.write(name, body);
+    }
     let f = ws.write("exp.toml", text);
     let store = ws.path("store");
     let out = ws.path("out");
@@ -243,18 +258,37 @@ fn running_losing_layers_dense_is_refused_on_the_cuda_backend() {
 }
 
 #[test]
-fn a_data_set_that_cannot_be_built_is_named_at_its_table() {
-    // It was `1:1: [model]: …` whatever the table at fault.
-    check_with(
-        env!("CARGO_BIN_EXE_cotune-real"),
-        &GOOD.replace(
+fn an_evaluate_table_without_a_model_is_refused_at_its_header() {
+    // It was read and ignored: no evaluation runs in a kernel-only study.
+    let text = "name = \"k\"\n[kernel_tune]\nshapes = [[64, 64]]\n[prune]\npattern = [\"nm\"]\nnm = [\"2:4\"]\n\n\n[evaluate]  # the timings\nbatch_sizes = [1]\n";
+    check(text, 9, 1, "a kernel-only study evaluates none");
+}
+
+#[test]
+fn a_data_set_that_cannot_be_built_is_named_at_the_key_at_fault() {
+    // It was `1:1: [model]: …` whatever the table at fault, then the `[dataset]` header.
+    let real = env!("CARGO_BIN_EXE_cotune-real");
+    let table = |source: &str, rest: &str| {
+        GOOD.replace(
             "source = \"synthetic\"\nsamples = 100\nfeatures = 16\nclasses = 4",
-            "source = \"digits\"\ntest_fraction = 0.9999",
-        ),
-        2,
-        1,
-        "[dataset]: ",
-    );
+            &format!("source = \"{source}\"\n{rest}"),
+        )
+    };
+    // The split: at `test_fraction`.
+    let text = table("digits", "test_fraction = 0.9999");
+    check_with(real, &text, 4, 17, "test_fraction 0.9999 leave an empty");
+    // A label column the table does not have: at `label`.
+    let csv = [("d.csv", "a,b,y\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n")];
+    let text = table("csv", "path = \"d.csv\"\nlabel = \"class\"");
+    check_with_files(real, &csv, &text, 5, 9, "missing column \"class\"");
+    // A file that is not a data set: at the key that names it.
+    let bad = [("d.csv", "a,b,y\n1,2,0\n3,4\n")];
+    let text = table("csv", "path = \"d.csv\"\nlabel = \"y\"");
+    check_with_files(real, &bad, &text, 4, 8, "d.csv");
+    // Without `test_fraction` a split that leaves a part empty is the table's.
+    let two = [("d.csv", "a,y\n1,0\n2,1\n")];
+    let text = table("csv", "path = \"d.csv\"\nlabel = \"y\"");
+    check_with_files(real, &two, &text, 2, 1, "[dataset]: ");
 }
 
 #[test]

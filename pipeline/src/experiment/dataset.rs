@@ -6,14 +6,57 @@ use super::limits;
 use super::schema::*;
 use super::validate::check;
 use crate::kinds::DatasetTrial;
+use datasets::DatasetError;
+use std::ops::Range;
+use std::path::PathBuf;
 use toml::Spanned;
+
+/// Where `[dataset]`'s keys are in the experiment file, for the errors that only loading the
+/// data finds (a file that is not a data set, a missing label column, a split that leaves a
+/// part empty): they point at the key at fault rather than at the table.
+#[derive(Clone, Debug, Default)]
+pub struct DatasetSpans {
+    /// The `[dataset]` header.
+    header: Range<usize>,
+    /// `test_fraction`, if given.
+    test_fraction: Option<Range<usize>>,
+    /// `label`, if given.
+    label: Option<Range<usize>>,
+    /// Each data file, resolved, and the span of the key that names it.
+    files: Vec<(PathBuf, Range<usize>)>,
+}
+
+impl DatasetSpans {
+    /// The span of the key that `e` is about (the table's header when no key is).
+    pub fn of(&self, e: &DatasetError) -> Range<usize> {
+        let file = |path: &PathBuf| {
+            self.files
+                .iter()
+                .find(|(p, _)| p == path)
+                .map(|(_, span)| span.clone())
+        };
+        let at = match e {
+            DatasetError::MissingColumn { .. } => self.label.clone(),
+            DatasetError::EmptySplit { .. } => self.test_fraction.clone(),
+            DatasetError::Io { path, .. } | DatasetError::BadData { path, .. } => file(path),
+            _ => None,
+        };
+        at.unwrap_or_else(|| self.header.clone())
+    }
+}
 
 /// Validates `[dataset]`: the source's fields, its files, the split.
 pub(super) fn dataset_trial(
     ds: &RawDataset,
     map: &SourceMap,
     seed: u64,
-) -> Result<DatasetTrial, ExperimentError> {
+) -> Result<(DatasetTrial, DatasetSpans), ExperimentError> {
+    let mut spans = DatasetSpans {
+        header: map.section("dataset"),
+        test_fraction: ds.test_fraction.as_ref().map(|f| f.span()),
+        label: ds.label.as_ref().map(|l| l.span()),
+        files: vec![],
+    };
     use datasets::DatasetSpec as D;
     let source = *ds.source.get_ref();
     let test_fraction = match &ds.test_fraction {
@@ -71,6 +114,7 @@ pub(super) fn dataset_trial(
                     format!("cannot read data file {}: {e}", p.display()),
                 )
             })?;
+        spans.files.push((p.clone(), f.span()));
         files.push(f.into_inner());
         file_digests.push(digest);
         Ok(p)
@@ -167,9 +211,12 @@ pub(super) fn dataset_trial(
             }
         }
     };
-    Ok(DatasetTrial {
-        spec,
-        files,
-        file_digests,
-    })
+    Ok((
+        DatasetTrial {
+            spec,
+            files,
+            file_digests,
+        },
+        spans,
+    ))
 }

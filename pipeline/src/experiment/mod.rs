@@ -17,6 +17,7 @@ mod validate;
 
 pub use axis::Axis;
 pub use batches::tuned_batches;
+pub use dataset::DatasetSpans;
 pub use error::{ExperimentError, SourceMap};
 pub use search::{Constraints, SearchSpec, PER_ROUND_DEFAULT};
 pub use validate::{validate, Experiment, ModelPart};

@@ -50,6 +50,8 @@ pub struct Experiment {
 pub struct ModelPart {
     /// Dataset.
     pub dataset: DatasetTrial,
+    /// Where its keys are in the file (for errors only loading it finds).
+    pub dataset_spans: super::dataset::DatasetSpans,
     /// Model.
     pub model: ModelSpec,
     /// Training grid.
@@ -124,6 +126,21 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
     } else {
         None
     };
+    // Nothing evaluates a model there: the table would be read and ignored.
+    if model_part.is_none() && raw.evaluate.is_some() {
+        let what = if study.is_some() {
+            "a layer study"
+        } else {
+            "a kernel-only study"
+        };
+        return Err(map.error(
+            map.section("evaluate"),
+            format!(
+                "[evaluate] applies to a trained model: {what} evaluates none (its kernels are \
+                 timed at [kernel_tune] batch_tokens); remove [evaluate]"
+            ),
+        ));
+    }
     let mut shapes = Vec::new();
     if let Some(s) = shapes_raw {
         check(!s.get_ref().is_empty(), map, s.span(), || {
@@ -388,7 +405,7 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
         .ok_or_else(|| missing(map, "dataset"))?;
     let model = raw.model.as_ref().ok_or_else(|| missing(map, "model"))?;
     let train = raw.train.as_ref().ok_or_else(|| missing(map, "train"))?;
-    let dataset = super::dataset::dataset_trial(ds, map, raw.seed)?;
+    let (dataset, dataset_spans) = super::dataset::dataset_trial(ds, map, raw.seed)?;
     let kind = *model.kind.get_ref();
     let hidden: Vec<usize> = model.hidden.iter().map(|h| *h.get_ref() as usize).collect();
     for h in &model.hidden {
@@ -560,6 +577,7 @@ fn model_part(raw: &RawExperiment, map: &SourceMap) -> Result<ModelPart, Experim
         .map(|k| k.get_ref().clone());
     Ok(ModelPart {
         dataset,
+        dataset_spans,
         model: model_spec,
         trains,
         finetune_lr,

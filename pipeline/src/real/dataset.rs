@@ -17,8 +17,16 @@ impl Stage for DatasetStage {
         1
     }
 
+    /// Plans the data set and loads it (the later stages' plans read its sizes), so that a
+    /// data set that cannot be built is an error at the key of the file at fault.
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
-        dataset::plan(p)
+        dataset::plan(p)?;
+        if let Some(mp) = &p.experiment().model_part {
+            if let Err(e) = self.0.load(&mp.dataset.spec) {
+                return Err(p.error(mp.dataset_spans.of(&e), format!("[dataset]: {e}")));
+            }
+        }
+        Ok(())
     }
 
     fn run(&self, ctx: &RunCtx, d: &DatasetTrial, (): ()) -> Result<Outcome, StageError> {

@@ -33,7 +33,7 @@ pub use layer_study::LayerStudyStage;
 pub use prune::PruneStage;
 pub use train::TrainStage;
 
-use crate::stage::{StageError, StageTable};
+use crate::stage::StageTable;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -63,7 +63,10 @@ pub struct Datasets {
 
 impl Datasets {
     /// The data set of a spec, loaded once per process.
-    pub fn load(&self, spec: &datasets::DatasetSpec) -> Result<Arc<datasets::Dataset>, StageError> {
+    pub fn load(
+        &self,
+        spec: &datasets::DatasetSpec,
+    ) -> Result<Arc<datasets::Dataset>, datasets::DatasetError> {
         // A process-local cache, not a content key: the spec's Debug form identifies it.
         let id = format!("{spec:?}");
         if let Some(ds) = self.loaded.lock().ok().and_then(|m| m.get(&id).cloned()) {
