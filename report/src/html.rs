@@ -81,7 +81,7 @@ fn trials(exp: &Experiment) -> String {
             Some((text(r, "key")?, (tie, num(r, "front.latency_us"))))
         })
         .collect();
-    let cols = [
+    let mut cols = vec![
         "point",
         "status",
         "accuracy",
@@ -94,6 +94,14 @@ fn trials(exp: &Experiment) -> String {
         "weight_bytes",
         "front",
     ];
+    // Only where some evaluation ran layers dense (`[evaluate] dense_where_faster`).
+    let ran_dense = exp
+        .evaluate
+        .iter()
+        .any(|r| !crate::input::dense_run_layers(r).is_empty());
+    if ran_dense {
+        cols.push("ran dense");
+    }
     let mut s = table_head("trials", &cols);
     let mut rows: Vec<&Row> = exp.evaluate.iter().collect();
     // Successful trials by accuracy, best first; failed ones (no accuracy) last.
@@ -126,6 +134,10 @@ fn trials(exp: &Experiment) -> String {
             None => "",
         };
         s.push_str(&text_cell("front", mark));
+        if ran_dense {
+            let names = crate::input::dense_run_layers(r).join(", ");
+            s.push_str(&text_cell("ran dense", &names));
+        }
         s.push_str("</tr>\n");
     }
     s.push_str("</tbody></table>\n");

@@ -149,6 +149,24 @@ pub fn floats<'r>(row: &'r Row, col: &str) -> &'r [f64] {
     }
 }
 
+/// A list-of-strings cell (empty when missing).
+pub fn strings<'r>(row: &'r Row, col: &str) -> &'r [String] {
+    match row.get(col) {
+        Some(Value::ListStr(v)) => v,
+        _ => &[],
+    }
+}
+
+/// The layers an evaluation ran through their dense kernel (`[evaluate] dense_where_faster`)
+/// at its largest batch, the one its `speedup_vs_dense` and `layer_*` lists are measured at:
+/// `dense_layers_b{B}` for the largest B (empty without the option, or in rows from before it).
+pub fn dense_run_layers(row: &Row) -> &[String] {
+    row.keys()
+        .filter_map(|k| Some((k.strip_prefix("dense_layers_b")?.parse::<u64>().ok()?, k)))
+        .max_by_key(|(b, _)| *b)
+        .map_or(&[], |(_, k)| strings(row, k))
+}
+
 /// True for a row whose `status` is `ok`.
 pub fn ok(row: &Row) -> bool {
     text(row, "status") == Some("ok")

@@ -52,9 +52,15 @@ fn write_experiment(dir: &Path) {
             ("device", s("cpu")),
         ])
     };
+    // 2:4 ran its second layer dense at its largest batch (`[evaluate] dense_where_faster`).
+    let mut ran_dense = eval("e-24", "vnm", 4, 0.96, 1.6);
+    let names = |v: &[&str]| Value::ListStr(v.iter().map(|s| s.to_string()).collect());
+    ran_dense.insert("layer_names".into(), names(&["fc0", "fc1"]));
+    ran_dense.insert("dense_layers_b1".into(), names(&["fc0"]));
+    ran_dense.insert("dense_layers_b64".into(), names(&["fc1"]));
     let evaluate = vec![
         eval("e-dense", "dense", 4, 0.97, 1.0),
-        eval("e-24", "vnm", 4, 0.96, 1.6),
+        ran_dense,
         eval("e-28", "vnm", 8, 0.93, 2.9),
         eval("e-216", "vnm", 16, 0.80, 2.8),
         row(&[
@@ -240,6 +246,17 @@ fn every_plot_is_drawn_and_the_page_numbers_are_the_tables() {
         html.contains("out of memory"),
         "the failed trial's error is shown"
     );
+    // The layers a trial ran dense, at its largest batch (the speedup's), in the trials table
+    // and in its bar's label on the per-layer plot.
+    let trials = &html[html.find("<table id=\"trials\">").unwrap()..];
+    let trials = &trials[..trials.find("</table>").unwrap()];
+    assert!(trials.contains("<th>ran dense</th>"));
+    let e24 = trials
+        .split("<tr")
+        .find(|tr| tr.contains("data-key=\"e-24\""))
+        .unwrap();
+    assert!(e24.contains("<td data-col=\"ran dense\">fc1</td>"), "{e24}");
+    assert!(html.contains("(fc1 dense)"), "the bar's label names it");
     // The dense passes read 100.4–101.6 µs: the trials' note says how far apart.
     assert!(
         html.contains("Dense drift 1.2 %"),

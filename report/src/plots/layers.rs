@@ -1,7 +1,7 @@
 //! Per-layer latency of the front's models: each sparse GEMM, and everything else, stacked.
 
 use crate::figure::{bar_chart, bar_rows, colour, DrawError, Plot};
-use crate::input::{floats, num, point_label, Experiment};
+use crate::input::{dense_run_layers, floats, num, point_label, strings, Experiment};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -19,6 +19,8 @@ pub struct Bar {
 /// The per-layer bars.
 pub struct Layers {
     bars: Vec<Bar>,
+    /// The layers' names (`layer_names`; empty in rows from before 2026-12-06).
+    names: Vec<String>,
 }
 
 impl Layers {
@@ -51,12 +53,34 @@ impl Layers {
                 rest: rest(rows[0]),
             });
         }
-        bars.extend(rows.iter().take(12).map(|r| Bar {
-            label: point_label(r),
-            layers: floats(r, "layer_latency_us").to_vec(),
-            rest: rest(r),
-        }));
-        Ok(Layers { bars })
+        bars.extend(rows.iter().take(12).map(|r| ran(r, rest(r))));
+        let names = strings(rows[0], "layer_names").to_vec();
+        Ok(Layers { bars, names })
+    }
+}
+
+/// A front model's bar: each layer as it ran in the pass, its sparse kernel's latency or, for a
+/// layer run dense (`[evaluate] dense_where_faster`), its dense kernel's, named in the label.
+fn ran(r: &results::Row, rest: f64) -> Bar {
+    let dense_run = dense_run_layers(r);
+    let names = strings(r, "layer_names");
+    let dense = floats(r, "layer_dense_latency_us");
+    let layers = floats(r, "layer_latency_us")
+        .iter()
+        .enumerate()
+        .map(|(j, &l)| match (names.get(j), dense.get(j)) {
+            (Some(name), Some(&d)) if dense_run.contains(name) => d,
+            _ => l,
+        })
+        .collect();
+    let mut label = point_label(r);
+    if !dense_run.is_empty() {
+        label = format!("{label} ({} dense)", dense_run.join(", "));
+    }
+    Bar {
+        label,
+        layers,
+        rest,
     }
 }
 
@@ -69,7 +93,8 @@ impl Plot for Layers {
     }
     fn caption(&self) -> String {
         "Per model on the front (fastest first, at most 12), each prunable layer's GEMM latency as tuned, then the rest of the pass \
-         (activations, normalisation, attention; non_gemm_us) in grey. The first bar is the dense model's layers."
+         (activations, normalisation, attention; non_gemm_us) in grey. The first bar is the dense model's layers. A layer that \
+         ran dense ([evaluate] dense_where_faster) is drawn at its dense kernel's latency and named in its model's label."
             .into()
     }
     fn size(&self) -> (u32, u32) {
@@ -113,7 +138,10 @@ impl Plot for Layers {
             let c = colour(j);
             chart
                 .draw_series(std::iter::once(anchor()))?
-                .label(format!("layer {}", j + 1))
+                .label(match self.names.get(j) {
+                    Some(name) => name.clone(),
+                    None => format!("layer {}", j + 1),
+                })
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
         }
         if named == 0 {
@@ -138,5 +166,42 @@ impl Plot for Layers {
             .border_style(BLACK)
             .draw()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use results::Value;
+
+    #[test]
+    fn a_layer_run_dense_is_drawn_at_its_dense_latency_and_named() {
+        let list = |v: &[f64]| Value::ListF64(v.to_vec());
+        let names = |v: &[&str]| Value::ListStr(v.iter().map(|s| s.to_string()).collect());
+        let mut r: results::Row = [
+            ("prune.pattern", Value::Str("nm".into())),
+            ("prune.n", Value::I64(2)),
+            ("prune.m", Value::I64(4)),
+            ("layer_names", names(&["fc0", "fc1", "head"])),
+            ("layer_latency_us", list(&[10.0, 20.0, 30.0])),
+            ("layer_dense_latency_us", list(&[15.0, 25.0, 12.0])),
+            ("dense_layers_b1", names(&["fc0", "fc1"])),
+            ("dense_layers_b256", names(&["head"])),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let bar = ran(&r, 5.0);
+        assert_eq!(
+            bar.layers,
+            [10.0, 20.0, 12.0],
+            "at the largest batch, head ran dense"
+        );
+        assert_eq!(bar.label, "2:4 (head dense)");
+        assert_eq!(bar.rest, 5.0);
+        r.insert("dense_layers_b256".into(), names(&[]));
+        let bar = ran(&r, 5.0);
+        assert_eq!(bar.layers, [10.0, 20.0, 30.0]);
+        assert_eq!(bar.label, "2:4");
     }
 }
