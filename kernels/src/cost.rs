@@ -32,7 +32,7 @@ fn ports(isa: Isa) -> (f64, f64) {
 }
 
 /// The L2 size of this CPU (sysfs), 1 MiB if unknown.
-fn l2_bytes() -> f64 {
+pub(crate) fn l2_bytes() -> f64 {
     static L2: OnceLock<f64> = OnceLock::new();
     *L2.get_or_init(|| {
         std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index2/size")

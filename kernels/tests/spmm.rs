@@ -151,6 +151,40 @@ fn every_kernel_and_point_matches_the_reference() {
     }
 }
 
+/// N:M in row pairs (`rows = 2`) runs in bands of rows whose pair layout fits a quarter of L2:
+/// at 1024 × 2048 (4 MB of values at 2:4, 2 MB at 2:8, more than a quarter of any L2 these
+/// kernels meet) every point with rows = 2 walks several bands, on one thread and on two (each
+/// thread's rows in bands of their own), against the reference; N not a multiple of a tile.
+#[test]
+fn row_pairs_in_bands_match_the_reference() {
+    for m in [4, 8] {
+        let case = Case {
+            pattern: Pattern::Nm { n: 2, m },
+            rows: 1024,
+            cols: 2048,
+            n: 40,
+        };
+        let (a, a_abs) = build(&case, 21, |_| {});
+        let b = random_values(case.cols * case.n, 22);
+        let b_abs: Vec<f32> = b.iter().map(|x| x.abs()).collect();
+        let mut want = vec![0.0; case.rows * case.n];
+        let mut scale = vec![0.0; case.rows * case.n];
+        spmm_reference(&a, &b, case.n, &mut want).unwrap();
+        spmm_reference(&a_abs, &b_abs, case.n, &mut scale).unwrap();
+        let points: Vec<ParamPoint> = cpu_space(&a.signature(), case.n)
+            .points()
+            .into_iter()
+            .filter(|p| p.0.get("rows") == Some(&2))
+            .collect();
+        assert!(!points.is_empty(), "2:{m}: no row-pair points");
+        for p in &points {
+            let mut got = vec![f32::NAN; case.rows * case.n];
+            spmm(&a, &b, case.n, &mut got, p).unwrap();
+            assert_close(&got, &want, &scale, case.cols, &format!("2:{m} {:?}", p.0));
+        }
+    }
+}
+
 /// Regression: with 16 lanes a 12-vector tile is 192 floats wide, and a partial last tile
 /// (540 = 2 · 192 + 156 columns) went through 128-float stack buffers, writing past them.
 #[test]
