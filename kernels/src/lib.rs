@@ -19,6 +19,12 @@ mod reference;
 mod space;
 mod synthetic;
 
+/// The L2 cache size the CPU kernels' row bands and the cost model assume: this CPU's (sysfs),
+/// or 1 MiB where it is unknown.
+pub fn l2_cache_bytes() -> usize {
+    cost::l2_bytes() as usize
+}
+
 pub use calibrate::{Calibration, CalibrationSample};
 pub use cost::{dense_predicted_cost, predicted_cost, regret_at_budget, spearman};
 pub use cpu::{

@@ -151,20 +151,23 @@ fn every_kernel_and_point_matches_the_reference() {
     }
 }
 
-/// N:M in row pairs (`rows = 2`) runs in bands of rows whose pair layout fits a quarter of L2:
-/// at 1024 × 2048 (4 MB of values at 2:4, 2 MB at 2:8, more than a quarter of any L2 these
-/// kernels meet) every point with rows = 2 walks several bands, on one thread and on two (each
-/// thread's rows in bands of their own), against the reference; N not a multiple of a tile.
+/// N:M in row pairs (`rows = 2`) runs in bands of rows whose pair layout fits a quarter of L2,
+/// where B is smaller than its tiles' quarters (`cpu::pairs_band`): at 2048 × 512 × 200 the
+/// layout (at least the N:M matrix's bytes, asserted above a quarter of this machine's L2) and
+/// B (400 KB, asserted below two quarters) band every point with two tiles or more, on one
+/// thread and on two (each thread's rows in bands of their own); N not a multiple of a tile.
 #[test]
 fn row_pairs_in_bands_match_the_reference() {
     for m in [4, 8] {
         let case = Case {
             pattern: Pattern::Nm { n: 2, m },
-            rows: 1024,
-            cols: 2048,
-            n: 40,
+            rows: 2048,
+            cols: 512,
+            n: 200,
         };
         let (a, a_abs) = build(&case, 21, |_| {});
+        let quarter = l2_cache_bytes() / 4;
+        assert!(a.bytes() > quarter && 4 * case.cols * case.n < 2 * quarter);
         let b = random_values(case.cols * case.n, 22);
         let b_abs: Vec<f32> = b.iter().map(|x| x.abs()).collect();
         let mut want = vec![0.0; case.rows * case.n];

@@ -296,14 +296,18 @@ pub fn spmm_with(
     // V:N:M gathers per V-block anyway, so it runs one block over every N tile before the next:
     // the block's values and codes stay in L2 across tiles instead of streaming from L3 once per
     // tile, and consecutive gathers read neighbouring lines of the same B rows (skipping the
-    // gather altogether now gains ≤ 5 %). The other formats keep the whole range per tile, so
-    // that a tile of B stays in L2 while every row streams past it.
+    // gather altogether now gains ≤ 5 %). N:M's row pairs take bands of their own
+    // (`pairs_band`). The other formats keep the whole range per tile, so that a tile of B
+    // stays in L2 while every row streams past it.
     let band = match (a, pairs) {
         (_, Some(x)) => {
-            let b_bytes = 4 * x.cols() * width;
-            let tiles = width.div_ceil(w);
-            let l2 = crate::cost::l2_bytes() as usize;
-            pairs_band(x.rows(), x.bytes(), (b_bytes, tiles), l2)
+            let (b_bytes, tiles) = (4 * x.cols() * width, width.div_ceil(w));
+            // A thread of a tile split walks its share of the tiles and of B.
+            let each = match split(threads, tiles, x.bytes(), 4 * x.cols() * n) {
+                Split::Tiles(parts) => (b_bytes / parts.len(), parts[0].len()),
+                Split::Rows => (b_bytes, tiles),
+            };
+            pairs_band(x.rows(), x.bytes(), each, crate::cost::l2_bytes() as usize)
         }
         (SparseMatrix::Vnm(x), None) => x.v(),
         _ => a.rows(),
@@ -417,19 +421,21 @@ pub fn spmm_with(
 }
 
 /// Rows per band of an N:M matrix run as row pairs (`rows` rows, `a_bytes` bytes in its pair
-/// layout) times a B of `b_bytes` in `tiles` tiles of N. In one band, every row walks each tile
-/// of B in turn: A streams from L3 once per tile (`tiles · a_bytes`) while a tile of B stays in
-/// L2. In bands of a quarter of L2 (`l2` bytes; an even number of rows, at least one pair) a
-/// band's values and codes stay in L2 across the tiles, as V:N:M's blocks do, and B streams
-/// once per band (`a_bytes / (l2 / 4) · b_bytes`): the bands are taken where that is less, i.e.
-/// where A exceeds the quarter and B is smaller than `tiles` quarters. Measured (`spmm-bench
-/// --full`, Intel Xeon EMR, AVX-512, 2 MiB L2, kernels/BENCH.md 2026-12-06): at 3072×768×512,
-/// 2:4 0.92× → 1.20× of dense and 2:8 1.52× → 1.89× on one thread; at 768×3072×128 (one or two
-/// tiles of a 1.5 MB B) bands lost 5–8 %, hence the rule. At 3072×768×128 any band of 64 to
-/// 1,024 rows did about as well. Banding the row loop or CSR changed nothing.
+/// layout) times a B of `b_bytes` in `tiles` tiles of N (a thread's share, in a tile split).
+/// In one band, every row walks each tile of B in turn: A streams from L3 once per tile while a
+/// tile of B stays in L2. In bands of a quarter of L2 (`l2` bytes; an even number of rows, at
+/// least one pair) a band's values and codes stay in L2 across the tiles, as V:N:M's blocks
+/// do, and B streams once per band instead. The bands are taken where A exceeds the quarter,
+/// there are two tiles or more, and B is smaller than `tiles` quarters (A's stream per tile,
+/// `tiles · a_bytes`, above B's per band, `a_bytes / (l2 / 4) · b_bytes`). Measured
+/// (`spmm-bench --full`, Intel Xeon EMR, AVX-512, 2 MiB L2, kernels/BENCH.md 2026-12-06): at
+/// 3072×768×512, 2:4 0.90–0.91× → 1.20–1.21× of dense and 2:8 1.49–1.52× → 1.89–1.90× on one
+/// thread; at 768×3072×128 (one or two tiles of a 1.5 MB B) a fixed band of 256 rows lost
+/// 5–8 %, hence the rule. At 3072×768×128 any band of 64 to 1,024 rows did about as well.
+/// Banding the row loop or CSR changed nothing.
 fn pairs_band(rows: usize, a_bytes: usize, (b_bytes, tiles): (usize, usize), l2: usize) -> usize {
     let budget = l2 / 4;
-    if a_bytes <= budget || rows == 0 || b_bytes >= tiles.saturating_mul(budget) {
+    if a_bytes <= budget || rows == 0 || tiles < 2 || b_bytes >= tiles.saturating_mul(budget) {
         return rows;
     }
     let per_row = a_bytes.div_ceil(rows).max(1);
@@ -510,21 +516,27 @@ mod tests {
     #[test]
     fn row_pairs_run_in_bands_that_fit_a_quarter_of_l2() {
         let l2 = 2 << 20;
-        // 3072 rows of 2:4 at K = 768 (~1.6 KB a row) times 768 × 512 floats in 4 tiles: the
-        // even number of rows that fit a quarter of L2.
-        let per_row = 1600;
+        // 3072 rows of 2:4 at K = 768 (~2 KB a row of values, metadata and column locations)
+        // times 768 × 512 floats in 4 tiles: the even number of rows that fit a quarter of L2.
+        let per_row = 2000;
         let b = (768 * 512 * 4, 4);
         let band = pairs_band(3072, 3072 * per_row, b, l2);
-        assert_eq!(band, 326);
-        assert!(
-            band.is_multiple_of(2) && band * per_row <= l2 / 4 && (band + 2) * per_row > l2 / 4
-        );
+        assert_eq!(band, 262);
+        assert!(band.is_multiple_of(2) && band * per_row <= l2 / 4);
+        assert!((band + 2) * per_row > l2 / 4);
         // A within a quarter of L2: one band of every row.
         assert_eq!(pairs_band(256, 100_000, b, l2), 256);
         assert_eq!(pairs_band(1024, l2 / 4, b, l2), 1024);
-        // B's stream once per band would outweigh A's once per tile: one tile of a 1.5 MB B.
-        assert_eq!(pairs_band(768, 768 * 6200, (3072 * 128 * 4, 1), l2), 768);
-        assert_eq!(pairs_band(768, 768 * 6200, (3072 * 128 * 4, 4), l2), 84);
+        // One tile: a band walks it as the whole range would.
+        assert_eq!(
+            pairs_band(3072, 3072 * per_row, (768 * 128 * 4, 1), l2),
+            3072
+        );
+        // B's stream once per band would outweigh A's once per tile: 768 rows of 2:4 at
+        // K = 3072 (~8 KB a row) times two tiles of a 1.5 MB B; with eight tiles, bands.
+        let a = 768 * 8100;
+        assert_eq!(pairs_band(768, a, (3072 * 128 * 4, 2), l2), 768);
+        assert_eq!(pairs_band(768, a, (3072 * 128 * 4, 8), l2), 64);
         // Rows larger than the budget: one pair at a time; no rows: nothing to band.
         assert_eq!(pairs_band(8, 8 * l2, b, l2), 2);
         assert_eq!(pairs_band(0, 0, b, l2), 0);

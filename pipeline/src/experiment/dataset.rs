@@ -20,8 +20,8 @@ pub struct DatasetSpans {
     header: Range<usize>,
     /// `test_fraction`, if given.
     test_fraction: Option<Range<usize>>,
-    /// `label`, if given.
-    label: Option<Range<usize>>,
+    /// `label`, if given: the column's name and the span of its key.
+    label: Option<(String, Range<usize>)>,
     /// Each data file, resolved, and the span of the key that names it.
     files: Vec<(PathBuf, Range<usize>)>,
 }
@@ -36,7 +36,10 @@ impl DatasetSpans {
                 .map(|(_, span)| span.clone())
         };
         let at = match e {
-            DatasetError::MissingColumn { .. } => self.label.clone(),
+            DatasetError::MissingColumn { path, column, .. } => match &self.label {
+                Some((label, span)) if label == column => Some(span.clone()),
+                _ => file(path),
+            },
             DatasetError::EmptySplit { .. } => self.test_fraction.clone(),
             DatasetError::Io { path, .. } | DatasetError::BadData { path, .. } => file(path),
             _ => None,
@@ -54,7 +57,7 @@ pub(super) fn dataset_trial(
     let mut spans = DatasetSpans {
         header: map.section("dataset"),
         test_fraction: ds.test_fraction.as_ref().map(|f| f.span()),
-        label: ds.label.as_ref().map(|l| l.span()),
+        label: ds.label.as_ref().map(|l| (l.get_ref().clone(), l.span())),
         files: vec![],
     };
     use datasets::DatasetSpec as D;

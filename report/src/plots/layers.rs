@@ -74,8 +74,11 @@ fn ran(r: &results::Row, rest: f64) -> Bar {
         })
         .collect();
     let mut label = point_label(r);
-    if !dense_run.is_empty() {
-        label = format!("{label} ({} dense)", dense_run.join(", "));
+    // Named while they fit the label's room, counted past that (a transformer's).
+    match dense_run.len() {
+        0 => {}
+        1..=3 => label = format!("{label} ({} dense)", dense_run.join(", ")),
+        k => label = format!("{label} ({k} layers dense)"),
     }
     Bar {
         label,
@@ -199,6 +202,11 @@ mod tests {
         );
         assert_eq!(bar.label, "2:4 (head dense)");
         assert_eq!(bar.rest, 5.0);
+        r.insert(
+            "dense_layers_b256".into(),
+            names(&["fc0", "fc1", "head", "x"]),
+        );
+        assert_eq!(ran(&r, 5.0).label, "2:4 (4 layers dense)");
         r.insert("dense_layers_b256".into(), names(&[]));
         let bar = ran(&r, 5.0);
         assert_eq!(bar.layers, [10.0, 20.0, 30.0]);
