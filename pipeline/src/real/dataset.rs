@@ -22,7 +22,7 @@ impl Stage for DatasetStage {
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
         dataset::plan(p)?;
         if let Some(mp) = &p.experiment().model_part {
-            if let Err(e) = self.0.load(&mp.dataset.spec) {
+            if let Err(e) = self.0.load(&mp.dataset) {
                 return Err(p.error(mp.dataset_spans.of(&e), format!("[dataset]: {e}")));
             }
         }
@@ -30,7 +30,7 @@ impl Stage for DatasetStage {
     }
 
     fn run(&self, ctx: &RunCtx, d: &DatasetTrial, (): ()) -> Result<Outcome, StageError> {
-        let ds = self.0.load(&d.spec)?;
+        let ds = self.0.load(d)?;
         let summary = format!(
             "{} train {} test {} features {} classes {}\n",
             ds.name,

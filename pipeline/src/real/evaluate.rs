@@ -78,7 +78,7 @@ impl Stage for EvaluateStage {
     ) -> Result<Outcome, StageError> {
         ready(e.backend, &e.device)?;
         let data = pruned.upstream().parent()?.parent()?;
-        let ds = self.0.load(&data.trial().spec)?;
+        let ds = self.0.load(data.trial())?;
         let weights = stages::Weights::load(&pruned.artifact(WEIGHTS))?;
         let masks_path = pruned.artifact(masks::MASKS);
         let masks = masks::load(&masks_path)?;

@@ -33,7 +33,9 @@ pub use layer_study::LayerStudyStage;
 pub use prune::PruneStage;
 pub use train::TrainStage;
 
+use crate::kinds::DatasetTrial;
 use crate::stage::StageTable;
+use datasets::DatasetError;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -62,20 +64,59 @@ pub struct Datasets {
 }
 
 impl Datasets {
-    /// The data set of a spec, loaded once per process.
-    pub fn load(
-        &self,
-        spec: &datasets::DatasetSpec,
-    ) -> Result<Arc<datasets::Dataset>, datasets::DatasetError> {
-        // A process-local cache, not a content key: the spec's Debug form identifies it.
-        let id = format!("{spec:?}");
+    /// The data set of a trial, loaded once per process and per version of its files.
+    pub fn load(&self, trial: &DatasetTrial) -> Result<Arc<datasets::Dataset>, DatasetError> {
+        // A process-local cache, not a content key: the spec's Debug form and the digests of
+        // its files (read when the experiment was validated) identify it, so that a `watch`
+        // that re-plans after a data file changed loads the new file, not the copy from before.
+        let id = format!("{:?} {:?}", trial.spec, trial.file_digests);
         if let Some(ds) = self.loaded.lock().ok().and_then(|m| m.get(&id).cloned()) {
             return Ok(ds);
         }
-        let ds = Arc::new(datasets::load(spec)?);
+        let ds = Arc::new(datasets::load(&trial.spec)?);
         if let Ok(mut m) = self.loaded.lock() {
             m.insert(id, ds.clone());
         }
         Ok(ds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Datasets;
+    use crate::kinds::DatasetTrial;
+    use datasets::{DatasetSpec, TableSpec};
+
+    /// Regression: the cache was keyed by the spec alone, so a process that re-planned after
+    /// the data file changed (`watch`) trained on the copy loaded before.
+    #[test]
+    fn a_changed_data_file_is_loaded_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.csv");
+        let trial = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            DatasetTrial {
+                spec: DatasetSpec::Csv(TableSpec::new(&path, "y")),
+                files: vec!["d.csv".into()],
+                file_digests: vec![*blake3::hash(text.as_bytes()).as_bytes()],
+            }
+        };
+        let rows = |n: usize| {
+            let mut t = String::from("a,y\n");
+            for i in 0..n {
+                t += &format!("{i},{}\n", i % 2);
+            }
+            t
+        };
+        let data = Datasets::default();
+        let first = data.load(&trial(&rows(10))).unwrap();
+        let again = data.load(&trial(&rows(10))).unwrap();
+        assert!(
+            std::sync::Arc::ptr_eq(&first, &again),
+            "same files: the cached copy"
+        );
+        let changed = data.load(&trial(&rows(20))).unwrap();
+        let n = |d: &datasets::Dataset| d.train_y.len() + d.test_y.len();
+        assert_eq!((n(&first), n(&changed)), (10, 20));
     }
 }

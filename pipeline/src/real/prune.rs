@@ -24,10 +24,7 @@ impl PruneStage {
         spec: &PruneSpec,
         largest_batch: u64,
     ) -> Result<Vec<LayerFormat>, (&'static str, String)> {
-        let ds = self
-            .0
-            .load(&data.spec)
-            .map_err(|e| ("dataset", e.to_string()))?;
+        let ds = self.0.load(data).map_err(|e| ("dataset", e.to_string()))?;
         // The layers the file's sizes alone could not bound (the data set's features and
         // classes are known only now), before their weights are allocated.
         if let ModelSpec::Mlp { hidden } = model {
@@ -138,7 +135,7 @@ impl Stage for PruneStage {
         p: &PruneTrial,
         trained: Done<Train>,
     ) -> Result<Outcome, StageError> {
-        let ds = self.0.load(&trained.upstream().parent()?.trial().spec)?;
+        let ds = self.0.load(trained.upstream().parent()?.trial())?;
         let weights = Weights::load(&trained.artifact(WEIGHTS))?;
         let pruned = stages::prune(&ds, &weights, &p.spec, trained.trial().seed)?;
         pruned.weights.save(&ctx.out_dir.join(WEIGHTS))?;

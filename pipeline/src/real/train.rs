@@ -29,7 +29,7 @@ impl Stage for TrainStage {
         t: &TrainTrial,
         data: Done<Dataset>,
     ) -> Result<Outcome, StageError> {
-        let ds = self.0.load(&data.trial().spec)?;
+        let ds = self.0.load(data.trial())?;
         let trained = stages::train(&ds, &t.model, &t.train, t.seed)?;
         trained.weights.save(&ctx.out_dir.join(WEIGHTS))?;
         Ok(Outcome {
