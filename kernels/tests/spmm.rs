@@ -107,14 +107,25 @@ fn assert_close(got: &[f32], want: &[f32], scale: &[f32], cols: usize, what: &st
     }
 }
 
-fn check_all_points(case: &Case, sample_every: usize) {
-    let (a, a_abs) = build(case, 11, |_| {});
-    let b = random_values(case.cols * case.n, 12);
+/// A random B (seed `seed`), the reference product A·B and its error scale |A|·|B|.
+fn reference(
+    case: &Case,
+    a: &SparseMatrix,
+    a_abs: &SparseMatrix,
+    seed: u64,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let b = random_values(case.cols * case.n, seed);
     let b_abs: Vec<f32> = b.iter().map(|x| x.abs()).collect();
     let mut want = vec![0.0; case.rows * case.n];
     let mut scale = vec![0.0; case.rows * case.n];
-    spmm_reference(&a, &b, case.n, &mut want).unwrap();
-    spmm_reference(&a_abs, &b_abs, case.n, &mut scale).unwrap();
+    spmm_reference(a, &b, case.n, &mut want).unwrap();
+    spmm_reference(a_abs, &b_abs, case.n, &mut scale).unwrap();
+    (b, want, scale)
+}
+
+fn check_all_points(case: &Case, sample_every: usize) {
+    let (a, a_abs) = build(case, 11, |_| {});
+    let (b, want, scale) = reference(case, &a, &a_abs, 12);
     let space = cpu_space(&a.signature(), case.n);
     let points = space.points();
     assert!(!points.is_empty(), "{}: empty space", case.pattern);
@@ -168,12 +179,7 @@ fn row_pairs_in_bands_match_the_reference() {
         let (a, a_abs) = build(&case, 21, |_| {});
         let quarter = l2_cache_bytes() / 4;
         assert!(a.bytes() > quarter && 4 * case.cols * case.n < 2 * quarter);
-        let b = random_values(case.cols * case.n, 22);
-        let b_abs: Vec<f32> = b.iter().map(|x| x.abs()).collect();
-        let mut want = vec![0.0; case.rows * case.n];
-        let mut scale = vec![0.0; case.rows * case.n];
-        spmm_reference(&a, &b, case.n, &mut want).unwrap();
-        spmm_reference(&a_abs, &b_abs, case.n, &mut scale).unwrap();
+        let (b, want, scale) = reference(&case, &a, &a_abs, 22);
         let points: Vec<ParamPoint> = cpu_space(&a.signature(), case.n)
             .points()
             .into_iter()

@@ -299,21 +299,23 @@ pub fn spmm_with(
     // gather altogether now gains ≤ 5 %). N:M's row pairs take bands of their own
     // (`pairs_band`). The other formats keep the whole range per tile, so that a tile of B
     // stays in L2 while every row streams past it.
-    let band = match (a, pairs) {
-        (_, Some(x)) => {
-            let (b_bytes, tiles) = (4 * x.cols() * width, width.div_ceil(w));
+    let a = pairs.unwrap_or(a);
+    let tiles = width.div_ceil(w);
+    let how = split(threads, tiles, a.bytes(), 4 * a.cols() * n);
+    let band = match a {
+        _ if pairs.is_some() => {
+            let b_bytes = 4 * a.cols() * width;
             // A thread of a tile split walks its share of the tiles and of B.
-            let each = match split(threads, tiles, x.bytes(), 4 * x.cols() * n) {
+            let each = match &how {
                 Split::Tiles(parts) => (b_bytes / parts.len(), parts[0].len()),
                 Split::Rows => (b_bytes, tiles),
             };
-            pairs_band(x.rows(), x.bytes(), each, crate::cost::l2_bytes() as usize)
+            pairs_band(a.rows(), a.bytes(), each, crate::cost::l2_bytes() as usize)
         }
-        (SparseMatrix::Vnm(x), None) => x.v(),
+        SparseMatrix::Vnm(x) => x.v(),
         _ => a.rows(),
     }
     .max(1);
-    let a = pairs.unwrap_or(a);
     let k_chunk = p.count("k_chunk")?;
     // V:N:M chunks inside its kernel, per V-block (see `kernels::vnm`).
     let (chunks, scratch_len) = match a {
@@ -350,7 +352,6 @@ pub fn spmm_with(
         SparseMatrix::Vnm(x) => (x.v(), Box::new(|u| u)),
         _ => (1, Box::new(|u| u)),
     };
-    let tiles = width.div_ceil(w);
     let pack_fn = dispatch::select_pack(kernel_isa);
     // The epilogue's bias and activation are applied by the kernels as they store C (`CTile`).
     let bias = epilogue.bias;
@@ -400,7 +401,7 @@ pub fn spmm_with(
             }
         }
     };
-    match split(threads, tiles, a.bytes(), 4 * cols * n) {
+    match how {
         Split::Tiles(parts) => {
             let c0 = SharedC(c.as_mut_ptr());
             pool::run_parts(parts.len(), threads, &|i| {
