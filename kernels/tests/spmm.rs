@@ -162,16 +162,25 @@ fn every_kernel_and_point_matches_the_reference() {
     }
 }
 
-/// N:M in row pairs (`rows = 2`) runs in bands of rows whose pair layout fits a quarter of L2,
-/// where B is smaller than its tiles' quarters (`cpu::pairs_band`): at 2048 × 512 × 200 the
-/// layout (at least the N:M matrix's bytes, asserted above a quarter of this machine's L2) and
-/// B (400 KB, asserted below two quarters) band every point with two tiles or more, on one
-/// thread and on two (each thread's rows in bands of their own); N not a multiple of a tile.
+/// V:N:M, and N:M in row pairs (`rows = 2`, V:N:M with V = 2), run in bands of whole V-blocks
+/// that fit a quarter of L2 where B is smaller than its tiles' quarters (`cpu::vnm_band`): at
+/// 2048 × 512 × 200 the matrix (asserted above a quarter of this machine's L2) and B (400 KB,
+/// asserted below two quarters) band every point with two tiles or more, on one thread and on
+/// two (each thread's rows in bands of their own), the last band short of the others; N not a
+/// multiple of a tile; with a bias and ReLU, each band's own. N:M's pair points all, V:N:M's
+/// every third.
 #[test]
-fn row_pairs_in_bands_match_the_reference() {
-    for m in [4, 8] {
+fn row_blocks_in_bands_match_the_reference() {
+    let patterns = [
+        (Pattern::Nm { n: 2, m: 4 }, 1),
+        (Pattern::Nm { n: 2, m: 8 }, 1),
+        (Pattern::Vnm { v: 16, m: 4 }, 3),
+        (Pattern::Vnm { v: 32, m: 8 }, 3),
+    ];
+    for (pattern, every) in patterns {
+        let pairs_only = matches!(pattern, Pattern::Nm { .. });
         let case = Case {
-            pattern: Pattern::Nm { n: 2, m },
+            pattern,
             rows: 2048,
             cols: 512,
             n: 200,
@@ -183,13 +192,27 @@ fn row_pairs_in_bands_match_the_reference() {
         let points: Vec<ParamPoint> = cpu_space(&a.signature(), case.n)
             .points()
             .into_iter()
-            .filter(|p| p.0.get("rows") == Some(&2))
+            .filter(|p| !pairs_only || p.0.get("rows") == Some(&2))
+            .step_by(every)
             .collect();
-        assert!(!points.is_empty(), "2:{m}: no row-pair points");
+        assert!(!points.is_empty(), "{}: no points", case.pattern);
+        // Each band's bias is its own rows': the epilogue against the product, bit for bit.
+        let bias = random_values(case.rows, 23);
         for p in &points {
+            let what = format!("{} {:?}", case.pattern, p.0);
             let mut got = vec![f32::NAN; case.rows * case.n];
             spmm(&a, &b, case.n, &mut got, p).unwrap();
-            assert_close(&got, &want, &scale, case.cols, &format!("2:{m} {:?}", p.0));
+            assert_close(&got, &want, &scale, case.cols, &what);
+            let mut with = vec![f32::NAN; case.rows * case.n];
+            let epilogue = Epilogue {
+                bias: Some(&bias),
+                activation: Activation::Relu,
+            };
+            spmm_with(&a, &b, case.n, &mut with, p, epilogue).unwrap();
+            for (i, (x, y)) in got.iter().zip(&with).enumerate() {
+                let expect = (x + bias[i / case.n]).max(0.0);
+                assert_eq!(y.to_bits(), expect.to_bits(), "{what}: C[{i}]");
+            }
         }
     }
 }

@@ -286,33 +286,37 @@ pub fn spmm_with(
         (r, kernel_isa)
     };
     // N:M 2:M with `rows = 2` runs as V:N:M with V = 2 through the row pairs (see
-    // `NmMatrix::as_row_pairs`), in bands of its own (`pairs_band`).
+    // `NmMatrix::as_row_pairs`), in V:N:M's bands (`vnm_band`).
     let pairs = match a {
         SparseMatrix::Nm(x) if r == 2 && kernel_isa != Isa::Scalar && kernels::pairs_enabled() => {
             x.as_row_pairs()
         }
         _ => None,
     };
-    // V:N:M gathers per V-block anyway, so it runs one block over every N tile before the next:
-    // the block's values and codes stay in L2 across tiles instead of streaming from L3 once per
-    // tile, and consecutive gathers read neighbouring lines of the same B rows (skipping the
-    // gather altogether now gains ≤ 5 %). N:M's row pairs take bands of their own
-    // (`pairs_band`). The other formats keep the whole range per tile, so that a tile of B
-    // stays in L2 while every row streams past it.
+    // V:N:M, and N:M's row pairs (V:N:M with V = 2), run in bands of whole V-blocks
+    // (`vnm_band`): a band walks every tile of N before the next, so that its values and codes
+    // stay in L2 across the tiles where all of A would stream from L3 once per tile. The other
+    // formats keep the whole range per tile, so that a tile of B stays in L2 while every row
+    // streams past it.
     let a = pairs.unwrap_or(a);
     let tiles = width.div_ceil(w);
     let how = split(threads, tiles, a.bytes(), 4 * a.cols() * n);
     let band = match a {
-        _ if pairs.is_some() => {
+        SparseMatrix::Vnm(x) => {
             let b_bytes = 4 * a.cols() * width;
             // A thread of a tile split walks its share of the tiles and of B.
             let each = match &how {
                 Split::Tiles(parts) => (b_bytes / parts.len(), parts[0].len()),
                 Split::Rows => (b_bytes, tiles),
             };
-            pairs_band(a.rows(), a.bytes(), each, crate::cost::l2_bytes() as usize)
+            vnm_band(
+                x.v(),
+                a.rows(),
+                a.bytes(),
+                each,
+                crate::cost::l2_bytes() as usize,
+            )
         }
-        SparseMatrix::Vnm(x) => x.v(),
         _ => a.rows(),
     }
     .max(1);
@@ -421,26 +425,38 @@ pub fn spmm_with(
     Ok(())
 }
 
-/// Rows per band of an N:M matrix run as row pairs (`rows` rows, `a_bytes` bytes in its pair
-/// layout) times a B of `b_bytes` in `tiles` tiles of N (a thread's share, in a tile split).
-/// In one band, every row walks each tile of B in turn: A streams from L3 once per tile while a
-/// tile of B stays in L2. In bands of a quarter of L2 (`l2` bytes; an even number of rows, at
-/// least one pair) a band's values and codes stay in L2 across the tiles, as V:N:M's blocks
-/// do, and B streams once per band instead. The bands are taken where A exceeds the quarter,
-/// there are two tiles or more, and B is smaller than `tiles` quarters (A's stream per tile,
-/// `tiles · a_bytes`, above B's per band, `a_bytes / (l2 / 4) · b_bytes`). Measured
-/// (`spmm-bench --full`, Intel Xeon EMR, AVX-512, 2 MiB L2, kernels/BENCH.md 2026-12-06): at
-/// 3072×768×512, 2:4 0.90–0.91× → 1.20–1.21× of dense and 2:8 1.49–1.52× → 1.89–1.90× on one
-/// thread; at 768×3072×128 (one or two tiles of a 1.5 MB B) a fixed band of 256 rows lost
-/// 5–8 %, hence the rule. At 3072×768×128 any band of 64 to 1,024 rows did about as well.
+/// Rows per band of a V:N:M matrix (V-blocks of `v` rows; N:M's row pairs are its V = 2), of
+/// `rows` rows and `a_bytes` bytes, times a B of `b_bytes` in `tiles` tiles of N (a thread's
+/// share, in a tile split). In one band, every row walks each tile of B in turn: A streams from
+/// L3 once per tile while a tile of B stays in L2. In bands of a quarter of L2 (`l2` bytes;
+/// whole V-blocks, at least one) a band's values and codes stay in L2 across the tiles, and B
+/// streams once per band instead. The bands are taken where A exceeds the quarter, there are
+/// two tiles or more, and B is smaller than `tiles` quarters (A's stream per tile,
+/// `tiles · a_bytes`, above B's per band, `a_bytes / (l2 / 4) · b_bytes`); otherwise one band of
+/// every row. Measured (`spmm-bench --full`, kernels/BENCH.md):
+/// - N:M's pairs (Intel Xeon EMR, AVX-512, 2 MiB L2, 2026-12-06): at 3072×768×512, 2:4 0.90–0.91×
+///   → 1.20–1.21× of dense and 2:8 1.49–1.52× → 1.89–1.90× on one thread; at 768×3072×128 (one
+///   or two tiles of a 1.5 MB B) a fixed band of 256 rows lost 5–8 %, hence the rule.
+/// - V:N:M ran one V-block per band until 2026-12-07: at 768×3072×512 16:2:8 (Intel EMR) 1.21×
+///   against 1.79× with every row per tile; on AMD Zen 4 (1 MiB L2) this rule against one block
+///   per band, V = 16, 2:4 and 2:8 at seven shapes, one and two threads: geometric mean 1.07×,
+///   the quickstart's whole-A-in-L2 shapes (256×256×256, 256×2048×64) 1.04–1.05×.
+///
 /// Banding the row loop or CSR changed nothing.
-fn pairs_band(rows: usize, a_bytes: usize, (b_bytes, tiles): (usize, usize), l2: usize) -> usize {
+fn vnm_band(
+    v: usize,
+    rows: usize,
+    a_bytes: usize,
+    (b_bytes, tiles): (usize, usize),
+    l2: usize,
+) -> usize {
     let budget = l2 / 4;
     if a_bytes <= budget || rows == 0 || tiles < 2 || b_bytes >= tiles.saturating_mul(budget) {
         return rows;
     }
+    let v = v.max(1);
     let per_row = a_bytes.div_ceil(rows).max(1);
-    ((budget / per_row) & !1).max(2)
+    (budget / per_row / v * v).max(v)
 }
 
 /// How a product's work goes to its threads.
@@ -512,34 +528,42 @@ pub(crate) fn split_rows(
 
 #[cfg(test)]
 mod tests {
-    use super::pairs_band;
+    use super::vnm_band;
 
     #[test]
-    fn row_pairs_run_in_bands_that_fit_a_quarter_of_l2() {
+    fn row_blocks_run_in_bands_that_fit_a_quarter_of_l2() {
         let l2 = 2 << 20;
-        // 3072 rows of 2:4 at K = 768 (~2 KB a row of values, metadata and column locations)
-        // times 768 × 512 floats in 4 tiles: the even number of rows that fit a quarter of L2.
+        // 3072 rows of N:M 2:4 in pairs (V = 2) at K = 768 (~2 KB a row of values, metadata and
+        // column locations) times 768 × 512 floats in 4 tiles: the even number of rows that fit
+        // a quarter of L2.
         let per_row = 2000;
         let b = (768 * 512 * 4, 4);
-        let band = pairs_band(3072, 3072 * per_row, b, l2);
+        let band = vnm_band(2, 3072, 3072 * per_row, b, l2);
         assert_eq!(band, 262);
         assert!(band.is_multiple_of(2) && band * per_row <= l2 / 4);
         assert!((band + 2) * per_row > l2 / 4);
+        // V:N:M: whole V-blocks, at least one.
+        assert_eq!(vnm_band(16, 3072, 3072 * per_row, b, l2), 256);
+        assert_eq!(vnm_band(128, 3072, 3072 * per_row, b, l2), 256);
+        assert_eq!(vnm_band(64, 3072, 3072 * 5000, b, l2), 64);
         // A within a quarter of L2: one band of every row.
-        assert_eq!(pairs_band(256, 100_000, b, l2), 256);
-        assert_eq!(pairs_band(1024, l2 / 4, b, l2), 1024);
+        assert_eq!(vnm_band(2, 256, 100_000, b, l2), 256);
+        assert_eq!(vnm_band(16, 1024, l2 / 4, b, l2), 1024);
         // One tile: a band walks it as the whole range would.
         assert_eq!(
-            pairs_band(3072, 3072 * per_row, (768 * 128 * 4, 1), l2),
+            vnm_band(2, 3072, 3072 * per_row, (768 * 128 * 4, 1), l2),
             3072
         );
         // B's stream once per band would outweigh A's once per tile: 768 rows of 2:4 at
         // K = 3072 (~8 KB a row) times two tiles of a 1.5 MB B; with eight tiles, bands.
         let a = 768 * 8100;
-        assert_eq!(pairs_band(768, a, (3072 * 128 * 4, 2), l2), 768);
-        assert_eq!(pairs_band(768, a, (3072 * 128 * 4, 8), l2), 64);
-        // Rows larger than the budget: one pair at a time; no rows: nothing to band.
-        assert_eq!(pairs_band(8, 8 * l2, b, l2), 2);
-        assert_eq!(pairs_band(0, 0, b, l2), 0);
+        assert_eq!(vnm_band(2, 768, a, (3072 * 128 * 4, 2), l2), 768);
+        assert_eq!(vnm_band(16, 768, a, (3072 * 128 * 4, 2), l2), 768);
+        assert_eq!(vnm_band(2, 768, a, (3072 * 128 * 4, 8), l2), 64);
+        assert_eq!(vnm_band(16, 768, a, (3072 * 128 * 4, 8), l2), 64);
+        // Rows larger than the budget: one block at a time; no rows: nothing to band.
+        assert_eq!(vnm_band(2, 8, 8 * l2, b, l2), 2);
+        assert_eq!(vnm_band(32, 64, 64 * l2, b, l2), 32);
+        assert_eq!(vnm_band(16, 0, 0, b, l2), 0);
     }
 }

@@ -60,9 +60,9 @@ pub(crate) unsafe fn vnm<S: Simd, const R: usize, const U: usize>(
         .filter(|_| reads_in_place(a, R, packed))
         .and_then(|p| p.direct.as_deref());
     if let (Some(plan), Some(ents)) = (pairs, direct) {
-        // Nothing to gather: each chunk of groups goes past every pair of `rows` while its B
-        // rows are in L1 (one V-block for V:N:M, whose bands are blocks; all the rows for N:M
-        // in pairs, where a pair is a block and a chunk per pair would reuse nothing).
+        // Nothing to gather: each chunk of groups goes past every pair of `rows` (a band of
+        // whole V-blocks, `cpu::vnm_band`; for N:M in pairs a pair is a block, and a chunk per
+        // pair would reuse nothing) while its B rows are in L1 or L2.
         let mut g0 = 0;
         loop {
             let g1 = (g0 + per_chunk).min(groups);
