@@ -271,6 +271,14 @@ fn bad_checkpoints_are_refused_before_anything_runs() {
         &["conv.weight", "conv = true"],
     );
     refused(&ws, &experiment(r#"["ids"]"#, ""), 6, 10, &["ids", "I64"]);
+    // `[evaluate]`: a layer study evaluates no model; the table would be read and ignored.
+    refused(
+        &ws,
+        &format!("{}[evaluate]\nbatch_sizes = [16]\n", experiment(GOOD, "")),
+        19,
+        1,
+        &["a layer study evaluates none", "remove [evaluate]"],
+    );
     // A V that divides no tensor's rows; OBS.
     refused(
         &ws,
