@@ -437,7 +437,7 @@ pub fn spmm_with(
 /// - N:M's pairs (Intel Xeon EMR, AVX-512, 2 MiB L2, 2026-12-06): at 3072×768×512, 2:4 0.90–0.91×
 ///   → 1.20–1.21× of dense and 2:8 1.49–1.52× → 1.89–1.90× on one thread; at 768×3072×128 (one
 ///   or two tiles of a 1.5 MB B) a fixed band of 256 rows lost 5–8 %, hence the rule.
-/// - V:N:M ran one V-block per band until 2026-12-07: at 768×3072×512 16:2:8 (Intel EMR) 1.21×
+/// - V:N:M ran one V-block per band until 2026-12-06: at 768×3072×512 16:2:8 (Intel EMR) 1.21×
 ///   against 1.79× with every row per tile; on AMD Zen 4 (1 MiB L2) this rule against one block
 ///   per band, V = 16, 2:4 and 2:8 at seven shapes, one and two threads: geometric mean 1.07×,
 ///   the quickstart's whole-A-in-L2 shapes (256×256×256, 256×2048×64) 1.04–1.05×.
