@@ -40,6 +40,10 @@ pub(super) fn run(
                         scratch.extend_from_slice(b);
                         scratch.resize(x.groups() * x.m() + 16, 0.0);
                     }
+                    (SparseMatrix::Vnm(x), GemvPanels::Groups(_)) => {
+                        scratch.extend_from_slice(b);
+                        scratch.resize(x.groups() * x.m() + 16, 0.0);
+                    }
                     (SparseMatrix::Vnm(x), _) => scratch.resize(4 * x.groups(), 0.0),
                     (_, GemvPanels::Csr(p)) => p.window_x(b, scratch),
                     _ => {}

@@ -222,7 +222,7 @@ pub(crate) fn select_gemv(isa: Isa) -> Option<GemvFn> {
 pub(crate) enum GemvPanels<'a> {
     /// N:M and V:N:M (positions in V:N:M's 4 kept columns per group).
     Rows(&'a RowPanels),
-    /// V:N:M with positions in each group's M columns (the few-column kernels).
+    /// V:N:M with positions in each group's M columns (`VnmMatrix::group_panels`).
     Groups(&'a RowPanels),
     /// CSR.
     Csr(&'a CsrPanels),
@@ -239,8 +239,9 @@ impl GemvPanels<'_> {
 }
 
 /// A batch-1 kernel over panels (`kernels::gemv_*_panels`): `(a, a's panels, rows, x, y,
-/// scratch)`, where the scratch holds x then zeros (`groups · m + 16` floats) for N:M,
-/// `4 · groups` floats for V:N:M, and x in windows for CSR (`CsrPanels::window_x`).
+/// scratch)`, where the scratch holds x then zeros (`groups · m + 16` floats) for N:M and
+/// V:N:M's group panels, `4 · groups` floats for V:N:M's gathered panels, and x in windows for
+/// CSR (`CsrPanels::window_x`).
 ///
 /// # Safety
 /// As the `kernels::gemv_*_panels` function of the matrix's format, with panels from
@@ -248,8 +249,15 @@ impl GemvPanels<'_> {
 pub(crate) type PanelGemvFn =
     unsafe fn(&SparseMatrix, GemvPanels<'_>, Range<usize>, *const f32, *mut f32, &mut [f32]);
 
-/// `a`'s panels, where a panel kernel runs it on `isa` (AVX2 or AVX-512, panels of its lanes):
-/// N:M with N ≤ 4 and M ≤ 16, V:N:M with V a multiple of the lanes, and CSR.
+/// `a`'s panels for the batch-1 kernels, where a panel kernel runs it on `isa` (AVX2 or
+/// AVX-512, panels of its lanes): N:M with N ≤ 4 and M ≤ 16; V:N:M through its group panels
+/// (positions in the group of M, x read where it lies, as N:M's) for M ≤ 8, and for M = 16 up
+/// to V = 64, else with V a multiple of the lanes through its gathered panels (each V-block's 4
+/// kept columns of x copied first); and CSR. Measured (`spmm-bench --full --shapes
+/// 256x256x1,3072x768x1,768x3072x1`, AMD Zen 4, AVX-512, kernels/BENCH.md 2026-12-06): the
+/// gather's 4 scalar copies per group and block cost most at small V (3072×768 16:2:8 1.73× →
+/// 3.23× of dense with the group panels, 64:2:8 2.53× → 3.21×, 16:2:16 3.36× → 6.08×); at
+/// 768×3072 the gathered panels won at 128:2:16 (5.3–5.5× against 4.7–4.9×) and tied at 64.
 pub(crate) fn panels(a: &SparseMatrix, isa: Isa) -> Option<GemvPanels<'_>> {
     if !matches!(isa, Isa::Avx2 | Isa::Avx512) {
         return None;
@@ -258,6 +266,9 @@ pub(crate) fn panels(a: &SparseMatrix, isa: Isa) -> Option<GemvPanels<'_>> {
     match a {
         SparseMatrix::Nm(x) if x.n() <= 4 && x.m() <= 16 => {
             x.row_panels(lanes).map(GemvPanels::Rows)
+        }
+        SparseMatrix::Vnm(x) if x.m() <= 8 || (x.m() <= 16 && x.v() <= 64) => {
+            x.group_panels(lanes).map(GemvPanels::Groups)
         }
         SparseMatrix::Vnm(x) if x.v().is_multiple_of(lanes) => {
             x.row_panels(lanes).map(GemvPanels::Rows)
@@ -280,7 +291,10 @@ unsafe fn gemv_panels_body<S: kernels::PanelPick>(
     unsafe {
         match (a, panels) {
             (SparseMatrix::Nm(m), GemvPanels::Rows(p)) => {
-                kernels::gemv_nm_panels::<S>(m, p, rows, scratch, y)
+                kernels::gemv_group_panels::<S>(p, (m.n(), m.m(), m.groups()), rows, scratch, y)
+            }
+            (SparseMatrix::Vnm(m), GemvPanels::Groups(p)) => {
+                kernels::gemv_group_panels::<S>(p, (2, m.m(), m.groups()), rows, scratch, y)
             }
             (SparseMatrix::Vnm(m), GemvPanels::Rows(p)) => {
                 kernels::gemv_vnm_panels::<S>(m, p, rows, x, y, scratch)
@@ -356,6 +370,12 @@ pub(crate) fn few_column_panels(a: &SparseMatrix, isa: Isa) -> Option<GemvPanels
         SparseMatrix::Vnm(x) if x.m() <= 8 && matches!(isa, Isa::Avx2 | Isa::Avx512) => {
             x.group_panels(isa.lanes()).map(GemvPanels::Groups)
         }
+        SparseMatrix::Vnm(x)
+            if x.v().is_multiple_of(isa.lanes()) && matches!(isa, Isa::Avx2 | Isa::Avx512) =>
+        {
+            x.row_panels(isa.lanes()).map(GemvPanels::Rows)
+        }
+        SparseMatrix::Vnm(_) => None,
         _ => panels(a, isa),
     }
 }

@@ -60,9 +60,11 @@ pub struct VnmMatrix {
     pairs: Vec<u8>,
     /// Derived: stored slots at real columns.
     nnz: usize,
-    /// Derived for the batch-1 kernels, on first use.
+    /// Derived for the batch-1 kernels where they gather (see `cpu::dispatch::panels`), on
+    /// first use.
     panels: PanelCache<RowPanels>,
-    /// Derived for the few-column kernels, on first use (positions in the group of M).
+    /// Derived for the batch-1 and few-column kernels, on first use (positions in the group of
+    /// M).
     group_panels: PanelCache<RowPanels>,
     /// Derived for the tile kernel's row pairs, on first use (even V only; boxed, so that the
     /// matrix stays small before it is built).

@@ -255,21 +255,22 @@ unsafe fn store_panel<S: Simd>(v: S::V, p: usize, rows: &Range<usize>, y: *mut f
     }
 }
 
-/// N:M rows `rows` through their panels; `xpad` holds x then zeros, `groups · m + 16` floats.
+/// Rows `rows` of N:M, or of V:N:M through its group panels (`VnmMatrix::group_panels`), of
+/// `(n, m, groups)`: each row's `n` slots per group at positions in the group's `m` columns,
+/// read from x directly; `xpad` holds x then zeros, `groups · m + 16` floats.
 ///
 /// # Safety
-/// The ISA of `S` is available; `panels` are `a`'s for `S::LANES`; `n ≤ 4` and `m ≤ 16`;
-/// `rows.start` is a multiple of `LANES` and `rows.end ≤ a.rows()`; `y` writable for
-/// `rows.len()`.
+/// The ISA of `S` is available; `panels` are the matrix's for `S::LANES`, positions `< m`;
+/// `n ≤ 4` and `m ≤ 16`; `rows.start` is a multiple of `LANES` and `rows.end` at most the
+/// matrix's rows; `y` writable for `rows.len()`.
 #[inline(always)]
-pub(crate) unsafe fn gemv_nm_panels<S: PanelPick>(
-    a: &crate::NmMatrix,
+pub(crate) unsafe fn gemv_group_panels<S: PanelPick>(
     panels: &RowPanels,
+    (n, m, groups): (usize, usize, usize),
     rows: Range<usize>,
     xpad: &[f32],
     y: *mut f32,
 ) {
-    let (n, m, groups) = (a.n(), a.m(), a.groups());
     debug_assert!(xpad.len() >= groups * m + 16);
     let x = xpad.as_ptr();
     macro_rules! go {

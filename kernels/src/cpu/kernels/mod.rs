@@ -23,7 +23,7 @@ mod vnm;
 pub(crate) use csr::csr;
 pub(crate) use gemm_panels::{gemm_csr_panels, gemm_group_panels, gemm_vnm_panels};
 pub(crate) use gemv::{gemv_csr, gemv_nm, gemv_vnm, Gemv};
-pub(crate) use gemv_panels::{gemv_csr_panels, gemv_nm_panels, gemv_vnm_panels, PanelPick};
+pub(crate) use gemv_panels::{gemv_csr_panels, gemv_group_panels, gemv_vnm_panels, PanelPick};
 pub(crate) use gemv_vector::gemv_vector;
 pub(crate) use nm::nm;
 pub(crate) use vector::vector;
