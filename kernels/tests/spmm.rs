@@ -35,6 +35,9 @@ fn patterns_for(rows: usize) -> Vec<Pattern> {
         Pattern::Nm { n: 2, m: 8 },
         Pattern::Vnm { v, m: 4 },
         Pattern::Vnm { v, m: 8 },
+        // M = 16: windows of 16 of x at batch 1 (N:M's, and V:N:M's group panels up to V = 64).
+        Pattern::Nm { n: 2, m: 16 },
+        Pattern::Vnm { v, m: 16 },
         Pattern::Vnm { v: 1, m: 6 },
         Pattern::Vector { v, sparsity: 0.5 },
         Pattern::Vector {

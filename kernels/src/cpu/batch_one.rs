@@ -51,7 +51,7 @@ pub(super) fn run(
                 // SAFETY: `gemv` and `panels` were selected for this process's ISA; `b` holds
                 // `cols` floats (n = 1, checked by the caller), the scratch is sized as the
                 // kernels need, `y` holds the range's rows, and the parts start on multiples of
-                // the lanes (and of V).
+                // the lanes (and of V for V:N:M's gathered panels).
                 unsafe { gemv(a, panels, range, b.as_ptr(), y.as_mut_ptr(), scratch) }
             })
         };

@@ -251,9 +251,9 @@ pub(crate) type PanelGemvFn =
 
 /// `a`'s panels for the batch-1 kernels, where a panel kernel runs it on `isa` (AVX2 or
 /// AVX-512, panels of its lanes): N:M with N ≤ 4 and M ≤ 16; V:N:M through its group panels
-/// (positions in the group of M, x read where it lies, as N:M's) for M ≤ 8, and for M = 16 up
-/// to V = 64, else with V a multiple of the lanes through its gathered panels (each V-block's 4
-/// kept columns of x copied first); and CSR. Measured (`spmm-bench --full --shapes
+/// (positions in the group of M, x read where it lies, as N:M's) for M ≤ 8, and for 8 < M ≤ 16
+/// up to V = 64, else with V a multiple of the lanes through its gathered panels (each V-block's
+/// 4 kept columns of x copied first); and CSR. Measured (`spmm-bench --full --shapes
 /// 256x256x1,3072x768x1,768x3072x1`, AMD Zen 4, AVX-512, kernels/BENCH.md 2026-12-06): the
 /// gather's 4 scalar copies per group and block cost most at small V (3072×768 16:2:8 1.73× →
 /// 3.23× of dense with the group panels, 64:2:8 2.53× → 3.21×, 16:2:16 3.36× → 6.08×); at
@@ -362,9 +362,10 @@ pub(crate) type PanelGemmFn =
 
 /// `a`'s panels for the few-column kernels: V:N:M's with positions in the group of M for M ≤ 8,
 /// so that no V-block gathers its columns per call (64:2:8 at 192×768, Zen 4, one thread: 1.3×
-/// faster at 2 columns, 1.1× at 8, the same at 17); else those of [`panels`] (at M = 16 the
-/// gathered columns won: 4.2–4.7× over dense against 3.4–3.5× at 17 columns, as a column's x
-/// no longer fits L1 beside the panel).
+/// faster at 2 columns, 1.1× at 8, the same at 17); for larger M the gathered panels where V is
+/// a multiple of the lanes (at M = 16 the gathered columns won: 4.2–4.7× over dense against
+/// 3.4–3.5× at 17 columns, as a column's x no longer fits L1 beside the panel); the other
+/// formats those of [`panels`].
 pub(crate) fn few_column_panels(a: &SparseMatrix, isa: Isa) -> Option<GemvPanels<'_>> {
     match a {
         SparseMatrix::Vnm(x) if x.m() <= 8 && matches!(isa, Isa::Avx2 | Isa::Avx512) => {

@@ -4,8 +4,8 @@
 //! A matrix–vector product that walks one row at a time along K must pick each value's x from
 //! a different column per lane (a gather, or permutes of the group's columns per step); on Zen 3
 //! that kept N:M at 0.4–0.7× and 64:2:8 at ~1.0× of dense at batch 1. Across rows the structure
-//! is regular: slot `j` of group `g` lies in the same `m` columns for every row (for V:N:M, in
-//! the same 4 gathered columns for every row of a V-block). So a panel of `lanes` consecutive
+//! is regular: slot `j` of group `g` lies in the same `m` columns for every row (for V:N:M's
+//! gathered panels, in the same 4 gathered columns for every row of a V-block). So a panel of `lanes` consecutive
 //! rows stores, per group and slot, the `lanes` rows' values side by side, with each row's
 //! position in the group as one byte: a vector of values, one permute of the group's x values by
 //! the positions, one FMA — and the `lanes` results are the panel's rows of y.
@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 /// The panel layout of one matrix: `values[((p · groups + g) · n + j) · lanes + l]` is row
 /// `p · lanes + l`'s slot `j` of group `g` (`+0.0` past the last row), `positions[...]` alike its
-/// position in the group (`< m`, or `< 4` for V:N:M's gathered columns; 0 past the last row).
+/// position in the group (`< m`, or `< 4` for V:N:M's gathered panels; 0 past the last row).
 #[derive(Debug, Clone)]
 pub(crate) struct RowPanels {
     lanes: usize,

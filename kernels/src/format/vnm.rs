@@ -60,8 +60,8 @@ pub struct VnmMatrix {
     pairs: Vec<u8>,
     /// Derived: stored slots at real columns.
     nnz: usize,
-    /// Derived for the batch-1 kernels where they gather (see `cpu::dispatch::panels`), on
-    /// first use.
+    /// Derived for the batch-1 and few-column kernels where they gather (see
+    /// `cpu::dispatch::panels`), on first use.
     panels: PanelCache<RowPanels>,
     /// Derived for the batch-1 and few-column kernels, on first use (positions in the group of
     /// M).

@@ -10,9 +10,10 @@
 //!   ([`Gemv::select_pairs`]) — no load per product, no gather instruction;
 //! - N:M and CSR: a gather instruction per step ([`Gemv::gather_nm`], [`Gemv::gather`]).
 //!
-//! On AVX2 the across-rows kernels of [`super::gemv_panels`] run instead wherever they apply
-//! (every CSR matrix, N:M with N ≤ 4 and M ≤ 16, V:N:M with V a multiple of 8); these remain for
-//! AVX-512 and the other shapes.
+//! On AVX2 and AVX-512 the across-rows kernels of [`super::gemv_panels`] run instead wherever
+//! they apply (every CSR matrix, N:M with N ≤ 4 and M ≤ 16, V:N:M with M ≤ 8, with M ≤ 16 up
+//! to V = 64, or with V a multiple of the lanes: `cpu::dispatch::panels`); these remain for the
+//! other shapes.
 
 use std::ops::Range;
 

@@ -2,10 +2,12 @@
 //! consecutive rows, so each step is one load of their values, one permute of a window of x
 //! values by their positions, and one FMA, and the panel's `LANES` results are stored together.
 //!
-//! - N:M: a group's window is the `m ≤ 16` columns it spans, read from a zero-padded copy of x
-//!   (the last group may run past `cols`);
-//! - V:N:M: each V-block first gathers the x values of its 4 kept columns per group (shared by
-//!   the block's V rows, V a multiple of the lanes), and the positions name one of those 4;
+//! - N:M, and V:N:M through its group panels (M ≤ 8, and M ≤ 16 up to V = 64; see
+//!   `cpu::dispatch::panels`): a group's window is the `m ≤ 16` columns it spans, read from a
+//!   zero-padded copy of x (the last group may run past `cols`);
+//! - V:N:M otherwise: each V-block first gathers the x values of its 4 kept columns per group
+//!   (shared by the block's V rows, V a multiple of the lanes), and the positions name one of
+//!   those 4;
 //! - CSR: windows of `LANES − 1` columns, each followed by a zero that padded lanes pick; a
 //!   panel has as many slots per window as its fullest row has entries there.
 //!
