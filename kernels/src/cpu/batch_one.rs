@@ -36,13 +36,9 @@ pub(super) fn run(
         let part = |range: Range<usize>, y: &mut [f32]| {
             with_scratch(|scratch| {
                 match (a, panels) {
-                    (SparseMatrix::Nm(x), _) => {
-                        scratch.extend_from_slice(b);
-                        scratch.resize(x.groups() * x.m() + 16, 0.0);
-                    }
+                    (SparseMatrix::Nm(x), _) => pad_x(b, x.groups() * x.m(), scratch),
                     (SparseMatrix::Vnm(x), GemvPanels::Groups(_)) => {
-                        scratch.extend_from_slice(b);
-                        scratch.resize(x.groups() * x.m() + 16, 0.0);
+                        pad_x(b, x.groups() * x.m(), scratch)
                     }
                     (SparseMatrix::Vnm(x), _) => scratch.resize(4 * x.groups(), 0.0),
                     (_, GemvPanels::Csr(p)) => p.window_x(b, scratch),
@@ -81,6 +77,14 @@ pub(super) fn run(
         return true;
     }
     false
+}
+
+/// x then zeros in `scratch` (emptied first), `spans + 16` floats: every window of up to 16
+/// floats from a group's first column (`spans` = groups · M) is inside it.
+fn pad_x(x: &[f32], spans: usize, scratch: &mut Vec<f32>) {
+    scratch.clear();
+    scratch.extend_from_slice(x);
+    scratch.resize(spans + 16, 0.0);
 }
 
 /// `a`'s rows split over `threads` for its panel kernels: parts start on whole panels (whole
