@@ -23,6 +23,10 @@
 //! model on the other shapes' rows (and, marked, on those shapes' own), and reports what the
 //! sample cost to measure. `--calibrate-from FILE` fits it on every row of another dump or of a
 //! calibrate stage's `sample.csv` instead: the engine's own calibration replayed on a dump.
+//! Where the dump holds one shape and pattern at several thread counts, their points are also
+//! scored together (`t*`): the engine tunes the thread count with the other parameters, so
+//! that is the regret a kernel-tune stage pays. `--picks N` prints each tuning's N best-ranked
+//! points (predicted, calibrated and measured) and the rank of the measured best.
 //!
 //! Times are the fastest of `reps` runs after one warm-up (the machine is shared); GFLOP/s counts
 //! useful FLOPs (2·nnz·N); speedups are against the faster dense backend for the same threads,
@@ -58,6 +62,9 @@ struct Opts {
     /// `--rescore`: a second dump whose every row calibrates the model (a calibrate stage's
     /// sample, say), scoring every tuning of the first.
     calibrate_from: Option<String>,
+    /// `--rescore`: print this many best-ranked points of each tuning, and the measured best's
+    /// rank.
+    picks: usize,
     /// Only the patterns whose label contains this.
     only: Option<String>,
 }
@@ -67,7 +74,7 @@ const USAGE: &str = "\
 usage: spmm-bench [--targets | --full] [--shapes RxKxN,...] [--threads 1,2] [--reps 5]
                   [--budget 0.1] [--only TEXT] [--dump points.csv]
        spmm-bench --rescore points.csv [--calibrate-on RxKxN,... [--sample 0.2]
-                                         | --calibrate-from sample.csv]
+                                         | --calibrate-from sample.csv] [--picks 8]
 
   --targets           (default) every point of each target pattern's space at 3072x768x512
                       (or --shapes), with the cost model's regret at a 10 % budget
@@ -84,7 +91,11 @@ usage: spmm-bench [--targets | --full] [--shapes RxKxN,...] [--threads 1,2] [--r
                       of those shapes' rows first and scores both models on the other shapes
                       (and on its own, marked); --calibrate-from fits it on every row of
                       another dump, or of a calibrate stage's sample.csv from the store,
-                      instead and scores every tuning; regret at 10 % and at 8 points
+                      instead and scores every tuning; regret at 10 % and at 8 points;
+                      where the dump holds several thread counts of a tuning, also their
+                      points together (t*), as the engine tunes the thread count
+  --picks N           with --rescore: each tuning's N best-ranked points and where the
+                      measured best ranks
 ";
 
 fn parse_shapes(list: &str) -> Result<Vec<(usize, usize, usize)>, String> {
@@ -114,6 +125,7 @@ fn parse() -> Result<Opts, String> {
         calibrate_on: vec![],
         sample: 0.2,
         calibrate_from: None,
+        picks: 0,
         only: None,
     };
     let mut args = std::env::args().skip(1);
@@ -135,6 +147,7 @@ fn parse() -> Result<Opts, String> {
             "--calibrate-on" => o.calibrate_on = parse_shapes(&val()?)?,
             "--only" => o.only = Some(val()?),
             "--calibrate-from" => o.calibrate_from = Some(val()?),
+            "--picks" => o.picks = val()?.parse().map_err(|e| format!("--picks: {e}"))?,
             "--sample" => o.sample = val()?.parse().map_err(|e| format!("--sample: {e}"))?,
             "--dump" => {
                 let path = val()?;
@@ -154,8 +167,10 @@ fn parse() -> Result<Opts, String> {
         }
     }
     o.threads.dedup();
-    if o.rescore.is_none() && (o.calibrate_from.is_some() || !o.calibrate_on.is_empty()) {
-        return Err("--calibrate-on and --calibrate-from go with --rescore".into());
+    if o.rescore.is_none()
+        && (o.calibrate_from.is_some() || !o.calibrate_on.is_empty() || o.picks > 0)
+    {
+        return Err("--calibrate-on, --calibrate-from and --picks go with --rescore".into());
     }
     if o.calibrate_from.is_some() && !o.calibrate_on.is_empty() {
         return Err("--calibrate-on and --calibrate-from exclude each other: give one".into());
@@ -412,6 +427,7 @@ fn main() {
             &opts.calibrate_on,
             opts.sample,
             opts.calibrate_from.as_deref(),
+            opts.picks,
         ) {
             eprintln!("spmm-bench: {e}");
             std::process::exit(1);

@@ -104,6 +104,74 @@ fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
     Ok(groups)
 }
 
+/// The engine tunes the thread count with the other parameters: where a dump holds one shape and
+/// pattern at several thread counts, their points together as one more tuning (`t*`), whose
+/// regret is the one a kernel-tune stage of that budget would pay.
+fn with_joint_tunings(mut groups: Vec<DumpGroup>) -> Vec<DumpGroup> {
+    let mut joint: Vec<(DumpGroup, usize)> = Vec::new();
+    for g in &groups {
+        let Some((base, _)) = g.key.rsplit_once(' ') else {
+            continue;
+        };
+        let key = format!("{base} t*");
+        match joint.iter_mut().find(|(j, _)| j.key == key) {
+            Some((j, parts)) => {
+                j.points.extend(g.points.iter().cloned());
+                *parts += 1;
+            }
+            None => joint.push((
+                DumpGroup {
+                    key,
+                    shape: g.shape,
+                    sig: g.sig,
+                    points: g.points.clone(),
+                },
+                1,
+            )),
+        }
+    }
+    groups.extend(
+        joint
+            .into_iter()
+            .filter(|(_, parts)| *parts > 1)
+            .map(|(j, _)| j),
+    );
+    groups
+}
+
+/// `--picks`: the `picks` best points of a tuning by `ranked` (the calibrated model's costs, or
+/// the analytical model's), and the rank of the measured best.
+fn print_picks(g: &DumpGroup, pred: &[f64], ranked: &[f64], meas: &[f64], picks: usize) {
+    if picks == 0 {
+        return;
+    }
+    let mut order: Vec<usize> = (0..ranked.len()).collect();
+    order.sort_by(|&a, &b| ranked[a].total_cmp(&ranked[b]));
+    let line = |rank: usize, i: usize| {
+        let point: Vec<String> = g.points[i]
+            .0
+             .0
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!(
+            "{rank:>4}  {:<52} analytical {:>8.1} us  ranked {:>8.1} us  measured {:>8.1} us",
+            point.join(","),
+            pred[i] * 1e6,
+            ranked[i] * 1e6,
+            meas[i] * 1e6
+        )
+    };
+    println!("  {}:", g.key);
+    for (rank, &i) in order.iter().enumerate().take(picks) {
+        println!("  {}", line(rank + 1, i));
+    }
+    let best = (0..meas.len()).min_by(|&a, &b| meas[a].total_cmp(&meas[b]));
+    if let Some(rank) = best.and_then(|b| order.iter().position(|&i| i == b)) {
+        println!("  measured best: {}", line(rank + 1, order[rank]));
+    }
+}
+
 /// `--rescore`: the current model's regret at 10 % and Spearman on a dump's measurements, and
 /// with `calibrate_on` the calibrated model's beside it on the other shapes.
 pub(crate) fn rescore(
@@ -111,8 +179,9 @@ pub(crate) fn rescore(
     calibrate_on: &[(usize, usize, usize)],
     sample: f64,
     calibrate_from: Option<&str>,
+    picks: usize,
 ) -> Result<(), String> {
-    let groups = read_dump(path)?;
+    let groups = with_joint_tunings(read_dump(path)?);
     if groups.is_empty() {
         return Err(format!("{path}: no rows to score"));
     }
@@ -169,11 +238,13 @@ pub(crate) fn rescore(
     let mut worst: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
     // Sums of ln(1 + regret) at 10 % and at 8 points, and the tunings scored, of the analytical
     // and the calibrated model, on the held-out shapes and on the calibration's own (a tuning
-    // at a calibrated shape, as when a layer has a calibration shape).
-    let mut totals = [(0.0, 0.0, 0.0); 2];
-    let mut cal_totals = [(0.0, 0.0, 0.0); 2];
+    // at a calibrated shape, as when a layer has a calibration shape), per thread count and
+    // with the thread count tuned (`t*`) apart.
+    let mut totals = [(0.0, 0.0, 0.0); 4];
+    let mut cal_totals = [(0.0, 0.0, 0.0); 4];
     for g in &groups {
         let in_sample = calibrate_on.contains(&g.shape);
+        let slot = in_sample as usize + 2 * g.key.ends_with(" t*") as usize;
         let n = g.shape.2;
         let meas: Vec<f64> = g.points.iter().map(|(_, m)| *m).collect();
         let pred: Vec<f64> = g
@@ -188,12 +259,21 @@ pub(crate) fn rescore(
         );
         // The quickstart's budget: 8 points a tuning.
         let regret8 = regret_at_budget(&pred, &meas, 8);
-        let t = &mut totals[in_sample as usize];
+        let t = &mut totals[slot];
         *t = (
             t.0 + (1.0 + regret).ln(),
             t.1 + (1.0 + regret8).ln(),
             t.2 + 1.0,
         );
+        let ranked: Vec<f64> = match &calibration {
+            Some(cal) => g
+                .points
+                .iter()
+                .map(|(p, _)| cal.cost(&g.sig, n, p))
+                .collect(),
+            None => pred.clone(),
+        };
+        print_picks(g, &pred, &ranked, &meas, picks);
         match &calibration {
             None => println!(
                 "  {:<32} regret@10% {:>6.1}%  @8 {:>6.1}%  spearman {rho:>5.2}",
@@ -201,15 +281,11 @@ pub(crate) fn rescore(
                 regret * 100.0,
                 regret8 * 100.0
             ),
-            Some(cal) => {
-                let cp: Vec<f64> = g
-                    .points
-                    .iter()
-                    .map(|(p, _)| cal.cost(&g.sig, n, p))
-                    .collect();
-                let (cr, crho) = (regret_at_budget(&cp, &meas, budget), spearman(&cp, &meas));
-                let cr8 = regret_at_budget(&cp, &meas, 8);
-                let t = &mut cal_totals[in_sample as usize];
+            Some(_) => {
+                let cp = &ranked;
+                let (cr, crho) = (regret_at_budget(cp, &meas, budget), spearman(cp, &meas));
+                let cr8 = regret_at_budget(cp, &meas, 8);
+                let t = &mut cal_totals[slot];
                 *t = (t.0 + (1.0 + cr).ln(), t.1 + (1.0 + cr8).ln(), t.2 + 1.0);
                 println!(
                     "  {:<32} regret@10% {:>6.1}% -> {:>5.1}%  @8 {:>6.1}% -> {:>5.1}%  spearman {rho:>5.2} -> {crho:>5.2}{}",
@@ -244,7 +320,14 @@ pub(crate) fn rescore(
     } else {
         "held-out shapes"
     };
-    for (i, label) in [held_out, "calibration shapes"].into_iter().enumerate() {
+    let tuned = format!("{held_out} with the thread count tuned (t*)");
+    let labels = [
+        held_out,
+        "calibration shapes",
+        &tuned,
+        "calibration shapes with the thread count tuned (t*)",
+    ];
+    for (i, label) in labels.into_iter().enumerate() {
         if totals[i].2 > 0.0 {
             println!(
                 "  analytical model at {label}, geometric mean over {}",
