@@ -1,10 +1,12 @@
-//! What a thread hand-off costs inside a model pass: one SpMM timed back to back (as kernel
-//! tuning times it) and with a stretch of single-threaded work between calls (as a model pass
-//! runs it, between its layers), at 1 and 2 threads.
+//! What a thread hand-off costs: one V:N:M 64:2:8 SpMM at one point (row pairs, a tile of up
+//! to 64 columns, B read in place) on 1 and 2 threads, timed back to back (as kernel tuning
+//! times it) and with a stretch of single-threaded work between calls (as a model pass runs it,
+//! between its layers). The hand-off is what 2 threads take beyond half of 1 thread's time:
+//! the cost model's `pool_call_s`.
 //!
-//! `cargo run --release -p kernels --example handoff_cost [-- ROWS COLS N GAP_US]`
+//! `cargo run --release -p kernels --example handoff_cost [-- GAP_US [ROWSxCOLSxN ...]]`
 
-use kernels::{cpu_space, spmm, synthetic, FormatSignature, ParamPoint, Pattern};
+use kernels::{spmm, synthetic, FormatSignature, ParamPoint, Pattern};
 use std::time::Instant;
 
 /// As in the tool's binaries: large buffers on 64-byte lines (`kernels::LineAligned`).
@@ -19,56 +21,81 @@ fn busy(us: f64) {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let a: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|s| s.parse().ok())
+/// Median microseconds of `calls` products, each after `gap` µs of single-threaded work.
+fn median_us(calls: usize, gap: f64, mut f: impl FnMut()) -> f64 {
+    let mut t: Vec<f64> = (0..calls)
+        .map(|_| {
+            busy(gap);
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64() * 1e6
+        })
         .collect();
-    let (rows, cols, n, gap) = (
-        a.first().copied().unwrap_or(256),
-        a.get(1).copied().unwrap_or(256),
-        a.get(2).copied().unwrap_or(256),
-        a.get(3).copied().unwrap_or(200) as f64,
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let gap: f64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(200.0);
+    let mut shapes: Vec<(usize, usize, usize)> = args
+        .filter_map(|s| {
+            let d: Vec<usize> = s.split('x').filter_map(|x| x.parse().ok()).collect();
+            (d.len() == 3).then(|| (d[0], d[1], d[2]))
+        })
+        .collect();
+    if shapes.is_empty() {
+        shapes = vec![
+            (128, 64, 16),
+            (256, 64, 64),
+            (1024, 64, 64),
+            (256, 64, 256),
+            (256, 256, 256),
+            (1024, 256, 64),
+        ];
+    }
+    println!("V:N:M 64:2:8, rows 2, tile_n <= 64, B in place; median us; gap {gap} us");
+    println!(
+        "{:<14} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}",
+        "shape", "t1", "t2", "hand-off", "t1 gap", "t2 gap", "hand-off"
     );
-    let sig = FormatSignature::for_pattern(&Pattern::Vnm { v: 64, m: 8 }, rows, cols)?;
-    let m = synthetic(&sig, 1)?;
-    let b = kernels::random_values(cols * n, 2);
-    let mut c = vec![0f32; rows * n];
-    let space = cpu_space(&sig, n);
-    let best = |threads: i64| -> ParamPoint {
-        space
-            .points()
-            .into_iter()
-            .filter(|p| p.0.get("threads") == Some(&threads))
-            .min_by(|p, q| {
-                kernels::predicted_cost(&sig, n, p).total_cmp(&kernels::predicted_cost(&sig, n, q))
-            })
-            .expect("a point")
-    };
-    println!("{rows}x{cols}x{n} V:N:M 64:2:8, gap {gap} us; median us over 200 calls");
-    for threads in [1, 2] {
-        let p = best(threads);
-        for with_gap in [false, true] {
-            let mut t = vec![];
-            for _ in 0..200 {
-                if with_gap {
-                    busy(gap);
-                }
-                let s = Instant::now();
-                spmm(&m, &b, n, &mut c, &p)?;
-                t.push(s.elapsed().as_secs_f64() * 1e6);
-            }
-            t.sort_by(f64::total_cmp);
-            println!(
-                "threads {threads} {:<14} {:8.1}",
-                if with_gap {
-                    "after a gap"
-                } else {
-                    "back to back"
-                },
-                t[t.len() / 2]
-            );
+    for (rows, cols, n) in shapes {
+        let sig = FormatSignature::for_pattern(&Pattern::Vnm { v: 64, m: 8 }, rows, cols)?;
+        let a = synthetic(&sig, 1)?;
+        let b = kernels::random_values(cols * n, 2);
+        let mut c = vec![0f32; rows * n];
+        let point = |threads: i64| {
+            ParamPoint::from_pairs(vec![
+                ("threads", threads),
+                ("rows", 2),
+                ("tile_n", 64.min(n as i64)),
+                ("pack_b", 0),
+                ("k_chunk", 0),
+            ])
+        };
+        let mut cells = vec![];
+        for g in [0.0, gap] {
+            // Fewer calls after a gap: each costs the gap too.
+            let calls = if g > 0.0 { 300 } else { 2000 };
+            let mut run = |threads| {
+                let p = point(threads);
+                median_us(calls, g, || {
+                    spmm(&a, &b, n, &mut c, &p).expect("a point of the space");
+                })
+            };
+            let (t1, t2) = (run(1), run(2));
+            cells.extend([t1, t2, t2 - t1 / 2.0]);
         }
+        println!(
+            "{:<14} {:>8.1} {:>8.1} {:>9.1} {:>8.1} {:>8.1} {:>9.1}",
+            format!("{rows}x{cols}x{n}"),
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            cells[4],
+            cells[5]
+        );
     }
     Ok(())
 }

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::cpu::panel_layout::{self, Format};
 use crate::{predicted_cost, FormatSignature, ParamPoint, PatternKind};
 
 /// Ridge weight: each term is pulled towards 0 (the analytical model) as if by this many
@@ -57,6 +58,10 @@ fn family(kind: PatternKind) -> &'static str {
 /// thread count with the product's size (log₂ of its multiply-adds, in steps of 2), each
 /// prefixed by the format family.
 fn features(sig: &FormatSignature, n: usize, p: &ParamPoint) -> Vec<String> {
+    // The batch-1 and few-column kernels take none of the tile parameters the terms describe.
+    if panel_layout::path(Format::of_signature(sig), n, crate::isa()).is_some() {
+        return vec![];
+    }
     let fam = family(sig.kind);
     let mut out: Vec<String> = p.0.iter().map(|(k, v)| format!("{fam}:{k}={v}")).collect();
     if let (Some(r), Some(w)) = (p.0.get("rows"), p.0.get("tile_n")) {
@@ -286,6 +291,33 @@ mod tests {
             found <= 1.05 * best_time,
             "the calibrated model finds the machine's best: {calibrated:?} {found} vs {truth:?} {best_time}"
         );
+    }
+
+    /// The terms describe the tile kernels' parameters, which the batch-1 kernels do not take:
+    /// a calibration that learned two threads slow leaves batch 1 to the analytical model.
+    #[test]
+    fn batch_one_keeps_the_analytical_cost() {
+        if crate::isa() == crate::Isa::Scalar {
+            return; // the tile kernels run batch 1 there
+        }
+        let sig = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 8 }, 256, 256).unwrap();
+        let samples: Vec<CalibrationSample> = cpu_space(&sig, 64)
+            .points()
+            .into_iter()
+            .step_by(2)
+            .map(|p| CalibrationSample {
+                seconds: predicted_cost(&sig, 64, &p) * if p.0["threads"] == 2 { 3.0 } else { 1.0 },
+                sig,
+                n: 64,
+                point: p,
+            })
+            .collect();
+        let cal = Calibration::fit(&samples);
+        let slower = cal.terms["nm:threads=2"] - cal.terms["nm:threads=1"];
+        assert!(slower > 0.5, "two threads learned slower: {slower}");
+        for p in cpu_space(&sig, 1).points() {
+            assert_eq!(cal.cost(&sig, 1, &p), predicted_cost(&sig, 1, &p));
+        }
     }
 
     #[test]

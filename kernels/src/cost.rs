@@ -11,6 +11,7 @@
 
 use std::sync::OnceLock;
 
+use crate::cpu::panel_layout::{self, Format, Layout, Path};
 use crate::space::accumulator_budget;
 use crate::{isa, FormatSignature, Isa, ParamPoint, PatternKind};
 
@@ -96,6 +97,9 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     let u = (w / lanes).max(1.0);
     if r * u > accumulator_budget(isa) as f64 {
         return f64::INFINITY;
+    }
+    if let Some(path) = panel_layout::path(Format::of_signature(sig), n, isa) {
+        return panel_path_cost(sig, n, t, path, isa);
     }
     let (fma_tp, load_tp) = ports(isa);
     let (rows, k, nf) = (sig.rows as f64, sig.cols as f64, n as f64);
@@ -251,6 +255,53 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
         + pool_call_s(t)
 }
 
+/// Cycles per stored value of the batch-1 kernels (one thread), which stream A once: N:M and
+/// V:N:M, CSR (a column index per value), vector-wise (one per V values). Measured with
+/// `spmm-bench --shapes 256x64x1,256x256x1,768x768x1,3072x768x1,768x3072x1 --reps 20` (AMD
+/// Zen 4, AVX-512; kernels/BENCH.md, "The thread count in the cost model"): 0.17–0.21,
+/// 0.36–0.49 and 0.14–0.18 cycles at 3.5 GHz over the shapes from 768×768.
+const STREAM_CYCLES: [f64; 3] = [0.18, 0.4, 0.15];
+/// Cycles per stored value and column of the few-column panel kernels (N:M and V:N:M, CSR),
+/// from the same runs at 4, 8 and 17 columns: 0.11–0.14 and 0.19–0.23.
+const COLUMN_CYCLES: [f64; 2] = [0.115, 0.22];
+/// Cycles per stored value and column that gathering each V-block's columns of x adds, times V
+/// (V:N:M's gathered panels and its kernel along K): 16:2:16 against 2:16 at 768×768×4 and ×8,
+/// 64:2:16 and 128:2:16 alike, ≈ 3.3 / V.
+const GATHER_CYCLES: f64 = 3.3;
+/// Cycles per call of the batch-1 and few-column kernels besides the values: x's padding or
+/// layout and the call (256×64×1 2:8, 4096 values, took 0.33–0.42 µs on one thread).
+const PANEL_CALL_CYCLES: f64 = 500.0;
+
+/// Predicted seconds of a product that runs on the batch-1 or few-column kernels (`path`), on
+/// `threads` threads: none of the tile parameters apply, so every point of one thread count
+/// costs the same, and what the model has to get right is the thread count.
+fn panel_path_cost(sig: &FormatSignature, n: usize, threads: f64, path: Path, isa: Isa) -> f64 {
+    let values = sig.rows as f64 * sig.cols as f64 * sig.density();
+    let nf = n as f64;
+    let (stream, column) = match sig.kind {
+        PatternKind::Unstructured => (STREAM_CYCLES[1], COLUMN_CYCLES[1]),
+        PatternKind::Vector => (STREAM_CYCLES[2], COLUMN_CYCLES[0]),
+        _ => (STREAM_CYCLES[0], COLUMN_CYCLES[0]),
+    };
+    let gathers = matches!(path, Path::Panels(Layout::VnmRows))
+        || (path == Path::Gemv && sig.kind == PatternKind::Vnm);
+    let gather = if gathers {
+        GATHER_CYCLES / sig.v.max(1) as f64
+    } else {
+        0.0
+    };
+    let work = values * (stream.max(nf * column) + nf * gather);
+    // Threads split the rows in whole panels (of the lanes) or V-blocks.
+    let unit = match path {
+        Path::Panels(Layout::VnmRows) => sig.v,
+        Path::Panels(_) => isa.lanes(),
+        Path::Gemv if matches!(sig.kind, PatternKind::Vnm | PatternKind::Vector) => sig.v,
+        Path::Gemv => 1,
+    };
+    let units = (sig.rows / unit.max(1)).max(1) as f64;
+    (work * parallel_factor(threads, units) + PANEL_CALL_CYCLES) / CLOCK_HZ + pool_call_s(threads)
+}
+
 /// How many times fewer of L1's 64 sets a tile of `w` columns of B uses read in place (rows `n`
 /// floats apart) than packed: a row starts `4n/64` lines past the last, and with that step a
 /// multiple of a large power of two the rows fall into few sets (at n = 256 and `w` = 32, a
@@ -277,11 +328,20 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Handing a product to the thread pool and waiting for it: ~17–40 µs per call measured on this
-/// VM (one thread runs on the caller and pays nothing), so small products stay on one thread.
+/// Handing a product to the thread pool and waiting for it: what 2 threads take beyond half of
+/// 1 thread's time, less the 8 % `parallel_factor` already charges. The batch-1 kernels put it
+/// at 0.3–0.4 µs (256×64×1 and 256×256×1 N:M 2:8, one thread 0.42 and 0.89 µs, two 0.57 and
+/// 0.86 µs; `spmm-bench --reps 20`, Zen 4), `examples/handoff_cost` at 0.5–3 µs for a 2–100 µs
+/// product (the pool's workers spin between calls, so back to back and after 200 µs of host
+/// work alike). One thread runs on the caller and pays nothing. It was 30 µs while the kernels
+/// ran on rayon (a parked worker's wake-up), which after the pool changed ranked two threads
+/// behind one for every product under ~60 µs: the engine's tunings, which rank both thread
+/// counts together, missed the best point by 20–35 % at budget 8 on the quickstart's shapes
+/// (`spmm-bench --rescore`'s `t*` tunings; kernels/BENCH.md, "The thread count in the cost
+/// model"); from 0 to 2 µs the regret there moves by less than a point.
 fn pool_call_s(threads: f64) -> f64 {
     if threads > 1.0 {
-        30e-6
+        0.5e-6
     } else {
         0.0
     }
@@ -356,7 +416,9 @@ pub fn spearman(pred: &[f64], meas: &[f64]) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{regret_at_budget, set_aliasing, spearman};
+    use super::{predicted_cost, regret_at_budget, set_aliasing, spearman};
+    use crate::{cpu_space, FormatSignature, Pattern};
+    use std::collections::BTreeMap;
 
     #[test]
     fn set_aliasing_counts_the_sets_a_tile_leaves_unused() {
@@ -368,6 +430,38 @@ mod tests {
         assert_eq!(set_aliasing(4096.0, 32.0), 32.0);
         // Rows off the lines spread over the sets.
         assert_eq!(set_aliasing(100.0, 32.0), 1.0);
+    }
+
+    /// Batch 1 runs the matrix-vector kernels, which take none of the tile parameters: every
+    /// point of one thread count costs the same, and the thread count follows the product's
+    /// size: one thread for a small MLP's layer, two for a BERT layer (N:M 2:8 measured 0.42
+    /// against 0.57 µs at 256×64×1, 30.4 against 16.4 µs at 3072×768×1; Zen 4).
+    #[test]
+    fn batch_one_costs_by_the_thread_count_alone_and_splits_large_products() {
+        if crate::isa() == crate::Isa::Scalar {
+            return; // the tile kernels run batch 1 there
+        }
+        let best_threads = |rows, cols| {
+            let sig =
+                FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 8 }, rows, cols).unwrap();
+            let mut by_threads: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
+            for p in cpu_space(&sig, 1).points() {
+                by_threads
+                    .entry(p.0["threads"])
+                    .or_default()
+                    .push(predicted_cost(&sig, 1, &p));
+            }
+            for costs in by_threads.values() {
+                assert!(costs.iter().all(|&c| c == costs[0] && c.is_finite()));
+            }
+            let (&t, _) = by_threads
+                .iter()
+                .min_by(|a, b| a.1[0].total_cmp(&b.1[0]))
+                .unwrap();
+            t
+        };
+        assert_eq!(best_threads(256, 64), 1);
+        assert_eq!(best_threads(3072, 768), 2);
     }
 
     #[test]

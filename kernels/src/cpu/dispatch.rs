@@ -4,6 +4,7 @@
 use std::ops::Range;
 
 use super::kernels::{self, BTile, CTile, Step};
+use super::panel_layout::{self, Format, Layout};
 use super::simd::{Scalar, Simd};
 use crate::format::{CsrPanels, RowPanels};
 use crate::{Isa, SparseMatrix};
@@ -80,17 +81,9 @@ unsafe fn run_avx512<const R: usize, const U: usize>(
 /// and the ISA of the selected function is available.
 pub(crate) type GemvFn = unsafe fn(&SparseMatrix, Range<usize>, *const f32, *mut f32, &mut [f32]);
 
-/// Whether a batch-1 kernel runs `a` on `isa`: V:N:M and CSR always, N:M where N divides the
-/// lanes, vector-wise where the lanes divide V; never on scalar code (the tile kernels run
-/// there) nor for dense.
+/// Whether a batch-1 kernel along K runs `a` on `isa` ([`panel_layout::gemv_applies`]).
 pub(crate) fn gemv_applies(a: &SparseMatrix, isa: Isa) -> bool {
-    isa != Isa::Scalar
-        && match a {
-            SparseMatrix::Vnm(_) | SparseMatrix::Csr(_) => true,
-            SparseMatrix::Nm(x) => isa.lanes().is_multiple_of(x.n()),
-            SparseMatrix::Vector(x) => x.v().is_multiple_of(isa.lanes()),
-            SparseMatrix::Dense(_) => false,
-        }
+    panel_layout::gemv_applies(Format::of(a), isa)
 }
 
 #[inline(always)]
@@ -249,31 +242,23 @@ impl GemvPanels<'_> {
 pub(crate) type PanelGemvFn =
     unsafe fn(&SparseMatrix, GemvPanels<'_>, Range<usize>, *const f32, *mut f32, &mut [f32]);
 
-/// `a`'s panels for the batch-1 kernels, where a panel kernel runs it on `isa` (AVX2 or
-/// AVX-512, panels of its lanes): N:M with N ≤ 4 and M ≤ 16; V:N:M through its group panels
-/// (positions in the group of M, x read where it lies, as N:M's) for M ≤ 8, and for 8 < M ≤ 16
-/// up to V = 64, else with V a multiple of the lanes through its gathered panels (each V-block's
-/// 4 kept columns of x copied first); and CSR. Measured (`spmm-bench --full --shapes
-/// 256x256x1,3072x768x1,768x3072x1`, AMD Zen 4, AVX-512, kernels/BENCH.md 2026-12-06): the
-/// gather's 4 scalar copies per group and block cost most at small V (3072×768 16:2:8 1.73× →
-/// 3.23× of dense with the group panels, 64:2:8 2.53× → 3.21×, 16:2:16 3.36× → 6.08×); at
-/// 768×3072 the gathered panels won at 128:2:16 (5.3–5.5× against 4.7–4.9×) and tied at 64.
+/// `a`'s panels for the batch-1 kernels, where a panel kernel runs it on `isa`, in the layout
+/// of [`panel_layout::batch_one_layout`].
 pub(crate) fn panels(a: &SparseMatrix, isa: Isa) -> Option<GemvPanels<'_>> {
-    if !matches!(isa, Isa::Avx2 | Isa::Avx512) {
-        return None;
-    }
-    let lanes = isa.lanes();
-    match a {
-        SparseMatrix::Nm(x) if x.n() <= 4 && x.m() <= 16 => {
-            x.row_panels(lanes).map(GemvPanels::Rows)
-        }
-        SparseMatrix::Vnm(x) if x.m() <= 8 || (x.m() <= 16 && x.v() <= 64) => {
-            x.group_panels(lanes).map(GemvPanels::Groups)
-        }
-        SparseMatrix::Vnm(x) if x.v().is_multiple_of(lanes) => {
-            x.row_panels(lanes).map(GemvPanels::Rows)
-        }
-        SparseMatrix::Csr(x) => x.csr_panels(lanes).map(GemvPanels::Csr),
+    laid_out(
+        a,
+        panel_layout::batch_one_layout(Format::of(a), isa)?,
+        isa.lanes(),
+    )
+}
+
+/// `a`'s panels of `layout`, `None` where the layout is not of `a`'s format.
+fn laid_out(a: &SparseMatrix, layout: Layout, lanes: usize) -> Option<GemvPanels<'_>> {
+    match (layout, a) {
+        (Layout::NmRows, SparseMatrix::Nm(x)) => x.row_panels(lanes).map(GemvPanels::Rows),
+        (Layout::VnmGroups, SparseMatrix::Vnm(x)) => x.group_panels(lanes).map(GemvPanels::Groups),
+        (Layout::VnmRows, SparseMatrix::Vnm(x)) => x.row_panels(lanes).map(GemvPanels::Rows),
+        (Layout::Csr, SparseMatrix::Csr(x)) => x.csr_panels(lanes).map(GemvPanels::Csr),
         _ => None,
     }
 }
@@ -360,25 +345,14 @@ pub(crate) fn select_gemv_panels(isa: Isa) -> Option<PanelGemvFn> {
 pub(crate) type PanelGemmFn =
     unsafe fn(&SparseMatrix, GemvPanels<'_>, Range<usize>, usize, &[f32], *mut f32, &mut [f32]);
 
-/// `a`'s panels for the few-column kernels: V:N:M's with positions in the group of M for M ≤ 8,
-/// so that no V-block gathers its columns per call (64:2:8 at 192×768, Zen 4, one thread: 1.3×
-/// faster at 2 columns, 1.1× at 8, the same at 17); for larger M the gathered panels where V is
-/// a multiple of the lanes (at M = 16 the gathered columns won: 4.2–4.7× over dense against
-/// 3.4–3.5× at 17 columns, as a column's x no longer fits L1 beside the panel); the other
-/// formats those of [`panels`].
+/// `a`'s panels for the few-column kernels, in the layout of
+/// [`panel_layout::few_column_layout`].
 pub(crate) fn few_column_panels(a: &SparseMatrix, isa: Isa) -> Option<GemvPanels<'_>> {
-    match a {
-        SparseMatrix::Vnm(x) if x.m() <= 8 && matches!(isa, Isa::Avx2 | Isa::Avx512) => {
-            x.group_panels(isa.lanes()).map(GemvPanels::Groups)
-        }
-        SparseMatrix::Vnm(x)
-            if x.v().is_multiple_of(isa.lanes()) && matches!(isa, Isa::Avx2 | Isa::Avx512) =>
-        {
-            x.row_panels(isa.lanes()).map(GemvPanels::Rows)
-        }
-        SparseMatrix::Vnm(_) => None,
-        _ => panels(a, isa),
-    }
+    laid_out(
+        a,
+        panel_layout::few_column_layout(Format::of(a), isa)?,
+        isa.lanes(),
+    )
 }
 
 #[inline(always)]

@@ -8,9 +8,10 @@
 
 use super::batch_one::{panel_parts, split, with_scratch};
 use super::dispatch::{self, GemvPanels};
+use super::panel_layout::Format;
 use super::transpose::transpose;
 use super::Epilogue;
-use crate::{Isa, SparseMatrix};
+use crate::{Isa, PatternKind, SparseMatrix};
 
 /// The most columns that may take the panel kernels (see [`takes_panels`]).
 pub(crate) const MAX_COLUMNS: usize = 32;
@@ -27,7 +28,7 @@ pub(super) fn run(
     epilogue: &Epilogue,
     isa: Isa,
 ) -> bool {
-    if !takes_panels(a, n, isa.lanes()) {
+    if !takes_panels(Format::of(a), n, isa.lanes()) {
         return false;
     }
     let (Some(gemm), Some(panels)) = (
@@ -74,13 +75,12 @@ pub(super) fn run(
 /// tiles win. For M = 16 the
 /// tiles win from 16 columns (64:2:16 at 17: 2.2–2.5× on panels, 2.7–3.1× split), and CSR
 /// ties.
-fn takes_panels(a: &SparseMatrix, n: usize, lanes: usize) -> bool {
+pub(super) fn takes_panels(f: Format, n: usize, lanes: usize) -> bool {
     if !(2..=max_columns()).contains(&n) {
         return false;
     }
-    let m = match a {
-        SparseMatrix::Nm(x) => x.m(),
-        SparseMatrix::Vnm(x) => x.m(),
+    let m = match f.kind {
+        PatternKind::Nm | PatternKind::Vnm => f.m,
         _ => usize::MAX,
     };
     n < lanes || (m <= 8 && 2 * n <= 3 * lanes)

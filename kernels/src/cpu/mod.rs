@@ -11,6 +11,7 @@ mod few_columns;
 mod host_isa;
 mod kernels;
 mod line_aligned;
+pub(crate) mod panel_layout;
 mod pool;
 mod simd;
 mod transpose;

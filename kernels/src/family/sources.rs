@@ -26,6 +26,7 @@ const CPU: &[&str] = &[
     "src/cpu/kernels/mod.rs",
     "src/cpu/line_aligned.rs",
     "src/cpu/mod.rs",
+    "src/cpu/panel_layout.rs",
     "src/cpu/pool.rs",
     "src/cpu/simd.rs",
     "src/cpu/transpose.rs",
