@@ -1,12 +1,12 @@
-//! What a thread hand-off costs: one V:N:M 64:2:8 SpMM at one point (row pairs, a tile of up
-//! to 64 columns, B read in place) on 1 and 2 threads, timed back to back (as kernel tuning
+//! What a thread hand-off costs: one V:N:M 64:2:8 SpMM at one point (row pairs, the widest tile
+//! of up to 64 columns, B read in place) on 1 and 2 threads, timed back to back (as kernel tuning
 //! times it) and with a stretch of single-threaded work between calls (as a model pass runs it,
-//! between its layers). The hand-off is what 2 threads take beyond half of 1 thread's time:
-//! the cost model's `pool_call_s`.
+//! between its layers). The hand-off is what 2 threads take beyond half of 1 thread's time: the
+//! cost model's `pool_call_s`.
 //!
 //! `cargo run --release -p kernels --example handoff_cost [-- GAP_US [ROWSxCOLSxN ...]]`
 
-use kernels::{spmm, synthetic, FormatSignature, ParamPoint, Pattern};
+use kernels::{cpu_space, spmm, synthetic, FormatSignature, ParamPoint, Pattern};
 use std::time::Instant;
 
 /// As in the tool's binaries: large buffers on 64-byte lines (`kernels::LineAligned`).
@@ -36,6 +36,10 @@ fn median_us(calls: usize, gap: f64, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if kernels::available_cores() < 2 {
+        println!("one core: there is no second thread to hand off to");
+        return Ok(());
+    }
     let mut args = std::env::args().skip(1);
     let gap: f64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(200.0);
     let mut shapes: Vec<(usize, usize, usize)> = args
@@ -54,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (1024, 256, 64),
         ];
     }
-    println!("V:N:M 64:2:8, rows 2, tile_n <= 64, B in place; median us; gap {gap} us");
+    println!("V:N:M 64:2:8, rows 2, widest tile_n <= 64, B in place; median us; gap {gap} us");
     println!(
         "{:<14} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}",
         "shape", "t1", "t2", "hand-off", "t1 gap", "t2 gap", "hand-off"
@@ -64,14 +68,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let a = synthetic(&sig, 1)?;
         let b = kernels::random_values(cols * n, 2);
         let mut c = vec![0f32; rows * n];
-        let point = |threads: i64| {
-            ParamPoint::from_pairs(vec![
-                ("threads", threads),
-                ("rows", 2),
-                ("tile_n", 64.min(n as i64)),
-                ("pack_b", 0),
-                ("k_chunk", 0),
-            ])
+        // Row pairs, B in place, all of K, the widest tile up to 64 columns the space offers
+        // at this thread count (AVX2's accumulators allow fewer than AVX-512's).
+        let space = cpu_space(&sig, n).points();
+        let point = |threads: i64| -> ParamPoint {
+            let fits = |p: &&ParamPoint| {
+                let v = |k: &str| p.0.get(k).copied();
+                v("threads") == Some(threads)
+                    && v("rows").is_none_or(|r| r == 2)
+                    && v("pack_b") == Some(0)
+                    && v("k_chunk") == Some(0)
+                    && v("tile_n").is_some_and(|w| w <= 64)
+            };
+            space
+                .iter()
+                .filter(fits)
+                .max_by_key(|p| p.0.get("tile_n").copied())
+                .or_else(|| space.iter().find(|p| p.0.get("threads") == Some(&threads)))
+                .cloned()
+                .expect("a point at this thread count")
         };
         let mut cells = vec![];
         for g in [0.0, gap] {

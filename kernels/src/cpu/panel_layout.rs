@@ -1,6 +1,10 @@
 //! Which matrix-vector or panel kernel a product of a few columns runs on, decided on the
 //! format alone (its family, N, M and V), so that the dispatch ([`super::batch_one`],
 //! [`super::few_columns`]) and the cost model (`crate::cost`) read one rule.
+//!
+//! One exception the rule cannot see: a matrix builds its panels once, for the lanes of the
+//! first ISA that asks (the process's, `crate::isa`), and a later call on another ISA finds
+//! none and runs the kernels along K instead. Only tests switch ISAs within a process.
 
 use super::dispatch;
 use super::few_columns::takes_panels;
@@ -20,14 +24,7 @@ pub(crate) struct Format {
 
 impl Format {
     pub(crate) fn of(a: &SparseMatrix) -> Format {
-        let (kind, n, m, v) = match a {
-            SparseMatrix::Dense(_) => (PatternKind::Dense, 0, 0, 0),
-            SparseMatrix::Csr(_) => (PatternKind::Unstructured, 0, 0, 0),
-            SparseMatrix::Nm(x) => (PatternKind::Nm, x.n(), x.m(), 0),
-            SparseMatrix::Vnm(x) => (PatternKind::Vnm, 2, x.m(), x.v()),
-            SparseMatrix::Vector(x) => (PatternKind::Vector, 0, 0, x.v()),
-        };
-        Format { kind, n, m, v }
+        Format::of_signature(&super::space_signature(a))
     }
 
     pub(crate) fn of_signature(sig: &FormatSignature) -> Format {
@@ -184,8 +181,8 @@ mod tests {
             },
         ];
         let (rows, cols) = (256, 256);
-        let mut taken = 0;
         for isa in isas() {
+            let mut taken = 0;
             for pattern in &patterns {
                 let sig = FormatSignature::for_pattern(pattern, rows, cols).unwrap();
                 let a = synthetic(&sig, 3).unwrap();
@@ -197,11 +194,14 @@ mod tests {
                     } else {
                         few_columns::run(&a, &b, n, &mut c, 1, &Epilogue::default(), isa)
                     };
-                    let path = path(Format::of(&a), n, isa);
-                    let at = format!("{pattern:?} at n = {n} on {isa}: {path:?}");
-                    assert_eq!(path.is_some(), ran, "{at}, ran {ran}");
-                    assert_eq!(path, path_of_signature(&sig, n, isa), "{at}");
-                    let Some(Path::Panels(layout)) = path else {
+                    let taken_path = path(Format::of(&a), n, isa);
+                    let at = format!("{pattern:?} at n = {n} on {isa}: {taken_path:?}");
+                    assert_eq!(taken_path.is_some(), ran, "{at}, ran {ran}");
+                    assert_eq!(taken_path, path_of_signature(&sig, n, isa), "{at}");
+                    if taken_path == Some(Path::Gemv) {
+                        assert!(dispatch::panels(&a, isa).is_none(), "{at}");
+                    }
+                    let Some(Path::Panels(layout)) = taken_path else {
                         continue;
                     };
                     taken += 1;
@@ -221,10 +221,11 @@ mod tests {
                     assert!(laid, "{at}");
                 }
             }
-        }
-        // Not vacuous: the SIMD ISAs take panels for most of these.
-        if crate::isa() != Isa::Scalar {
-            assert!(taken > 100, "{taken} products on panels");
+            // Not vacuous: each SIMD ISA takes panels for most of these (64 products at 8
+            // lanes, 102 at 16).
+            if isa != Isa::Scalar {
+                assert!(taken > 50, "{taken} products on panels on {isa}");
+            }
         }
     }
 

@@ -197,6 +197,8 @@ pub(crate) fn rescore(
             .as_ref()
             .unwrap_or(&groups)
             .iter()
+            // The `t*` tunings repeat the per-thread ones' points.
+            .filter(|g| !g.key.ends_with(" t*"))
             .filter(|g| sampled.is_some() || calibrate_on.contains(&g.shape))
             .flat_map(|g| {
                 g.points
