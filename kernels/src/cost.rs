@@ -330,9 +330,9 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 /// Handing a product to the thread pool and waiting for it, per worker: what 2 threads take
-/// beyond half of 1 thread's time, less the 8 % `parallel_factor` already charges. The batch-1 kernels put it
-/// at 0.3–0.4 µs (256×64×1 and 256×256×1 N:M 2:8, one thread 0.42 and 0.89 µs, two 0.57 and
-/// 0.86 µs; `spmm-bench --reps 20`, Zen 4), `examples/handoff_cost` at 0.5–3 µs for a 2–100 µs
+/// beyond half of 1 thread's time, less the 8 % `parallel_factor` already charges. The batch-1
+/// kernels put it at 0.3–0.4 µs (256×64×1 and 256×256×1 N:M 2:8, one thread 0.42 and 0.89 µs,
+/// two 0.57 and 0.86 µs; `spmm-bench --reps 20`, Zen 4), `examples/handoff_cost` at 0.5–3 µs for a 2–100 µs
 /// product (the pool's workers spin between calls, so back to back and after 200 µs of host
 /// work alike). One thread runs on the caller and pays nothing. It was 30 µs while the kernels
 /// ran on rayon (a parked worker's wake-up), which after the pool changed ranked two threads
