@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::cpu::panel_layout::{self, Format};
+use crate::cpu::panel_layout;
 use crate::{predicted_cost, FormatSignature, ParamPoint, PatternKind};
 
 /// Ridge weight: each term is pulled towards 0 (the analytical model) as if by this many
@@ -59,7 +59,7 @@ fn family(kind: PatternKind) -> &'static str {
 /// prefixed by the format family; none for a product on the batch-1 or few-column kernels.
 fn features(sig: &FormatSignature, n: usize, p: &ParamPoint) -> Vec<String> {
     // The batch-1 and few-column kernels take none of the tile parameters the terms describe.
-    if panel_layout::path(Format::of_signature(sig), n, crate::isa()).is_some() {
+    if panel_layout::signature_path(sig, n, crate::isa()).is_some() {
         return vec![];
     }
     let fam = family(sig.kind);

@@ -11,7 +11,7 @@
 
 use std::sync::OnceLock;
 
-use crate::cpu::panel_layout::{self, Format, Layout, Path};
+use crate::cpu::panel_layout::{self, Layout, Path};
 use crate::space::accumulator_budget;
 use crate::{isa, FormatSignature, Isa, ParamPoint, PatternKind};
 
@@ -98,7 +98,7 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     if r * u > accumulator_budget(isa) as f64 {
         return f64::INFINITY;
     }
-    if let Some(path) = panel_layout::path(Format::of_signature(sig), n, isa) {
+    if let Some(path) = panel_layout::signature_path(sig, n, isa) {
         return panel_path_cost(sig, n, t, path, isa);
     }
     let (fma_tp, load_tp) = ports(isa);
@@ -332,9 +332,9 @@ fn gcd(a: u64, b: u64) -> u64 {
 /// Handing a product to the thread pool and waiting for it, per worker: what 2 threads take
 /// beyond half of 1 thread's time, less the 8 % `parallel_factor` already charges. The batch-1
 /// kernels put it at 0.3–0.4 µs (256×64×1 and 256×256×1 N:M 2:8, one thread 0.42 and 0.89 µs,
-/// two 0.57 and 0.86 µs; `spmm-bench --reps 20`, Zen 4), `examples/handoff_cost` at 0.5–3 µs for a 2–100 µs
-/// product (the pool's workers spin between calls, so back to back and after 200 µs of host
-/// work alike). One thread runs on the caller and pays nothing. It was 30 µs while the kernels
+/// two 0.57 and 0.86 µs; `spmm-bench --reps 20`, Zen 4), `examples/handoff_cost` at 0.5–3 µs
+/// for a 2–100 µs product (the pool's workers spin between calls, so back to back and after
+/// 200 µs of host work alike). One thread runs on the caller and pays nothing. It was 30 µs while the kernels
 /// ran on rayon (a parked worker's wake-up), which after the pool changed ranked two threads
 /// behind one for every product under ~60 µs: the engine's tunings, which rank both thread
 /// counts together, missed the best point by 20–35 % at budget 8 on the quickstart's shapes

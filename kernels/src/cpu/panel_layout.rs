@@ -111,6 +111,11 @@ pub(crate) enum Path {
     Gemv,
 }
 
+/// [`path`] for a matrix of signature `sig`: the cost model's and the calibration's view.
+pub(crate) fn signature_path(sig: &FormatSignature, n: usize, isa: Isa) -> Option<Path> {
+    path(Format::of_signature(sig), n, isa)
+}
+
 /// The path of a product of `n` columns on `isa`, as [`super::spmm`] takes it; `None` for the
 /// tile kernels (`cpu::kernels`).
 pub(crate) fn path(f: Format, n: usize, isa: Isa) -> Option<Path> {
@@ -197,7 +202,7 @@ mod tests {
                     let taken_path = path(Format::of(&a), n, isa);
                     let at = format!("{pattern:?} at n = {n} on {isa}: {taken_path:?}");
                     assert_eq!(taken_path.is_some(), ran, "{at}, ran {ran}");
-                    assert_eq!(taken_path, path_of_signature(&sig, n, isa), "{at}");
+                    assert_eq!(taken_path, signature_path(&sig, n, isa), "{at}");
                     if taken_path == Some(Path::Gemv) {
                         assert!(dispatch::panels(&a, isa).is_none(), "{at}");
                     }
@@ -227,10 +232,5 @@ mod tests {
                 assert!(taken > 50, "{taken} products on panels on {isa}");
             }
         }
-    }
-
-    /// The cost model's view: the signature a pattern's matrices have, not the matrix.
-    fn path_of_signature(sig: &FormatSignature, n: usize, isa: Isa) -> Option<Path> {
-        path(Format::of_signature(sig), n, isa)
     }
 }

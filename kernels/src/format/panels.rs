@@ -5,8 +5,8 @@
 //! a different column per lane (a gather, or permutes of the group's columns per step); on Zen 3
 //! that kept N:M at 0.4–0.7× and 64:2:8 at ~1.0× of dense at batch 1. Across rows the structure
 //! is regular: slot `j` of group `g` lies in the same `m` columns for every row (for V:N:M's
-//! gathered panels, in the same 4 gathered columns for every row of a V-block). So a panel of `lanes` consecutive
-//! rows stores, per group and slot, the `lanes` rows' values side by side, with each row's
+//! gathered panels, in the same 4 gathered columns for every row of a V-block). So a panel of
+//! `lanes` consecutive rows stores, per group and slot, the `lanes` rows' values side by side, with each row's
 //! position in the group as one byte: a vector of values, one permute of the group's x values by
 //! the positions, one FMA — and the `lanes` results are the panel's rows of y.
 

@@ -61,7 +61,7 @@ pub struct VnmMatrix {
     /// Derived: stored slots at real columns.
     nnz: usize,
     /// Derived for the batch-1 and few-column kernels where they gather (see
-    /// `cpu::dispatch::panels`), on first use.
+    /// `cpu::panel_layout::batch_one_layout`), on first use.
     panels: PanelCache<RowPanels>,
     /// Derived for the batch-1 and few-column kernels, on first use (positions in the group of
     /// M).

@@ -12,8 +12,8 @@
 //!
 //! On AVX2 and AVX-512 the across-rows kernels of [`super::gemv_panels`] run instead wherever
 //! they apply (every CSR matrix, N:M with N ≤ 4 and M ≤ 16, V:N:M with M ≤ 8, with M ≤ 16 up
-//! to V = 64, or with V a multiple of the lanes: `cpu::dispatch::panels`); these remain for the
-//! other shapes.
+//! to V = 64, or with V a multiple of the lanes: `cpu::panel_layout::batch_one_layout`); these
+//! remain for the other shapes.
 
 use std::ops::Range;
 

@@ -3,7 +3,7 @@
 //! values by their positions, and one FMA, and the panel's `LANES` results are stored together.
 //!
 //! - N:M, and V:N:M through its group panels (M ≤ 8, and M ≤ 16 up to V = 64; see
-//!   `cpu::dispatch::panels`): a group's window is the `m ≤ 16` columns it spans, read from a
+//!   `cpu::panel_layout::batch_one_layout`): a group's window is the `m ≤ 16` columns it spans, read from a
 //!   zero-padded copy of x (the last group may run past `cols`);
 //! - V:N:M otherwise: each V-block first gathers the x values of its 4 kept columns per group
 //!   (shared by the block's V rows, V a multiple of the lanes), and the positions name one of
