@@ -42,5 +42,7 @@ pub use isa::{available_cores, cpu_fingerprint, isa, Isa};
 pub use mask::{build_mask, Mask};
 pub use pattern::{FormatSignature, Pattern, PatternKind};
 pub use reference::spmm_reference;
-pub use space::{cpu_space, dense_space, Constraint, KernelSpace, ParamDef, ParamPoint};
+pub use space::{
+    cpu_space, dense_space, effective_point, Constraint, KernelSpace, ParamDef, ParamPoint,
+};
 pub use synthetic::{random_values, synthetic};

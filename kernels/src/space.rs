@@ -346,6 +346,24 @@ pub fn cpu_space(sig: &FormatSignature, n: usize) -> KernelSpace {
     }
 }
 
+/// The parameters of `p` that [`crate::spmm`] reads for a matrix of signature `sig` times `n`
+/// columns on this process's ISA: only `threads` where the product runs on the batch-1 or
+/// few-column kernels (`cpu::panel_layout::path`), which take none of the tile parameters;
+/// all of `p` on the tile kernels and for dense. Points with equal effective points run the
+/// same code, so a tuning needs to measure only one of them: at batch 1 the 48-odd points of a
+/// 2-core space are 2 kernels.
+pub fn effective_point(sig: &FormatSignature, n: usize, p: &ParamPoint) -> ParamPoint {
+    if crate::cpu::panel_layout::signature_path(sig, n, isa()).is_none() {
+        return p.clone();
+    }
+    ParamPoint(
+        p.0.iter()
+            .filter(|(k, _)| k.as_str() == "threads")
+            .map(|(k, &v)| (k.clone(), v))
+            .collect(),
+    )
+}
+
 /// The dense baseline's space: `backend` (0 = faer, 1 = gemm with x86-v4) and `threads`.
 pub fn dense_space(_rows: usize, _cols: usize, _n: usize) -> KernelSpace {
     KernelSpace::new(

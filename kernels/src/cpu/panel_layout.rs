@@ -141,6 +141,53 @@ mod tests {
     use super::*;
     use crate::{random_values, synthetic, Pattern};
 
+    /// On the batch-1 and few-column kernels the points of a space that share a thread count
+    /// are one kernel ([`crate::effective_point`] keeps only `threads`); on the tile kernels and
+    /// for dense every point is its own.
+    #[test]
+    fn effective_points_keep_only_the_thread_count_where_the_panels_run() {
+        let isa = crate::isa();
+        let cases = [
+            (Pattern::Nm { n: 2, m: 8 }, 1),
+            (Pattern::Nm { n: 2, m: 8 }, 4),
+            (Pattern::Nm { n: 2, m: 8 }, 64),
+            (Pattern::Vnm { v: 64, m: 8 }, 1),
+            (Pattern::Vnm { v: 64, m: 8 }, 8),
+            (Pattern::Vnm { v: 64, m: 8 }, 33),
+            (Pattern::Unstructured { sparsity: 0.75 }, 1),
+            (Pattern::Dense, 1),
+        ];
+        let mut on_panels = 0;
+        for (pattern, n) in cases {
+            let sig = FormatSignature::for_pattern(&pattern, 256, 256).unwrap();
+            let points = crate::cpu_space(&sig, n).points();
+            let effective: std::collections::BTreeSet<_> = points
+                .iter()
+                .map(|p| crate::effective_point(&sig, n, p))
+                .collect();
+            let threads: std::collections::BTreeSet<i64> =
+                points.iter().map(|p| p.0["threads"]).collect();
+            let at = format!("{pattern:?} at n = {n} on {isa}");
+            if signature_path(&sig, n, isa).is_some() {
+                on_panels += 1;
+                assert!(
+                    points.len() > threads.len(),
+                    "{at}: a space of thread counts only"
+                );
+                assert_eq!(effective.len(), threads.len(), "{at}");
+                assert!(effective.iter().all(|p| p.0.keys().eq(["threads"])), "{at}");
+            } else {
+                assert_eq!(effective.len(), points.len(), "{at}");
+            }
+        }
+        if isa != Isa::Scalar {
+            assert!(
+                on_panels >= 4,
+                "{on_panels} of the cases on panels on {isa}"
+            );
+        }
+    }
+
     /// The ISAs this CPU runs: the detected one and the narrower ones.
     fn isas() -> Vec<Isa> {
         match crate::isa() {

@@ -1,7 +1,7 @@
 //! Tuning on the CPU kernels: every chosen point and every dense point in interleaved rounds,
 //! the fastest few again in more rounds, the best chosen on all their samples.
 
-use super::search::{rank_by_cost, search};
+use super::search::{distinct_runs, rank_by_cost, search};
 use super::{argmin, rounds, summarise, Measured, TuneSpec, Tuned};
 use crate::StageError;
 use kernels::{FormatSignature, ParamPoint, SparseMatrix};
@@ -22,12 +22,16 @@ pub(super) fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let mut c = vec![0f32; sig.rows * n];
     let budget = spec.seconds_per_point;
     let space = kernels::cpu_space(sig, n);
-    let space_size = space.points().len();
     let cost = |sig: &FormatSignature, p: &ParamPoint| match &spec.calibration {
         Some(cal) => cal.cost(sig, n, p),
         None => kernels::predicted_cost(sig, n, p),
     };
-    let ranked = rank_by_cost(&space, |p| cost(sig, p));
+    // The space as the products run it: one point per kernel (the cheapest-ranked of those
+    // that run alike), so the space's size is what an exhaustive tuning measures.
+    let ranked = distinct_runs(rank_by_cost(&space, |p| cost(sig, p)), |p| {
+        kernels::effective_point(sig, n, p)
+    });
+    let space_size = ranked.len();
     let dense = kernels::dense_space(sig.rows, sig.cols, n);
     let dense_a = match &a {
         SparseMatrix::Dense(_) => a.clone(),
@@ -174,7 +178,7 @@ mod tests {
         let sig = FormatSignature::for_pattern(&Pattern::Vnm { v: 8, m: 8 }, 16, 32).unwrap();
         let spec = TuneSpec {
             sig,
-            n: 8,
+            n: 64,
             strategy: Strategy::Model { budget: 3 },
             seconds_per_point: 0.0,
             backend: Backend::Cpu,
@@ -206,6 +210,42 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ex.points.len(), ex.space_size);
+    }
+
+    /// At batch 1 (and a few columns) every point of one thread count runs the same kernel: a
+    /// budget larger than the thread counts measures each of them once, not copies of the
+    /// cheapest-ranked one.
+    #[test]
+    fn a_batch_one_tuning_measures_each_thread_count_once() {
+        let sig = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 8 }, 64, 128).unwrap();
+        for n in [1, 4] {
+            let full = kernels::cpu_space(&sig, n).points();
+            let threads: std::collections::BTreeSet<i64> =
+                full.iter().map(|p| p.0["threads"]).collect();
+            for strategy in [
+                Strategy::Model { budget: 8 },
+                Strategy::Guided { budget: 8 },
+            ] {
+                let t = tune(&TuneSpec {
+                    sig,
+                    n,
+                    strategy,
+                    seconds_per_point: 0.0,
+                    backend: Backend::Cpu,
+                    calibration: None,
+                })
+                .unwrap();
+                if kernels::isa() == kernels::Isa::Scalar {
+                    continue; // the tile kernels run every product on scalar code
+                }
+                assert!(full.len() > 8, "{} points at n = {n}", full.len());
+                assert_eq!(t.space_size, threads.len(), "n = {n}");
+                let measured: std::collections::BTreeSet<i64> =
+                    t.points.iter().map(|m| m.params.0["threads"]).collect();
+                assert_eq!(t.points.len(), threads.len(), "n = {n}: {:?}", t.points);
+                assert_eq!(measured, threads, "n = {n}");
+            }
+        }
     }
 
     #[test]

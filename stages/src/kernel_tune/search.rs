@@ -6,6 +6,7 @@ use kernels::{KernelSpace, ParamPoint};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::collections::HashSet;
 
 /// The space ranked by a cost (cheapest first, ties in point order), with each point's cost.
 pub(super) fn rank_by_cost(
@@ -22,6 +23,20 @@ pub(super) fn rank_by_cost(
         .collect();
     ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
     ranked
+}
+
+/// `ranked` without the points that run as an earlier one does (equal `runs_as`), so that a
+/// budget is not spent measuring copies of one kernel: at batch 1 every point of one thread
+/// count runs the same matrix-vector kernel ([`kernels::effective_point`]).
+pub(super) fn distinct_runs(
+    ranked: Vec<(ParamPoint, f64)>,
+    runs_as: impl Fn(&ParamPoint) -> ParamPoint,
+) -> Vec<(ParamPoint, f64)> {
+    let mut seen = HashSet::new();
+    ranked
+        .into_iter()
+        .filter(|(p, _)| seen.insert(runs_as(p)))
+        .collect()
 }
 
 /// Measures the points `strategy` chooses from `ranked` (the space, cheapest predicted first)

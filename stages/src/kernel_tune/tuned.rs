@@ -27,7 +27,8 @@ pub struct Measured {
 /// The result of a tuning.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tuned {
-    /// Size of the kernel's valid space.
+    /// Size of the kernel's valid space, counting points that run alike once (on the CPU, at
+    /// batch 1 and a few columns, one per thread count: `kernels::effective_point`).
     pub space_size: usize,
     /// Every measured point of the sparse kernel, in measurement order.
     pub points: Vec<Measured>,
