@@ -226,6 +226,63 @@ fn damaged_entry_is_detected_and_recomputed() {
     assert!(v.status.success(), "store verifies clean after the repair");
 }
 
+/// An entry's record (`meta.json`) changed after it was written is found as a changed
+/// artifact is: a metric edited in place was read as it stood (a front showing accuracy 9.3),
+/// and one of another type made every later run fail to write its tables. A file where a
+/// bucket folder goes, or in `tmp/`, is set aside or removed, not failed on.
+#[test]
+fn an_edited_record_and_stray_files_are_found_and_repaired() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", EXPERIMENT);
+    assert!(run(&ws, "s", "o", &[]).status.success());
+    let fresh = tables(&ws.path("o"), "rob");
+    let meta = walk(&ws.path("s/objects"))
+        .into_iter()
+        .find(|p| {
+            p.file_name().is_some_and(|n| n == "meta.json")
+                && std::fs::read_to_string(p).is_ok_and(|t| t.contains("\"stage\": \"evaluate\""))
+        })
+        .expect("an evaluate entry");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    let (at, _) = text
+        .match_indices("\"f64\": 0.")
+        .next()
+        .expect("a metric in [0, 1)");
+    let at = at + "\"f64\": ".len();
+    let edited = format!("{}9{}", &text[..at], &text[at + 1..]);
+    std::fs::write(&meta, edited).unwrap();
+    let store = ws.path("s").display().to_string();
+    let v = ws.cotune(BIN, &["store", "verify", "--store", &store], None);
+    assert_eq!(v.status.code(), Some(1), "verify must report the edit");
+    assert!(String::from_utf8_lossy(&v.stdout).contains("recorded blake3"));
+    // A file where another bucket folder goes (its entries are written again), one in tmp/.
+    let edited_bucket = meta.parent().unwrap().parent().unwrap().to_owned();
+    let bucket = std::fs::read_dir(ws.path("s/objects"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| *p != edited_bucket)
+        .expect("a second bucket");
+    std::fs::rename(&bucket, ws.path("bucket-copy")).unwrap();
+    std::fs::write(&bucket, "not a folder").unwrap();
+    ws.write("s/tmp/stray", "not a folder");
+    let o = run(&ws, "s", "o", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("could not clear"), "{err}");
+    assert!(
+        err.contains("recorded blake3"),
+        "the run reports the edited entry: {err}"
+    );
+    assert_eq!(
+        tables(&ws.path("o"), "rob"),
+        fresh,
+        "the same tables as the fresh run"
+    );
+    assert!(bucket.is_dir(), "the bucket folder is back");
+    let v = ws.cotune(BIN, &["store", "verify", "--store", &store], None);
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+}
+
 #[test]
 fn concurrent_runs_never_compute_a_key_twice() {
     let ws = Workspace::new();

@@ -70,6 +70,10 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
         }
         StoreAction::Verify => {
             let mut damaged = 0;
+            for stray in store.strays().unwrap_or_default() {
+                say!("damaged {}: not an entry bucket folder", stray.display());
+                damaged += 1;
+            }
             for (k, d) in &entries {
                 if let EntryState::Damaged(why) = read_entry(d, Some(k)) {
                     say!("damaged {}: {why}", k.hex());

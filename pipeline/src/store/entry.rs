@@ -37,13 +37,21 @@ pub struct Fetched {
 pub fn read_entry(dir: &Path, key: Option<&AnyKey>) -> EntryState {
     let text = match fs::read_to_string(dir.join("meta.json")) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.exists() => {
+        // No folder, or no bucket folder above it (a stray file there is moved aside when the
+        // entry is written).
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) && !dir.exists() =>
+        {
             return EntryState::Missing
         }
         Err(e) => return EntryState::Damaged(format!("meta.json unreadable: {e}")),
     };
-    let Some(meta) = Meta::from_json(&text) else {
-        return EntryState::Damaged("meta.json is not a complete entry record".into());
+    let meta = match Meta::from_json(&text) {
+        Ok(meta) => meta,
+        Err(why) => return EntryState::Damaged(why),
     };
     if let Some(key) = key {
         if meta.key != key.hex() {

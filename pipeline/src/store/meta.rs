@@ -5,8 +5,11 @@ use results::{Row, Value};
 use serde_json::{json, Map, Value as Json};
 use std::collections::BTreeMap;
 
-/// The store's on-disk format version (in every meta.json).
-pub const META_FORMAT: u32 = 1;
+/// The store's on-disk format version (in every meta.json). Format 2 records the blake3 of the
+/// record itself (`digest`); format 1 (before 2026-12-06) did not, and is read unverified.
+pub const META_FORMAT: u32 = 2;
+/// The oldest format still read.
+const META_FORMAT_UNDIGESTED: u64 = 1;
 
 /// Everything an entry says about itself.
 #[derive(Clone, Debug, PartialEq)]
@@ -115,9 +118,10 @@ fn row_from_json(j: &Json) -> Option<Row> {
 }
 
 impl Meta {
-    /// Serialises to pretty JSON.
+    /// Serialises to pretty JSON, with the blake3 of the record's compact form beside it
+    /// ([`record_digest`]), so that a reader finds a record that changed after it was written.
     pub fn to_json(&self) -> String {
-        let j = json!({
+        let mut j = json!({
             "format": META_FORMAT,
             "key": self.key,
             "stage": self.stage,
@@ -134,15 +138,34 @@ impl Meta {
                 "cotune_version": self.provenance.cotune_version,
             },
         });
+        let digest = record_digest(&j);
+        if let Json::Object(m) = &mut j {
+            m.insert("digest".into(), Json::String(digest));
+        }
         serde_json::to_string_pretty(&j).expect("JSON of plain values always serialises")
     }
 
-    /// Parses meta.json; `None` when it is not a complete entry of this format.
-    pub fn from_json(text: &str) -> Option<Meta> {
-        let j: Json = serde_json::from_str(text).ok()?;
-        if j.get("format")?.as_u64()? != META_FORMAT as u64 {
-            return None;
+    /// Parses and verifies meta.json: the error says why it is not a whole entry record (not
+    /// JSON, another format, a field missing, or a record that differs from its digest).
+    pub fn from_json(text: &str) -> Result<Meta, String> {
+        let mut j: Json =
+            serde_json::from_str(text).map_err(|e| format!("meta.json is not JSON: {e}"))?;
+        let format = j.get("format").and_then(Json::as_u64);
+        let recorded = match (format, &mut j) {
+            (Some(f), Json::Object(m)) if f == u64::from(META_FORMAT) => m.remove("digest"),
+            (Some(META_FORMAT_UNDIGESTED), _) => None,
+            _ => return Err(format!("meta.json is not of format {META_FORMAT}")),
+        };
+        if format == Some(u64::from(META_FORMAT)) {
+            let computed = record_digest(&j);
+            if recorded.as_ref().and_then(Json::as_str) != Some(computed.as_str()) {
+                return Err("meta.json does not match its recorded blake3".into());
+            }
         }
+        Self::from_record(&j).ok_or_else(|| "meta.json is not a complete entry record".into())
+    }
+
+    fn from_record(j: &Json) -> Option<Meta> {
         let p = j.get("provenance")?;
         Some(Meta {
             key: j.get("key")?.as_str()?.to_owned(),
@@ -165,5 +188,84 @@ impl Meta {
                 cotune_version: p.get("cotune_version")?.as_str()?.to_owned(),
             },
         })
+    }
+}
+
+/// The blake3 of a record's compact JSON (keys sorted, numbers in their shortest round-trip
+/// form: what the record parses back to serialises to the same text).
+fn record_digest(j: &Json) -> String {
+    let text = serde_json::to_string(j).expect("JSON of plain values always serialises");
+    blake3::hash(text.as_bytes()).to_hex().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::CanonValue;
+
+    fn meta() -> Meta {
+        let row: Row = [
+            ("accuracy".to_owned(), Value::F64(0.3064066852367688)),
+            ("latency".to_owned(), Value::F64(f64::INFINITY)),
+            ("status".to_owned(), Value::Str("ok".into())),
+        ]
+        .into_iter()
+        .collect();
+        Meta {
+            key: "ab".repeat(32),
+            stage: "evaluate".into(),
+            version: 3,
+            inputs: vec!["cd".repeat(32)],
+            config: CanonConfig::new().with("lr", CanonValue::F64Bits(1e-3f64.to_bits())),
+            metrics: row.clone(),
+            rows: vec![row],
+            artifacts: [("weights.bin".to_owned(), "ef".repeat(32))].into(),
+            provenance: Provenance {
+                host: "h".into(),
+                started_at: 1.7e9 + 0.25,
+                duration_s: 0.1,
+                cotune_version: "0.1.0".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_record_reads_back_whole_and_verified() {
+        let m = meta();
+        let text = m.to_json();
+        assert!(text.contains("\"digest\""));
+        assert_eq!(Meta::from_json(&text), Ok(m));
+    }
+
+    /// A value changed after the write (one digit, a type, a field removed) is found, as a
+    /// changed artifact is.
+    #[test]
+    fn a_changed_record_is_refused() {
+        let text = meta().to_json();
+        let edits = [
+            text.replace("0.3064066852367688", "9.3064066852367688"),
+            text.replacen(r#""f64": 0.3064066852367688"#, r#""str": "x""#, 1),
+            text.replacen(r#""host": "h","#, "", 1),
+        ];
+        for edited in edits {
+            assert_ne!(edited, text);
+            let err = Meta::from_json(&edited).unwrap_err();
+            assert!(err.contains("does not match its recorded blake3"), "{err}");
+        }
+        let unrecorded = text.replacen("\"digest\"", "\"digestx\"", 1);
+        assert!(Meta::from_json(&unrecorded).is_err());
+        assert!(Meta::from_json(&text[..text.len() / 2]).is_err());
+    }
+
+    /// Entries written before records carried their digest are still read.
+    #[test]
+    fn a_format_one_record_is_read_without_a_digest() {
+        let m = meta();
+        let mut j: Json = serde_json::from_str(&m.to_json()).unwrap();
+        j.as_object_mut().unwrap().remove("digest");
+        j["format"] = json!(1);
+        assert_eq!(Meta::from_json(&j.to_string()), Ok(m));
+        j["format"] = json!(3);
+        assert!(Meta::from_json(&j.to_string()).is_err());
     }
 }

@@ -48,6 +48,21 @@ impl Store {
         })
     }
 
+    /// Checks that this process can write the store (a file in `tmp/` and in `locks/`), so that
+    /// a run on a store it may only read fails before it computes anything, not in every
+    /// instance.
+    pub fn check_writable(&self) -> Result<(), StoreError> {
+        for sub in ["tmp", "locks"] {
+            let probe =
+                self.root
+                    .join(sub)
+                    .join(format!(".probe.{}.{}", std::process::id(), nanos()));
+            io(&probe, fs::write(&probe, b""))?;
+            let _ = fs::remove_file(&probe);
+        }
+        Ok(())
+    }
+
     /// The store's root folder.
     pub fn root(&self) -> &Path {
         &self.root
@@ -123,6 +138,15 @@ impl Store {
         write_synced(&tmp.join("meta.json"), meta.to_json().as_bytes())?;
         sync_dir(&tmp)?;
         let parent = dir.parent().expect("entry folders have a parent");
+        if fs::symlink_metadata(parent).is_ok_and(|m| !m.is_dir()) {
+            // A file where the bucket folder goes holds no entry: set it aside, as damage.
+            let name = parent.file_name().unwrap_or_default().to_string_lossy();
+            let to = self
+                .root
+                .join("quarantine")
+                .join(format!("bucket-{name}.{}", nanos()));
+            io(parent, fs::rename(parent, to))?;
+        }
         io(parent, fs::create_dir_all(parent))?;
         if dir.exists() {
             // Only a damaged entry that reappeared can be here; never overwrite in place.

@@ -30,6 +30,21 @@ impl Store {
         Ok(out)
     }
 
+    /// What `objects/` holds that is no bucket folder (a file where one goes): no entry can be
+    /// read there, and writing one moves it aside.
+    pub fn strays(&self) -> Result<Vec<PathBuf>, StoreError> {
+        let objects = self.root.join("objects");
+        let mut out = Vec::new();
+        for bucket in io(&objects, fs::read_dir(&objects))? {
+            let bucket = io(&objects, bucket)?;
+            if !bucket.file_type().is_ok_and(|t| t.is_dir()) {
+                out.push(bucket.path());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Removes the unfinished writes that no live process owns: the `tmp/` folders of runs that
     /// died (kill -9, power loss) mid-write. A live writer holds its key's lock, so its folder is
     /// left alone. Returns (folders removed, bytes freed). Every run does this when it opens the
@@ -47,8 +62,8 @@ impl Store {
                 },
                 None => None,
             };
-            removed.1 += dir_size(&p);
-            match fs::remove_dir_all(&p) {
+            removed.1 += size_of(&p);
+            match remove_any(&p) {
                 Ok(()) => removed.0 += 1,
                 // Another sweeper got there first.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -68,8 +83,8 @@ impl Store {
         let (mut removed, mut bytes) = self.sweep_tmp()?;
         // A folder that is gone already (a run quarantined it meanwhile) counts as removed.
         let mut drop_dir = |p: &Path| -> Result<(), StoreError> {
-            bytes += dir_size(p);
-            match fs::remove_dir_all(p) {
+            bytes += size_of(p);
+            match remove_any(p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => io(p, Err(e))?,
                 _ => removed += 1,
             }
@@ -78,6 +93,9 @@ impl Store {
         let q = self.root.join("quarantine");
         for e in io(&q, fs::read_dir(&q))? {
             drop_dir(&io(&q, e)?.path())?;
+        }
+        for stray in self.strays()? {
+            drop_dir(&stray)?;
         }
         let locks = self.root.join("locks");
         let damaged = |key: &AnyKey, path: &Path| {
@@ -97,6 +115,24 @@ impl Store {
             }
         }
         Ok((removed, bytes))
+    }
+}
+
+/// Removes a folder with what it holds, or a file.
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    if fs::symlink_metadata(p)?.is_dir() {
+        fs::remove_dir_all(p)
+    } else {
+        fs::remove_file(p)
+    }
+}
+
+/// The bytes of a folder's files, or of a file.
+fn size_of(p: &Path) -> u64 {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => dir_size(p),
+        Ok(m) => m.len(),
+        Err(_) => 0,
     }
 }
 
