@@ -229,26 +229,33 @@ fn lead(
         let pareto = aggregates.pareto();
         let meta = table_meta(engine, &digest, &token, results::TableSchema::new());
         let dir = generation.dir();
-        // The step is published only whole: every worker's parts, the aggregates and run.json.
-        let published = generation
-            .wait_written(worker.peers(), PARTS_TIMEOUT, || abort.raised())
-            .and_then(|()| results::write_parquet(&dir.join("pareto.parquet"), &pareto, &meta))
-            .and_then(|()| {
-                let best = aggregates.best_kernels();
-                results::write_parquet(&dir.join("kernel_best.parquet"), &best, &meta)
-            })
-            .and_then(|()| source.finish_epoch(dir, &meta, &mut summary))
-            .and_then(|()| {
-                let since = if source.cumulative() { run_t0 } else { t0 };
-                summary.wall_s = since.elapsed().as_secs_f64();
-                results::write_run_json(&dir.join("run.json"), &summary)
-            })
-            .and_then(|()| generation.publish());
+        // The step is published only whole: every worker's parts, the aggregates and run.json;
+        // not at all when this worker's own parts failed (the errors say why).
+        let published = if report.errors.is_empty() {
+            generation
+                .wait_written(worker.peers(), PARTS_TIMEOUT, || abort.raised())
+                .and_then(|()| results::write_parquet(&dir.join("pareto.parquet"), &pareto, &meta))
+                .and_then(|()| {
+                    let best = aggregates.best_kernels();
+                    results::write_parquet(&dir.join("kernel_best.parquet"), &best, &meta)
+                })
+                .and_then(|()| source.finish_epoch(dir, &meta, &mut summary))
+                .and_then(|()| {
+                    let since = if source.cumulative() { run_t0 } else { t0 };
+                    summary.wall_s = since.elapsed().as_secs_f64();
+                    results::write_run_json(&dir.join("run.json"), &summary)
+                })
+                .and_then(|()| generation.publish())
+        } else {
+            let since = if source.cumulative() { run_t0 } else { t0 };
+            summary.wall_s = since.elapsed().as_secs_f64();
+            Ok(None)
+        };
         match published {
             Err(e) => report.errors.push(e),
             // Not removed (it may hold more than tables), but the user should know it moved.
             Ok(Some(aside)) => tell!(
-                "note: {} was a folder, not cotune's link to its tables; moved it to {}",
+                "note: {} was not cotune's link to its tables; moved it to {}",
                 output.out.join(&engine.experiment).display(),
                 aside.display()
             ),
@@ -356,6 +363,10 @@ fn write_parts(
         if let Err(e) = generation.mark_written(worker.index()) {
             report.errors.push(e);
         }
+    } else {
+        // Best effort: worker 0 then gives up on this generation at once; if even the marker
+        // cannot be written, it waits out its timeout.
+        let _ = generation.mark_failed(worker.index());
     }
     report
 }

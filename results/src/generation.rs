@@ -53,6 +53,20 @@ pub fn generations_dir(out: &Path, experiment: &str) -> Result<PathBuf, ResultsE
     Ok(out.join(format!(".{experiment}.generations")))
 }
 
+/// Checks that `out` can take `experiment`'s tables: creates `<out>/.<experiment>.generations`
+/// and writes (then removes) a file in it and one in `out`, where the link to them goes, so
+/// that a run that could not write its tables fails before it computes anything.
+pub fn check_writable(out: &Path, experiment: &str) -> Result<(), ResultsError> {
+    let gens = generations_dir(out, experiment)?;
+    fs::create_dir_all(&gens).map_err(ResultsError::io(&gens))?;
+    for dir in [out, gens.as_path()] {
+        let probe = dir.join(format!(".{experiment}.probe-{}", unique()));
+        fs::write(&probe, b"").map_err(ResultsError::io(&probe))?;
+        let _ = fs::remove_file(&probe);
+    }
+    Ok(())
+}
+
 /// The folder that `<out>/<experiment>` names right now (the link resolved once; a plain folder
 /// from before generations is returned as it is).
 pub fn current(out: &Path, experiment: &str) -> Result<PathBuf, ResultsError> {
@@ -123,8 +137,16 @@ impl Generation {
         fs::write(&path, b"").map_err(ResultsError::io(&path))
     }
 
+    /// Records that `worker` could not write its parts, so that worker 0 stops waiting for them
+    /// at once ([`Self::wait_written`]) instead of after its timeout.
+    pub fn mark_failed(&self, worker: usize) -> Result<(), ResultsError> {
+        let path = self.dir.join(WRITTEN).join(format!("failed-w{worker}"));
+        fs::write(&path, b"").map_err(ResultsError::io(&path))
+    }
+
     /// Waits until workers `0..workers` have all marked their parts written, at most `timeout`
-    /// and only while `give_up` is false (a worker that stopped will never write them).
+    /// and only while `give_up` is false and no worker has marked its write failed (a worker
+    /// that stopped or failed will never write them).
     pub fn wait_written(
         &self,
         workers: usize,
@@ -139,7 +161,10 @@ impl Generation {
             if missing.is_empty() {
                 return Ok(());
             }
-            if t0.elapsed() > timeout || give_up() {
+            let failed = missing
+                .iter()
+                .any(|w| self.dir.join(WRITTEN).join(format!("failed-w{w}")).exists());
+            if failed || t0.elapsed() > timeout || give_up() {
                 return Err(ResultsError::Unwritten {
                     generation: self.dir.clone(),
                     workers: missing,
@@ -151,18 +176,18 @@ impl Generation {
 
     /// Makes this generation the one `<out>/<experiment>` names, in one atomic rename, then
     /// removes old generations (keeping the last few published ones). Returns where a real
-    /// folder that stood at `<out>/<experiment>` was moved, for the caller to say so.
+    /// folder or file that stood at `<out>/<experiment>` was moved, for the caller to say so.
     pub fn publish(&self) -> Result<Option<PathBuf>, ResultsError> {
         // The marker only guides the clean-up of old generations: it needs no sync of its own.
         let marker = self.dir.join(PUBLISHED);
         fs::write(&marker, self.token.as_bytes()).map_err(ResultsError::io(&marker))?;
         let link = self.out.join(&self.experiment);
         let gens = generations_dir(&self.out, &self.experiment)?;
-        // A real folder where the link goes (an older cotune's tables, or anything a user put
-        // there) is moved aside, beside it and in sight, and never removed: it may hold more
-        // than tables.
+        // A real folder or file where the link goes (an older cotune's tables, or anything a
+        // user put there) is moved aside, beside it and in sight, and never removed: it may
+        // hold more than tables.
         let mut moved = None;
-        if fs::symlink_metadata(&link).is_ok_and(|m| m.is_dir()) {
+        if fs::symlink_metadata(&link).is_ok_and(|m| !m.file_type().is_symlink()) {
             let aside = self
                 .out
                 .join(format!("{}{MOVED_ASIDE}{}", self.experiment, unique()));
@@ -327,5 +352,37 @@ mod tests {
             .wait_written(3, Duration::from_millis(50), || false)
             .unwrap_err();
         assert!(e.to_string().contains("[1, 2]"), "{e}");
+    }
+
+    /// A worker that could not write its parts says so, and worker 0 stops waiting at once.
+    #[test]
+    fn a_failed_worker_ends_the_wait_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = Generation::new(dir.path(), "exp", "g0").unwrap();
+        g.mark_written(0).unwrap();
+        g.mark_failed(1).unwrap();
+        let t0 = Instant::now();
+        let e = g
+            .wait_written(2, Duration::from_secs(60), || false)
+            .unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        assert!(e.to_string().contains("[1]"), "{e}");
+    }
+
+    /// A file where the link goes is moved aside as a folder is, never replaced.
+    #[test]
+    fn a_file_where_the_link_goes_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        fs::write(out.join("exp"), "a user's file").unwrap();
+        let g = Generation::new(out, "exp", "g0").unwrap();
+        g.write_part("prune", 0, &rows("a"), &TableMeta::new("exp", "a"))
+            .unwrap();
+        let moved = g.publish().unwrap().expect("the file was moved");
+        assert_eq!(fs::read_to_string(&moved).unwrap(), "a user's file");
+        assert!(is_moved_aside(
+            &moved.file_name().unwrap().to_string_lossy()
+        ));
+        assert_eq!(read_table(&out.join("exp/prune")).unwrap(), rows("a"));
     }
 }

@@ -35,7 +35,7 @@ mod value;
 mod write;
 
 pub use error::ResultsError;
-pub use generation::{current, generations_dir, is_moved_aside, Generation};
+pub use generation::{check_writable, current, generations_dir, is_moved_aside, Generation};
 pub use measured::{dense_drift, measured_points, session_spread};
 pub use pareto::{pareto_front, pareto_front_with_ties, MeasuredPoint, Objectives};
 pub use read::{read_created_by, read_metadata, read_table, table_files};

@@ -218,7 +218,16 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
             }
         },
     };
-    let store = match Store::open(&args.store) {
+    // Found now, not after the run has computed everything (and after the plan, so that a file
+    // the stages reject leaves no folder behind).
+    if let Err(e) = results::check_writable(&args.out, &exp.name) {
+        eprintln!(
+            "error: --out {} cannot take the results: {e}",
+            args.out.display()
+        );
+        return EXIT_USAGE;
+    }
+    let store = match Store::open(&args.store).and_then(|s| s.check_writable().map(|()| s)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -294,8 +303,13 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
             for e in &report.errors {
                 eprintln!("error writing results: {e}");
             }
-            if args.process == 0 {
+            if args.process == 0 && report.errors.is_empty() {
                 say!("results: {}", results_dir.display());
+            } else if args.process == 0 {
+                say!(
+                    "results: not published to {} (the errors above say why)",
+                    results_dir.display()
+                );
             }
             let unmet = verdict
                 .and_then(|v| v.lock().ok().map(|v| v.unmet.clone()))
