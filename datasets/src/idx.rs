@@ -55,6 +55,15 @@ fn parse(path: &Path, bytes: &[u8], ndim: u8) -> Result<(Vec<usize>, Vec<u8>), D
     let len = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     let len =
         len.ok_or_else(|| DatasetError::bad(path, format!("dimensions {dims:?} overflow")))?;
+    if len > crate::VALUES_MAX {
+        return Err(DatasetError::bad(
+            path,
+            format!(
+                "dimensions {dims:?} hold {len} values, more than {}, the most a data set may hold",
+                crate::VALUES_MAX
+            ),
+        ));
+    }
     let body = &bytes[header..];
     if body.len() < len {
         return Err(DatasetError::bad(
@@ -231,6 +240,11 @@ mod tests {
         std::fs::write(&img, idx(3, &[2, 2, 2], &[0; 7])).unwrap();
         let e = msg(dir.path());
         assert!(e.contains("truncated") && e.contains("found 7"), "{e}");
+
+        // Past the values a data set may hold: refused from the header, before any copy.
+        std::fs::write(&img, idx(3, &[17, 8192, 8192], &[])).unwrap();
+        let e = msg(dir.path());
+        assert!(e.contains("1140850688 values, more than 268435456"), "{e}");
 
         std::fs::write(&img, idx(3, &[3, 1, 1], &[0; 3])).unwrap();
         let e = msg(dir.path());

@@ -18,7 +18,7 @@ mod table;
 
 pub use error::DatasetError;
 pub use spec::{DatasetSpec, Source, TableSpec};
-pub use split::CLASSES_MAX;
+pub use split::{CLASSES_MAX, VALUES_MAX};
 
 use std::path::PathBuf;
 

@@ -102,6 +102,10 @@ pub(crate) fn standardize(d: &mut Dataset) {
     }
 }
 
+/// The most values (samples × features) one file of a data set may hold: 2²⁸, 1 GiB as f32
+/// (an IDX file of 17 images of 8192² pixels asked for 4 GiB twice over and aborted the run).
+pub const VALUES_MAX: usize = 1 << 28;
+
 /// The most classes a data set may have (the classifier's rows; a label of 10⁹ in an ID column
 /// read as labels asked for a 64 GB layer and aborted the run).
 pub const CLASSES_MAX: usize = 1 << 16;

@@ -212,6 +212,16 @@ fn load(
         .map(|n| table.column(path, n))
         .collect::<Result<Vec<_>, _>>()?;
     let n = y.len();
+    if n.saturating_mul(cols.len()) > crate::VALUES_MAX {
+        return Err(DatasetError::bad(
+            path,
+            format!(
+                "{n} rows of {} features hold more than {} values, the most a data set may hold",
+                cols.len(),
+                crate::VALUES_MAX
+            ),
+        ));
+    }
     let mut x = Vec::with_capacity(n * cols.len());
     for row in 0..n {
         for (col, name) in cols.iter().zip(&feature_names) {

@@ -124,10 +124,27 @@ impl Expected {
                 TABLES.join(", ")
             )));
         }
+        if e.metric.is_empty() {
+            return Err(bad("no [[metric]]: nothing to compare".into()));
+        }
         for m in &e.metric {
             if m.published.is_none() && m.independent.is_none() {
                 return Err(bad(format!(
                     "metric {:?}: needs `published` or `independent`",
+                    m.label
+                )));
+            }
+            for (name, x) in [("published", m.published), ("independent", m.independent)] {
+                if x.is_some_and(|x| !x.is_finite()) {
+                    return Err(bad(format!(
+                        "metric {:?}: `{name}` is not a number",
+                        m.label
+                    )));
+                }
+            }
+            if m.tolerance.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
+                return Err(bad(format!(
+                    "metric {:?}: `tolerance` must be a number ≥ 0",
                     m.label
                 )));
             }

@@ -375,6 +375,28 @@ published = 0.5
         err.is_bad_input() && err.to_string().contains("line 2"),
         "{err}"
     );
+    // Values that compare to nothing: a tolerance below 0, a reference that is no number, and
+    // a file with no metric at all.
+    let head = "paper = \"P\"\nfigure = \"1\"\nsource = \"s\"\ntable = \"evaluate\"\n";
+    let metric = "[[metric]]\nlabel = \"a\"\ncolumn = \"accuracy\"\nwhere = {}\n";
+    for (body, says) in [
+        (
+            format!("{metric}published = 0.5\ntolerance = -1.0\n"),
+            "tolerance",
+        ),
+        (
+            format!("{metric}published = nan\n"),
+            "`published` is not a number",
+        ),
+        (String::new(), "no [[metric]]"),
+    ] {
+        std::fs::write(&expected, format!("{head}{body}")).unwrap();
+        let err = report::Expected::read(&expected).unwrap_err();
+        assert!(
+            err.is_bad_input() && err.to_string().contains(says),
+            "{err}"
+        );
+    }
 }
 
 #[test]

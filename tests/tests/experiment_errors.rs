@@ -244,6 +244,55 @@ fn sizes_past_what_a_run_holds_are_checked_where_they_are_written() {
     );
 }
 
+/// A batch's columns per sample (a convolution's positions, a transformer's tokens) are known
+/// when the data set is: such a layer at a huge batch was an abort with a backtrace (an
+/// allocation of 32 GiB in the tuning), now a plan error at the table that gives the batch.
+#[test]
+fn a_batch_too_large_for_a_layers_positions_is_refused_when_planned() {
+    let real = env!("CARGO_BIN_EXE_cotune-real");
+    let text = "name = \"big\"\n[dataset]\nsource = \"digits\"\n[model]\nkind = \"cnn\"\n\
+                channels = [512]\nhidden = [16]\n[train]\nepochs = 1\nbatch_size = 8\nlr = 1e-3\n\
+                [prune]\npattern = [\"dense\"]\n[kernel_tune]\nbatch_tokens = [1048576]\n";
+    check_with(
+        real,
+        text,
+        14,
+        1,
+        "[kernel_tune]: batch 1048576 gives layer",
+    );
+}
+
+/// A key of another source was read and ignored: `train_images` under a synthetic source
+/// trained on the synthetic data.
+#[test]
+fn a_key_of_another_source_is_refused_where_it_stands() {
+    check(
+        &GOOD.replace("classes = 4", "classes = 4\ntrain_images = \"x.idx\""),
+        7,
+        16,
+        "`train_images` does not apply to source = \"synthetic\"",
+    );
+    check(
+        &GOOD.replace("classes = 4", "classes = 4\nlabel = \"y\""),
+        7,
+        9,
+        "`label` does not apply",
+    );
+}
+
+/// A name that fits the file's rules but not a file name (with the suffixes a run adds) failed
+/// only when the tables were written, after computing everything.
+#[test]
+fn a_name_too_long_for_its_folders_is_refused_at_the_name() {
+    let long = format!("name = \"{}\"", "a".repeat(243));
+    check(
+        &GOOD.replace("name = \"bad\"", &long),
+        1,
+        8,
+        "243 characters long, more than 200",
+    );
+}
+
 #[test]
 fn running_losing_layers_dense_is_refused_on_the_cuda_backend() {
     let text = format!(
@@ -317,6 +366,24 @@ fn an_out_path_that_is_a_file_is_refused_before_anything_runs_and_plan_creates_n
     let o = ws.cotune(BIN, &["plan", &arg(&f), "--store", &arg(&store)], None);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!store.exists(), "plan only reads the store");
+    // A folder that cannot be made (under a file): found before anything runs, not after.
+    let under = out.join("sub");
+    let o = ws.cotune(
+        BIN,
+        &[
+            "run",
+            &arg(&f),
+            "--store",
+            &arg(&store),
+            "--out",
+            &arg(&under),
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot take the results"), "{err}");
+    assert!(!store.exists(), "nothing may run");
 }
 
 /// Regression: an empty `COTUNE_STORE` was reported as "a value is required for '--store'",

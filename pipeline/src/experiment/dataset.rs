@@ -88,19 +88,38 @@ pub(super) fn dataset_trial(
                 )
             })
         };
-    if source != DatasetSource::Synthetic {
-        for (f, name) in [
-            (&ds.samples, "samples"),
-            (&ds.features, "features"),
-            (&ds.classes, "classes"),
-        ] {
-            if let Some(v) = f {
-                return Err(map.error(
-                    v.span(),
-                    format!("`{name}` does not apply to source = \"{source}\""),
-                ));
-            }
+    // A key of another source was read and ignored (`train_images` under `source = "digits"`
+    // trained on the digits): each key, the sources it applies to.
+    let span = |f: &Option<Spanned<u64>>| f.as_ref().map(Spanned::span);
+    let text = |f: &Option<Spanned<String>>| f.as_ref().map(Spanned::span);
+    let (synthetic, idx, table) = (
+        &[DatasetSource::Synthetic][..],
+        &[DatasetSource::Idx][..],
+        &[DatasetSource::Csv, DatasetSource::Parquet][..],
+    );
+    for (at, name, sources) in [
+        (span(&ds.samples), "samples", synthetic),
+        (span(&ds.features), "features", synthetic),
+        (span(&ds.classes), "classes", synthetic),
+        (text(&ds.train_images), "train_images", idx),
+        (text(&ds.train_labels), "train_labels", idx),
+        (text(&ds.test_images), "test_images", idx),
+        (text(&ds.test_labels), "test_labels", idx),
+        (text(&ds.path), "path", table),
+        (text(&ds.label), "label", table),
+    ] {
+        if let Some(at) = at.filter(|_| !sources.contains(&source)) {
+            return Err(map.error(
+                at,
+                format!("`{name}` does not apply to source = \"{source}\""),
+            ));
         }
+    }
+    if let (Some(f), true) = (&ds.test_fraction, ds.test_images.is_some()) {
+        return Err(map.error(
+            f.span(),
+            "`test_fraction` does not apply with `test_images`: the test part is those files",
+        ));
     }
     // Each data file as written, its digest, and its path resolved against the file's folder.
     let mut files = Vec::new();

@@ -91,6 +91,9 @@ pub(super) fn check(
     }
 }
 
+/// The longest experiment name.
+const NAME_MAX: usize = 200;
+
 /// Validates a parsed file.
 pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, ExperimentError> {
     let name = raw.name.get_ref().clone();
@@ -106,6 +109,14 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
             format!("name `{name}` must be non-empty and use only letters, digits, '-', '_' and '.' (it names a folder)")
         },
     )?;
+    // `<out>/.<name>.generations` and the names a run moves aside must fit a file name (255
+    // bytes on the usual file systems).
+    check(name.len() <= NAME_MAX, map, raw.name.span(), || {
+        format!(
+            "name is {} characters long, more than {NAME_MAX} (it names folders)",
+            name.len()
+        )
+    })?;
     let kt = raw.kernel_tune.as_ref();
     let shapes_raw = kt.and_then(|k| k.get_ref().shapes.as_ref());
     let model_part = match shapes_raw {

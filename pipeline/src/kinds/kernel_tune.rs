@@ -7,6 +7,7 @@
 use super::calibrate::{Calibrate, CalibrateTrial};
 use super::layer_study::LayerStudy;
 use super::prune::{describe_pattern, pattern_label, LayerFormat, Prune};
+use crate::experiment::limits;
 use crate::fields::{FieldValue, Fields, Tag};
 use crate::key::{CanonValue, Key};
 use crate::plan::{PlanError, Planner};
@@ -231,10 +232,48 @@ pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
     // `batch_tokens` counts samples and a layer's GEMM has `tokens` columns per sample (a
     // study's tensors have 1).
     for (study, planned) in p.instances::<LayerStudy>() {
+        check_columns(p, &planned.trial.layers)?;
         request_tunings(p, study, &planned.trial.layers, &tune);
     }
     for (prune, planned) in p.instances::<Prune>() {
+        check_columns(p, &planned.trial.layers)?;
         request_tunings(p, prune, &planned.trial.layers, &tune);
+    }
+    Ok(())
+}
+
+/// Every layer's inputs and outputs at every tuned and evaluated batch must fit one matrix of a
+/// run ([`limits::ELEMENTS_MAX`]): a batch of `b` samples gives a layer `b · tokens` columns
+/// (a convolution's output positions, a transformer's tokens), which the file's own checks,
+/// blind to the data set's image size, could not count. An error names the layer and the
+/// batch, at the table that gives it.
+fn check_columns(p: &Planner, layers: &[LayerFormat]) -> Result<(), PlanError> {
+    let exp = p.experiment();
+    for layer in layers {
+        for &b in exp.tuned_batches().iter().chain(&exp.batch_sizes) {
+            let columns = b.saturating_mul(layer.tokens.max(1));
+            let values = columns.saturating_mul(layer.rows.max(layer.cols));
+            if values > limits::ELEMENTS_MAX {
+                let section = if exp.batch_tokens.contains(&b) {
+                    "kernel_tune"
+                } else {
+                    "evaluate"
+                };
+                return Err(p.section_error(
+                    section,
+                    format!(
+                        "batch {b} gives layer `{}` ({} × {}) {columns} columns ({b} samples × {} \
+                         per sample), {values} values in one matrix, more than {} (4 GiB of \
+                         f32); use a smaller batch",
+                        layer.layer,
+                        layer.rows,
+                        layer.cols,
+                        layer.tokens.max(1),
+                        limits::ELEMENTS_MAX
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }
