@@ -36,7 +36,7 @@ pub enum DatasetError {
         columns: Vec<String>,
     },
     /// The split by `test_fraction` leaves the train or the test part empty.
-    #[error("{name}: {samples} samples with test_fraction {test_fraction} leave an empty train or test part")]
+    #[error("{name}: {samples} samples with test_fraction {test_fraction:?} leave an empty train or test part")]
     EmptySplit {
         /// The data set's name.
         name: String,

@@ -218,8 +218,8 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
             }
         },
     };
-    // Found now, not after the run has computed everything (and after the plan, so that a file
-    // the stages reject leaves no folder behind).
+    // Found now, not after the run has computed everything (and after a grid's plan, so that a
+    // file its stages reject leaves no folder behind).
     if let Err(e) = results::check_writable(&args.out, &exp.name) {
         eprintln!(
             "error: --out {} cannot take the results: {e}",
@@ -307,7 +307,7 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
                 say!("results: {}", results_dir.display());
             } else if args.process == 0 {
                 say!(
-                    "results: not published to {} (the errors above say why)",
+                    "results: {} may not show this run's tables (the errors above say why)",
                     results_dir.display()
                 );
             }

@@ -157,7 +157,11 @@ pub(super) fn search_spec(
         Some(v) => {
             let f = *v.get_ref();
             check(f.is_finite() && f > 0.0 && f <= max, map, v.span(), || {
-                format!("{name} must be in (0, {max}], found {f}")
+                if max == f64::MAX {
+                    format!("{name} must be a finite number > 0, found {f:?}")
+                } else {
+                    format!("{name} must be in (0, {max}], found {f:?}")
+                }
             })?;
             Ok(Some(f))
         }

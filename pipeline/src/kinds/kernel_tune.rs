@@ -243,22 +243,27 @@ pub fn plan(p: &mut Planner, facts: &impl TuneFacts) -> Result<(), PlanError> {
 }
 
 /// Every layer's inputs and outputs at every tuned and evaluated batch must fit one matrix of a
-/// run ([`limits::ELEMENTS_MAX`]): a batch of `b` samples gives a layer `b · tokens` columns
-/// (a convolution's output positions, a transformer's tokens), which the file's own checks,
+/// run ([`limits::ELEMENTS_MAX`]): a batch of `b` samples gives a layer `b · tokens` columns (a
+/// convolution's output positions, a transformer's tokens), which the file's own checks,
 /// blind to the data set's image size, could not count. An error names the layer and the
-/// batch, at the table that gives it.
+/// batch, at the table that gives it. (A training batch is left out: it takes at most the data
+/// set's samples, which a `batch_size` above them, for full-batch steps, does not change.)
 fn check_columns(p: &Planner, layers: &[LayerFormat]) -> Result<(), PlanError> {
     let exp = p.experiment();
+    // Each batch with the table that gives it: the tunings', and a model's evaluations'.
+    let mut batches: Vec<(u64, &str)> = exp
+        .batch_tokens
+        .iter()
+        .map(|&b| (b, "kernel_tune"))
+        .collect();
+    if exp.model_part.is_some() {
+        batches.extend(exp.batch_sizes.iter().map(|&b| (b, "evaluate")));
+    }
     for layer in layers {
-        for &b in exp.tuned_batches().iter().chain(&exp.batch_sizes) {
+        for &(b, section) in &batches {
             let columns = b.saturating_mul(layer.tokens.max(1));
             let values = columns.saturating_mul(layer.rows.max(layer.cols));
             if values > limits::ELEMENTS_MAX {
-                let section = if exp.batch_tokens.contains(&b) {
-                    "kernel_tune"
-                } else {
-                    "evaluate"
-                };
                 return Err(p.section_error(
                     section,
                     format!(

@@ -5,11 +5,10 @@ use results::{Row, Value};
 use serde_json::{json, Map, Value as Json};
 use std::collections::BTreeMap;
 
-/// The store's on-disk format version (in every meta.json). Format 2 records the blake3 of the
-/// record itself (`digest`); format 1 (before 2026-12-06) did not, and is read unverified.
-pub const META_FORMAT: u32 = 2;
-/// The oldest format still read.
-const META_FORMAT_UNDIGESTED: u64 = 1;
+/// The store's on-disk format version (in every meta.json). Since 2026-12-06 a record also
+/// holds the blake3 of itself (`digest`), which a reader checks; a record without one (written
+/// before) is read as it is, and older binaries, which ignore the field, still read new ones.
+pub const META_FORMAT: u32 = 1;
 
 /// Everything an entry says about itself.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,15 +149,11 @@ impl Meta {
     pub fn from_json(text: &str) -> Result<Meta, String> {
         let mut j: Json =
             serde_json::from_str(text).map_err(|e| format!("meta.json is not JSON: {e}"))?;
-        let format = j.get("format").and_then(Json::as_u64);
-        let recorded = match (format, &mut j) {
-            (Some(f), Json::Object(m)) if f == u64::from(META_FORMAT) => m.remove("digest"),
-            (Some(META_FORMAT_UNDIGESTED), _) => None,
-            _ => return Err(format!("meta.json is not of format {META_FORMAT}")),
-        };
-        if format == Some(u64::from(META_FORMAT)) {
-            let computed = record_digest(&j);
-            if recorded.as_ref().and_then(Json::as_str) != Some(computed.as_str()) {
+        if j.get("format").and_then(Json::as_u64) != Some(u64::from(META_FORMAT)) {
+            return Err(format!("meta.json is not of format {META_FORMAT}"));
+        }
+        if let Some(recorded) = j.as_object_mut().and_then(|m| m.remove("digest")) {
+            if recorded.as_str() != Some(record_digest(&j).as_str()) {
                 return Err("meta.json does not match its recorded blake3".into());
             }
         }
@@ -252,20 +247,17 @@ mod tests {
             let err = Meta::from_json(&edited).unwrap_err();
             assert!(err.contains("does not match its recorded blake3"), "{err}");
         }
-        let unrecorded = text.replacen("\"digest\"", "\"digestx\"", 1);
-        assert!(Meta::from_json(&unrecorded).is_err());
         assert!(Meta::from_json(&text[..text.len() / 2]).is_err());
     }
 
     /// Entries written before records carried their digest are still read.
     #[test]
-    fn a_format_one_record_is_read_without_a_digest() {
+    fn a_record_without_a_digest_is_read_as_it_is() {
         let m = meta();
         let mut j: Json = serde_json::from_str(&m.to_json()).unwrap();
         j.as_object_mut().unwrap().remove("digest");
-        j["format"] = json!(1);
         assert_eq!(Meta::from_json(&j.to_string()), Ok(m));
-        j["format"] = json!(3);
+        j["format"] = json!(2);
         assert!(Meta::from_json(&j.to_string()).is_err());
     }
 }

@@ -138,14 +138,18 @@ impl Store {
         write_synced(&tmp.join("meta.json"), meta.to_json().as_bytes())?;
         sync_dir(&tmp)?;
         let parent = dir.parent().expect("entry folders have a parent");
-        if fs::symlink_metadata(parent).is_ok_and(|m| !m.is_dir()) {
-            // A file where the bucket folder goes holds no entry: set it aside, as damage.
+        if parent.exists() && !parent.is_dir() {
+            // A file where the bucket folder goes holds no entry: a copy goes aside, as damage,
+            // and the file goes. Never a rename: writers of other keys in this bucket hold
+            // other locks, and one may have put the folder in its place by now (which neither
+            // a hard link nor `remove_file` touches).
             let name = parent.file_name().unwrap_or_default().to_string_lossy();
             let to = self
                 .root
                 .join("quarantine")
                 .join(format!("bucket-{name}.{}", nanos()));
-            io(parent, fs::rename(parent, to))?;
+            let _ = fs::hard_link(parent, to);
+            let _ = fs::remove_file(parent);
         }
         io(parent, fs::create_dir_all(parent))?;
         if dir.exists() {

@@ -36,9 +36,10 @@ impl Store {
         let objects = self.root.join("objects");
         let mut out = Vec::new();
         for bucket in io(&objects, fs::read_dir(&objects))? {
-            let bucket = io(&objects, bucket)?;
-            if !bucket.file_type().is_ok_and(|t| t.is_dir()) {
-                out.push(bucket.path());
+            // Followed as `entries` follows it: a link to a bucket folder is a bucket.
+            let path = io(&objects, bucket)?.path();
+            if !path.is_dir() {
+                out.push(path);
             }
         }
         out.sort();
@@ -81,6 +82,20 @@ impl Store {
         keep: Option<&std::collections::BTreeSet<AnyKey>>,
     ) -> Result<(usize, u64), StoreError> {
         let (mut removed, mut bytes) = self.sweep_tmp()?;
+        for stray in self.strays()? {
+            // A file only: a run may have replaced it by the bucket folder meanwhile.
+            match fs::remove_file(&stray) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(_) if stray.is_dir() => {}
+                Err(e) => {
+                    return Err(StoreError::Io {
+                        path: stray,
+                        source: e,
+                    })
+                }
+            }
+        }
         // A folder that is gone already (a run quarantined it meanwhile) counts as removed.
         let mut drop_dir = |p: &Path| -> Result<(), StoreError> {
             bytes += size_of(p);
@@ -93,9 +108,6 @@ impl Store {
         let q = self.root.join("quarantine");
         for e in io(&q, fs::read_dir(&q))? {
             drop_dir(&io(&q, e)?.path())?;
-        }
-        for stray in self.strays()? {
-            drop_dir(&stray)?;
         }
         let locks = self.root.join("locks");
         let damaged = |key: &AnyKey, path: &Path| {
