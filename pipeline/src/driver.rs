@@ -231,6 +231,7 @@ fn lead(
         let dir = generation.dir();
         // The step is published only whole: every worker's parts, the aggregates and run.json;
         // not at all when this worker's own parts failed (the errors say why).
+        let since = if source.cumulative() { run_t0 } else { t0 };
         let published = if report.errors.is_empty() {
             generation
                 .wait_written(worker.peers(), PARTS_TIMEOUT, || abort.raised())
@@ -241,13 +242,11 @@ fn lead(
                 })
                 .and_then(|()| source.finish_epoch(dir, &meta, &mut summary))
                 .and_then(|()| {
-                    let since = if source.cumulative() { run_t0 } else { t0 };
                     summary.wall_s = since.elapsed().as_secs_f64();
                     results::write_run_json(&dir.join("run.json"), &summary)
                 })
                 .and_then(|()| generation.publish())
         } else {
-            let since = if source.cumulative() { run_t0 } else { t0 };
             summary.wall_s = since.elapsed().as_secs_f64();
             Ok(None)
         };

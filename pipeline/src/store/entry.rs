@@ -37,8 +37,8 @@ pub struct Fetched {
 pub fn read_entry(dir: &Path, key: Option<&AnyKey>) -> EntryState {
     let text = match fs::read_to_string(dir.join("meta.json")) {
         Ok(t) => t,
-        // No folder, or no bucket folder above it (a stray file there is moved aside when the
-        // entry is written).
+        // No folder, or no bucket folder above it (a stray file there is set aside when the
+        // entry is written: `Store::get_or_compute`).
         Err(e)
             if matches!(
                 e.kind(),
