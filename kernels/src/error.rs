@@ -17,7 +17,7 @@ pub enum KernelError {
         /// Length received.
         got: usize,
     },
-    /// The pattern's own parameters are impossible (e.g. N ≥ M, sparsity outside [0, 1)).
+    /// The pattern's own parameters are impossible (e.g. N ≥ M, sparsity outside [0, 1]).
     #[error("invalid pattern {pattern}: {reason}")]
     InvalidPattern {
         /// The pattern, as displayed.

@@ -13,7 +13,8 @@ pub enum Pattern {
     Dense,
     /// Any positions; `sparsity` is the fraction of zeros, chosen per layer (global top-k).
     Unstructured {
-        /// Fraction of weights removed, in [0, 1).
+        /// Fraction of weights removed, in [0, 1] (1: a layer pruned to nothing, as a layer's
+        /// measured sparsity can be).
         sparsity: f64,
     },
     /// Each row keeps `n` of every `m` consecutive columns.
@@ -35,7 +36,7 @@ pub enum Pattern {
     Vector {
         /// Rows per column-vector (must divide the matrix rows).
         v: usize,
-        /// Fraction of column-vectors removed, in [0, 1).
+        /// Fraction of column-vectors removed, in [0, 1].
         sparsity: f64,
     },
 }
@@ -113,9 +114,9 @@ impl Pattern {
         match *self {
             Pattern::Dense => Ok(()),
             Pattern::Unstructured { sparsity } | Pattern::Vector { sparsity, .. }
-                if !(0.0..1.0).contains(&sparsity) =>
+                if !(0.0..=1.0).contains(&sparsity) =>
             {
-                bad("sparsity must be in [0, 1)")
+                bad("sparsity must be in [0, 1]")
             }
             Pattern::Vector { v: 0, .. } | Pattern::Vnm { v: 0, .. } => bad("V must be at least 1"),
             Pattern::Unstructured { .. } | Pattern::Vector { .. } => Ok(()),

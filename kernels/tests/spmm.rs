@@ -313,6 +313,44 @@ fn points_outside_the_space_name_the_parameter() {
         .contains("threads"));
 }
 
+/// A layer pruned to nothing (sparsity 1, as a layer's measured sparsity can be after pruning at
+/// 0.9999999): CSR and vector-wise hold no values, and every point of their spaces writes exact
+/// zeros over a C that held NaN, at batch 1, a few columns and tiles; the model costs them.
+#[test]
+fn a_matrix_pruned_to_nothing_gives_exact_zeros_at_every_point() {
+    for pattern in [
+        Pattern::Unstructured { sparsity: 1.0 },
+        Pattern::Vector {
+            v: 8,
+            sparsity: 1.0,
+        },
+    ] {
+        for &(rows, cols, n) in &[(16, 63, 17), (64, 255, 1), (48, 130, 2), (24, 70, 36)] {
+            let mask = build_mask(&pattern, &random_values(rows * cols, 5), rows, cols).unwrap();
+            let a =
+                SparseMatrix::from_masked(&pattern, &random_values(rows * cols, 6), &mask).unwrap();
+            assert_eq!(a.nnz(), 0, "{pattern}");
+            let sig = a.signature();
+            assert_eq!(sig.density_ppm, 0);
+            assert_eq!(sig.pattern(), pattern);
+            let b = random_values(cols * n, 7);
+            for p in cpu_space(&sig, n).points() {
+                let mut c = vec![f32::NAN; rows * n];
+                spmm(&a, &b, n, &mut c, &p).unwrap();
+                assert!(
+                    c.iter().all(|&x| x == 0.0),
+                    "{pattern} {rows}x{cols}x{n} {:?}",
+                    p.0
+                );
+                let cost = predicted_cost(&sig, n, &p);
+                assert!(cost.is_finite() && cost > 0.0, "{pattern} {:?}", p.0);
+            }
+            assert_eq!(synthetic(&sig, 3).unwrap().nnz(), 0);
+        }
+    }
+    assert!(Pattern::Unstructured { sparsity: 1.5 }.validate().is_err());
+}
+
 #[test]
 fn shape_mismatches_are_errors() {
     let sig = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 4 }, 4, 8).unwrap();

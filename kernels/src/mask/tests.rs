@@ -143,7 +143,10 @@ fn vector_keeps_whole_vectors_by_norm() {
 #[test]
 fn bad_inputs_are_errors() {
     assert!(build_mask(&Pattern::Nm { n: 2, m: 2 }, &[0.0; 4], 2, 2).is_err());
-    assert!(build_mask(&Pattern::Unstructured { sparsity: 1.0 }, &[0.0; 4], 2, 2).is_err());
+    assert!(build_mask(&Pattern::Unstructured { sparsity: 1.5 }, &[0.0; 4], 2, 2).is_err());
+    // Sparsity 1 keeps nothing (a layer's measured sparsity can be 1).
+    let none = build_mask(&Pattern::Unstructured { sparsity: 1.0 }, &[0.0; 4], 2, 2).unwrap();
+    assert_eq!(none.density(), 0.0);
     assert!(build_mask(&Pattern::Dense, &[0.0; 3], 2, 2).is_err());
     assert!(build_mask(&Pattern::Vnm { v: 1, m: 3 }, &[0.0; 4], 2, 2).is_err());
 }
