@@ -25,8 +25,11 @@ use crate::write::{write_parquet, TableMeta};
 
 /// Published generations kept besides the current one.
 const KEEP_PUBLISHED: usize = 2;
-/// An unpublished generation (of a run that died) older than this is removed.
-const STALE_UNPUBLISHED: Duration = Duration::from_secs(24 * 3600);
+/// An unpublished generation older than this is of a run that died (or could not write its
+/// tables) and is removed: a live step's workers write their parts at one frontier, and its lead
+/// publishes them within two minutes of writing its own or gives up (the engine's
+/// `PARTS_TIMEOUT`), so no generation is published this long after its folder was made.
+const STALE_UNPUBLISHED: Duration = Duration::from_secs(10 * 60);
 /// The file that marks a generation as published (written just before the switch).
 const PUBLISHED: &str = ".published";
 /// The folder of per-worker "my parts are written" markers.
@@ -367,6 +370,38 @@ mod tests {
             .unwrap_err();
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         assert!(e.to_string().contains("[1]"), "{e}");
+    }
+
+    /// A publish removes the unfinished generations of runs that died (older than
+    /// `STALE_UNPUBLISHED`) and leaves younger ones: a live step may still publish them.
+    #[test]
+    fn a_publish_removes_stale_unfinished_generations_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let part = |g: &Generation| {
+            g.write_part("prune", 0, &rows("x"), &TableMeta::new("exp", "x"))
+                .unwrap()
+        };
+        let dead = Generation::new(out, "exp", "dead").unwrap();
+        part(&dead);
+        let stale = SystemTime::now() - STALE_UNPUBLISHED - Duration::from_secs(60);
+        fs::File::open(dead.dir())
+            .unwrap()
+            .set_modified(stale)
+            .unwrap();
+        let live = Generation::new(out, "exp", "live").unwrap();
+        part(&live);
+        let g = Generation::new(out, "exp", "g0").unwrap();
+        part(&g);
+        g.publish().unwrap();
+        assert!(!dead.dir().exists());
+        assert!(live.dir().exists());
+        // The younger one can still be published.
+        live.publish().unwrap();
+        assert_eq!(
+            current(out, "exp").unwrap(),
+            fs::canonicalize(live.dir()).unwrap()
+        );
     }
 
     /// A file where the link goes is moved aside as a folder is, never replaced.

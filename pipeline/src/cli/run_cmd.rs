@@ -9,7 +9,7 @@ use crate::kinds::prune::PER_LAYER;
 use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::stage::StageTable;
-use crate::store::{MeasureLock, Store};
+use crate::store::{MeasureLock, RunLock, Store};
 use results::{Row, RunSummary, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -229,6 +229,19 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
     }
     let store = match Store::open(&args.store).and_then(|s| s.check_writable().map(|()| s)) {
         Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    // Held until the run ends: a `store gc --keep` waits for it (and it for one in progress).
+    let _runs = match RunLock::shared(&store.root().join("locks"), || {
+        eprintln!(
+            "waiting for a `cotune store gc --keep` on {} to finish",
+            args.store.display()
+        )
+    }) {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e}");
             return EXIT_USAGE;

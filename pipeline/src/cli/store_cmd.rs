@@ -2,7 +2,7 @@
 
 use super::{load_experiment, StoreAction, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::stage::StageTable;
-use crate::store::{read_entry, EntryState, Store};
+use crate::store::{read_entry, EntryState, RunLock, Store};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -103,10 +103,26 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
                 }
                 Some(set)
             };
+            // Removing what no kept experiment needs must not remove what a running one is
+            // computing or about to read: wait until no run holds the store.
+            let _runs = match keep_set.as_ref().map(|_| {
+                RunLock::exclusive(&store.root().join("locks"), || {
+                    eprintln!(
+                        "store gc --keep: waiting for the runs using {} to finish (Ctrl-C to stop)",
+                        dir.display()
+                    )
+                })
+            }) {
+                Some(Err(e)) => {
+                    eprintln!("error: {e}");
+                    return EXIT_FAILED;
+                }
+                held => held,
+            };
             match store.gc(keep_set.as_ref()) {
-                Ok((n, bytes)) => {
+                Ok((n, bytes, locks)) => {
                     say!(
-                        "removed {n} folders, {:.1} MiB",
+                        "removed {n} folders, {:.1} MiB, and {locks} unused lock files",
                         bytes as f64 / (1 << 20) as f64
                     );
                     EXIT_OK

@@ -1,11 +1,12 @@
-//! File locks: one per key (no key is computed twice at once, across processes), and the
-//! per-host measurement lock (timings hold it exclusively; other stage work holds it shared, so
+//! File locks: one per key (no key is computed twice at once, across processes), the store's
+//! run lock (`gc --keep` never removes what a running experiment uses), and the per-host
+//! measurement lock (timings hold it exclusively; other stage work holds it shared, so
 //! nothing else runs on the host while a kernel is timed).
 
 use super::StoreError;
 use crate::key::AnyKey;
-use std::fs::{File, OpenOptions};
-use std::path::Path;
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
 
 fn open(path: &Path) -> Result<File, StoreError> {
     OpenOptions::new()
@@ -28,22 +29,125 @@ pub struct KeyLock {
 impl KeyLock {
     /// Blocks until the key's lock is ours.
     pub fn acquire(dir: &Path, key: &AnyKey) -> Result<KeyLock, StoreError> {
-        let path = dir.join(format!("{}.lock", key.hex()));
-        let file = open(&path)?;
-        file.lock()
-            .map_err(|source| StoreError::Io { path, source })?;
-        Ok(KeyLock { _file: file })
+        let path = key_path(dir, key);
+        loop {
+            let file = open(&path)?;
+            file.lock().map_err(|source| StoreError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            if at_path(&file, &path) {
+                return Ok(KeyLock { _file: file });
+            }
+        }
     }
 
     /// Takes the lock only if it is free.
     pub fn try_acquire(dir: &Path, key: &AnyKey) -> Result<Option<KeyLock>, StoreError> {
-        let path = dir.join(format!("{}.lock", key.hex()));
-        let file = open(&path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(KeyLock { _file: file })),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(source)) => Err(StoreError::Io { path, source }),
+        let path = key_path(dir, key);
+        loop {
+            let file = open(&path)?;
+            match file.try_lock() {
+                Ok(()) if at_path(&file, &path) => return Ok(Some(KeyLock { _file: file })),
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+                Err(std::fs::TryLockError::Error(source)) => {
+                    return Err(StoreError::Io { path, source })
+                }
+            }
         }
+    }
+
+    /// Removes the lock files of `dir` that no process holds, each while holding it (`gc`: a
+    /// lock is needed only while its key is computed, and they would pile up). Returns how many.
+    pub fn remove_free(dir: &Path) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        for e in fs::read_dir(dir).map_err(|source| StoreError::Io {
+            path: dir.to_owned(),
+            source,
+        })? {
+            let Ok(e) = e else { continue };
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(key) = name.strip_suffix(".lock").and_then(AnyKey::from_hex) else {
+                continue;
+            };
+            if let Some(lock) = KeyLock::try_acquire(dir, &key)? {
+                // A process that opened this file before the removal and then takes the lock
+                // finds it gone from the path and opens the new one (`at_path`).
+                if fs::remove_file(key_path(dir, &key)).is_ok() {
+                    removed += 1;
+                }
+                drop(lock);
+            }
+        }
+        Ok(removed)
+    }
+}
+
+fn key_path(dir: &Path, key: &AnyKey) -> PathBuf {
+    dir.join(format!("{}.lock", key.hex()))
+}
+
+/// Whether the locked `file` is still the one at `path`: `gc` removes free lock files, so a
+/// process may lock a file that was unlinked after it opened it, which no one else would see.
+#[cfg(unix)]
+fn at_path(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn at_path(_: &File, _: &Path) -> bool {
+    true
+}
+
+/// The store's run lock (`locks/runs.lock`): every `run` and `watch` holds it shared while it
+/// runs, and `gc --keep`, which removes entries that a running experiment may have just
+/// computed or may still read, holds it exclusive. Released on drop.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
+}
+
+impl RunLock {
+    /// Shared, for a run; `waiting` is called once if a `gc --keep` holds it, before waiting.
+    pub fn shared(dir: &Path, waiting: impl FnOnce()) -> Result<RunLock, StoreError> {
+        Self::take(dir, false, waiting)
+    }
+
+    /// Exclusive, for `gc --keep`; `waiting` is called once if runs hold it, before waiting.
+    pub fn exclusive(dir: &Path, waiting: impl FnOnce()) -> Result<RunLock, StoreError> {
+        Self::take(dir, true, waiting)
+    }
+
+    fn take(dir: &Path, exclusive: bool, waiting: impl FnOnce()) -> Result<RunLock, StoreError> {
+        let path = dir.join("runs.lock");
+        let file = open(&path)?;
+        let tried = if exclusive {
+            file.try_lock()
+        } else {
+            file.try_lock_shared()
+        };
+        let err = |source| StoreError::Io {
+            path: path.clone(),
+            source,
+        };
+        match tried {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                waiting();
+                if exclusive {
+                    file.lock().map_err(err)?;
+                } else {
+                    file.lock_shared().map_err(err)?;
+                }
+            }
+            Err(std::fs::TryLockError::Error(source)) => return Err(err(source)),
+        }
+        Ok(RunLock { _file: file })
     }
 }
 
@@ -86,5 +190,74 @@ impl MeasureLock {
             source,
         })?;
         Ok(MeasureGuard { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn key(i: u8) -> AnyKey {
+        AnyKey::from_hex(&format!("{i:02x}").repeat(32)).unwrap()
+    }
+
+    /// `gc` removes the lock files no one holds, and a lock taken on a file that was removed
+    /// meanwhile is not taken on the path's file.
+    #[test]
+    fn free_lock_files_are_removed_and_held_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = KeyLock::acquire(dir.path(), &key(1)).unwrap();
+        drop(KeyLock::acquire(dir.path(), &key(2)).unwrap());
+        fs::write(dir.path().join("runs.lock"), b"").unwrap();
+        assert_eq!(KeyLock::remove_free(dir.path()).unwrap(), 1);
+        assert!(key_path(dir.path(), &key(1)).exists());
+        assert!(!key_path(dir.path(), &key(2)).exists());
+        assert!(dir.path().join("runs.lock").exists());
+        drop(held);
+
+        let path = key_path(dir.path(), &key(3));
+        let old = open(&path).unwrap();
+        assert!(at_path(&old, &path));
+        fs::remove_file(&path).unwrap();
+        assert!(!at_path(&old, &path));
+        let new = KeyLock::acquire(dir.path(), &key(3)).unwrap();
+        assert!(at_path(&new._file, &path) && !at_path(&old, &path));
+    }
+
+    /// `gc --keep` waits for the runs (and says so once), and takes the lock when they end.
+    #[test]
+    fn the_exclusive_run_lock_waits_for_the_shared_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = RunLock::shared(dir.path(), || panic!("two runs share it")).unwrap();
+        let b = RunLock::shared(dir.path(), || panic!("two runs share it")).unwrap();
+        let said = Arc::new(AtomicBool::new(false));
+        let taken = Arc::new(AtomicBool::new(false));
+        let gc = {
+            let (d, said, taken) = (dir.path().to_owned(), said.clone(), taken.clone());
+            std::thread::spawn(move || {
+                let l = RunLock::exclusive(&d, || said.store(true, SeqCst)).unwrap();
+                taken.store(true, SeqCst);
+                l
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(said.load(SeqCst) && !taken.load(SeqCst));
+        drop(a);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!taken.load(SeqCst));
+        drop(b);
+        let held = gc.join().unwrap();
+        assert!(taken.load(SeqCst));
+        let run = {
+            let d = dir.path().to_owned();
+            std::thread::spawn(move || RunLock::shared(&d, || {}).map(|_| ()))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!run.is_finished());
+        drop(held);
+        run.join().unwrap().unwrap();
     }
 }

@@ -75,12 +75,14 @@ impl Store {
     }
 
     /// Removes unfinished writes of dead processes, quarantined entries and damaged ones (an
-    /// artifact missing or not matching its digest: a run would recompute them anyway); with
-    /// `keep`, also every entry whose key is not in it. Returns (folders removed, bytes freed).
+    /// artifact missing or not matching its digest: a run would recompute them anyway), and the
+    /// key lock files no process holds; with `keep`, also every entry whose key is not in it
+    /// (the caller holds the store's [`super::RunLock`] exclusive, so that no run is using
+    /// them). Returns (folders removed, bytes freed, lock files removed).
     pub fn gc(
         &self,
         keep: Option<&std::collections::BTreeSet<AnyKey>>,
-    ) -> Result<(usize, u64), StoreError> {
+    ) -> Result<(usize, u64, usize), StoreError> {
         let (mut removed, mut bytes) = self.sweep_tmp()?;
         for stray in self.strays()? {
             // A file only: a run may have replaced it by the bucket folder meanwhile.
@@ -126,7 +128,8 @@ impl Store {
                 }
             }
         }
-        Ok((removed, bytes))
+        let locks = KeyLock::remove_free(&locks)?;
+        Ok((removed, bytes, locks))
     }
 }
 
