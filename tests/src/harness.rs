@@ -3,7 +3,8 @@
 use results::{Row, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::{Duration, Instant};
 
 /// Columns that differ between runs by design (provenance), left out of comparisons.
 pub const PROVENANCE: [&str; 6] = [
@@ -39,6 +40,71 @@ nm = ["2:8"]
 v = {v}
 {extra}"#
     )
+}
+
+/// The robustness tests' experiment (`rob`): synthetic data, two learning rates, five
+/// patterns at two sparsities, one tuning batch size: 30-odd instances of every stage kind.
+pub const ROB_EXPERIMENT: &str = r#"
+name = "rob"
+seed = 5
+[dataset]
+source = "synthetic"
+samples = 100
+features = 16
+classes = 4
+[model]
+kind = "mlp"
+hidden = [32]
+[train]
+epochs = 1
+batch_size = 8
+lr = [1e-3, 3e-3]
+[prune]
+pattern = ["dense", "unstructured", "nm", "vnm", "vector"]
+sparsity = [0.5, 0.75]
+v = [8]
+method = ["magnitude"]
+[kernel_tune]
+batch_tokens = [16]
+"#;
+
+/// Every file under `dir`, recursively.
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Waits for a child to exit, at most `limit`; kills it and fails the test past that.
+pub fn exit_within(child: &mut Child, limit: Duration) -> (ExitStatus, Duration) {
+    let t0 = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, t0.elapsed());
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What a child wrote to its (piped) stderr.
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    use std::io::Read;
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut s);
+    }
+    s
 }
 
 /// A scratch workspace: an experiment file, a store and an output folder.
@@ -106,6 +172,29 @@ impl Workspace {
         ];
         args.extend(extra);
         self.cotune(bin, &args, None)
+    }
+
+    /// The arguments of `cotune run exp.toml --store STORE --out OUT -q` (paths inside the
+    /// workspace).
+    pub fn run_args(&self, store: &str, out: &str) -> Vec<String> {
+        vec![
+            "run".into(),
+            self.path("exp.toml").display().to_string(),
+            "--store".into(),
+            self.path(store).display().to_string(),
+            "--out".into(),
+            self.path(out).display().to_string(),
+            "-q".into(),
+        ]
+    }
+
+    /// `cotune run exp.toml …` (as [`Self::run_args`], then `extra`), the keys it computes
+    /// logged to `STORE.log` in the workspace.
+    pub fn run_logged(&self, bin: &str, store: &str, out: &str, extra: &[&str]) -> Output {
+        let mut a = self.run_args(store, out);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        self.cotune(bin, &a, Some(&self.path(&format!("{store}.log"))))
     }
 }
 
