@@ -384,6 +384,28 @@ fn an_out_path_that_is_a_file_is_refused_before_anything_runs_and_plan_creates_n
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot take the results"), "{err}");
     assert!(!store.exists(), "nothing may run");
+    // A store that is not one (a folder of other files): refused, and the new --out folder the
+    // check before it made is taken back.
+    let not_a_store = ws.path("notes");
+    std::fs::create_dir(&not_a_store).unwrap();
+    ws.write("notes/todo.txt", "mine");
+    let fresh_out = ws.path("fresh-out");
+    let o = ws.cotune(
+        BIN,
+        &[
+            "run",
+            &arg(&f),
+            "--store",
+            &arg(&not_a_store),
+            "--out",
+            &arg(&fresh_out),
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("not a cotune store"), "{err}");
+    assert!(!fresh_out.exists(), "an empty --out left behind");
 }
 
 /// Regression: an empty `COTUNE_STORE` was reported as "a value is required for '--store'",

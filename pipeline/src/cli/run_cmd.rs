@@ -220,6 +220,7 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
     };
     // Found now, not after the run has computed everything (and after a grid's plan, so that a
     // file its stages reject leaves no folder behind).
+    let out_existed = args.out.exists();
     if let Err(e) = results::check_writable(&args.out, &exp.name) {
         eprintln!(
             "error: --out {} cannot take the results: {e}",
@@ -231,6 +232,13 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
+            // Nothing ran: take back the folders the check above made, where they are empty.
+            if let Ok(gens) = results::generations_dir(&args.out, &exp.name) {
+                let _ = std::fs::remove_dir(gens);
+            }
+            if !out_existed {
+                let _ = std::fs::remove_dir(&args.out);
+            }
             return EXIT_USAGE;
         }
     };
