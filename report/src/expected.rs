@@ -46,6 +46,9 @@ pub struct Expected {
     /// The compared numbers.
     #[serde(default)]
     pub metric: Vec<Metric>,
+    /// The file it was read from (for messages).
+    #[serde(skip)]
+    pub path: std::path::PathBuf,
 }
 
 /// One compared number.
@@ -111,12 +114,19 @@ pub const TABLES: [&str; 8] = [
 impl Expected {
     /// Reads and checks `path`.
     pub fn read(path: &Path) -> Result<Expected, ReportError> {
-        let text = std::fs::read_to_string(path).map_err(ReportError::io(path))?;
         let bad = |what: String| ReportError::Expected {
             path: path.to_path_buf(),
             what,
         };
-        let e: Expected = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let bytes = std::fs::read(path).map_err(ReportError::io(path))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            bad(format!(
+                "not UTF-8 text (byte {})",
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
+        let mut e: Expected = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        e.path = path.to_path_buf();
         if !TABLES.contains(&e.table.as_str()) {
             return Err(bad(format!(
                 "table = {:?}: expected one of {}",
@@ -152,9 +162,54 @@ impl Expected {
         Ok(e)
     }
 
-    /// Each metric measured on `exp`.
-    pub fn compare(&self, exp: &Experiment) -> Vec<Compared> {
-        let rows: &[Row] = match self.table.as_str() {
+    /// Checks that each metric's `column` and `where` columns are columns of its table, and
+    /// that `column` holds numbers, where the table has rows (an empty table measures nothing,
+    /// which [`Self::compare`] reports as not measured).
+    pub fn check_columns(&self, exp: &Experiment) -> Result<(), ReportError> {
+        let rows = self.rows(exp);
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let columns: std::collections::BTreeSet<&str> = rows
+            .iter()
+            .flat_map(|r| r.keys().map(String::as_str))
+            .collect();
+        let bad = |what: String| ReportError::Expected {
+            path: self.path.clone(),
+            what,
+        };
+        let missing = |label: &str, role: &str, c: &str| {
+            bad(format!(
+                "metric {label:?}: {role} {c:?} is not a column of table {:?} (its columns: {})",
+                self.table,
+                columns.iter().copied().collect::<Vec<_>>().join(", ")
+            ))
+        };
+        for m in &self.metric {
+            if !columns.contains(m.column.as_str()) {
+                return Err(missing(&m.label, "column", &m.column));
+            }
+            let numeric = rows
+                .iter()
+                .any(|r| matches!(r.get(&m.column), Some(Value::F64(_) | Value::I64(_))));
+            let present = rows
+                .iter()
+                .any(|r| !matches!(r.get(&m.column), None | Some(Value::Null)));
+            if present && !numeric {
+                return Err(bad(format!(
+                    "metric {:?}: column {:?} of table {:?} holds no numbers",
+                    m.label, m.column, self.table
+                )));
+            }
+            if let Some(c) = m.filter.keys().find(|c| !columns.contains(c.as_str())) {
+                return Err(missing(&m.label, "`where` column", c));
+            }
+        }
+        Ok(())
+    }
+
+    fn rows<'e>(&self, exp: &'e Experiment) -> &'e [Row] {
+        match self.table.as_str() {
             "train" => &exp.train,
             "prune" => &exp.prune,
             "kernel_tune" => &exp.kernel_tune,
@@ -163,7 +218,12 @@ impl Expected {
             "pareto" => &exp.pareto,
             "kernel_best" => &exp.kernel_best,
             _ => &exp.search,
-        };
+        }
+    }
+
+    /// Each metric measured on `exp`.
+    pub fn compare(&self, exp: &Experiment) -> Vec<Compared> {
+        let rows = self.rows(exp);
         self.metric
             .iter()
             .map(|m| {

@@ -51,6 +51,18 @@ fn cell(row: &Row, column: &str) -> String {
         Some(Value::F64(_) | Value::I64(_)) => num_cell(column, num(row, column)),
         Some(Value::Str(s)) => text_cell(column, s),
         Some(Value::Bool(b)) => text_cell(column, if *b { "yes" } else { "no" }),
+        // Lists (`formats_slower_than_dense`, per-layer values) as text, one item after another.
+        Some(Value::ListStr(items)) => text_cell(column, &items.join("; ")),
+        Some(Value::ListF64(items)) => {
+            let each: Vec<String> = items
+                .iter()
+                .map(|&x| match x.is_finite() {
+                    true => crate::figure::significant(x, 4),
+                    false => "–".into(),
+                })
+                .collect();
+            text_cell(column, &each.join(", "))
+        }
         _ => text_cell(column, ""),
     }
 }
@@ -520,4 +532,29 @@ pub fn index_page(reports: &[(String, String)], fronts: Result<&Figure, &str>) -
     }
     s.push_str("</body></html>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: list columns (`search.parquet`'s `formats_slower_than_dense`) showed as empty
+    /// cells.
+    #[test]
+    fn list_cells_show_their_items() {
+        let r: Row = [
+            (
+                "a".to_string(),
+                Value::ListStr(vec!["fc1 <csr>".into(), "fc2".into()]),
+            ),
+            ("b".to_string(), Value::ListF64(vec![1.23456, f64::NAN])),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            cell(&r, "a"),
+            "<td data-col=\"a\">fc1 &lt;csr&gt;; fc2</td>"
+        );
+        assert_eq!(cell(&r, "b"), "<td data-col=\"b\">1.235, –</td>");
+    }
 }

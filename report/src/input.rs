@@ -187,7 +187,10 @@ pub fn point_label(row: &Row) -> String {
         };
         x.is_finite().then_some(x as i64)
     };
-    let sparsity = num(row, "prune.sparsity");
+    // A kernel row has no pruning: its format's (measured) sparsity.
+    let sparsity = Some(num(row, "prune.sparsity"))
+        .filter(|s| s.is_finite())
+        .unwrap_or_else(|| num(row, "format.sparsity"));
     let pct = |s: f64| format!("{:.0} %", s * 100.0);
     let mut label = match (pattern, int("n"), int("m"), int("v")) {
         ("nm", Some(n), Some(m), _) => format!("{n}:{m}"),
@@ -251,5 +254,23 @@ mod tests {
             ("prune.v", Value::I64(64)),
         ]);
         assert_eq!(point_label(&uniform), "64:2:8");
+    }
+
+    /// Regression: the best-kernels table labelled every unstructured and vector-wise kernel
+    /// by its pattern alone; a kernel row has no pruning, so its format's sparsity and V name it.
+    #[test]
+    fn kernel_rows_are_labelled_by_their_formats_sparsity() {
+        let kernel = |pattern: &str, v: Value| {
+            row(&[
+                ("format.pattern", Value::Str(pattern.into())),
+                ("format.v", v),
+                ("format.sparsity", Value::F64(0.875)),
+            ])
+        };
+        assert_eq!(
+            point_label(&kernel("unstructured", Value::Null)),
+            "unstructured 88 %"
+        );
+        assert_eq!(point_label(&kernel("vector", Value::I64(8))), "8×1 88 %");
     }
 }

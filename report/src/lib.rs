@@ -56,6 +56,10 @@ pub fn render_report(
     to: &Path,
     expected: Option<&Expected>,
 ) -> Result<Written, ReportError> {
+    // A metric naming a column the table does not have is a bad file, found before any output.
+    if let Some(e) = expected {
+        e.check_columns(exp)?;
+    }
     std::fs::create_dir_all(to).map_err(ReportError::io(to))?;
     let mut figures = vec![];
     let mut skipped = vec![];

@@ -397,6 +397,38 @@ published = 0.5
             "{err}"
         );
     }
+    std::fs::write(&expected, b"paper = \"P\xff\"\n").unwrap();
+    let err = report::Expected::read(&expected).unwrap_err();
+    assert!(
+        err.is_bad_input() && err.to_string().contains("not UTF-8"),
+        "{err}"
+    );
+    // Columns the table does not have, or that hold no numbers: bad files, before any output
+    // (they read as "not measured" before).
+    for (metric, says) in [
+        (
+            "column = \"acuracy\"\nwhere = {}\n",
+            "column \"acuracy\" is not a column of table \"evaluate\"",
+        ),
+        (
+            "column = \"prune.pattern\"\nwhere = {}\n",
+            "holds no numbers",
+        ),
+        (
+            "column = \"accuracy\"\nwhere = { \"prune.patern\" = \"nm\" }\n",
+            "`where` column \"prune.patern\" is not a column",
+        ),
+    ] {
+        let body = format!("{head}[[metric]]\nlabel = \"a\"\n{metric}published = 0.5\n");
+        std::fs::write(&expected, body).unwrap();
+        let to = dir.path().join("bad-columns");
+        let err = write_report(&exp, &to, Some(&expected)).unwrap_err();
+        assert!(
+            err.is_bad_input() && err.to_string().contains(says),
+            "{err}"
+        );
+        assert!(!to.exists(), "nothing written for a bad file");
+    }
 }
 
 #[test]

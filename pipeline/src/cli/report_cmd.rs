@@ -13,11 +13,25 @@ pub fn report(dir: &Path, to: Option<&Path>, expected: Option<&Path>) -> u8 {
         eprintln!("error: --expected {}: no such file", e.display());
         return EXIT_USAGE;
     }
-    if let Some(t) = to.filter(|t| t.exists() && !t.is_dir()) {
-        eprintln!(
-            "error: --to {} is a file; a report is a folder",
-            t.display()
-        );
+    // The folder, or the nearest of its parents that exists, must be a folder.
+    if let Some((t, file)) = to.and_then(|t| {
+        t.ancestors()
+            .find(|a| a.exists())
+            .filter(|a| !a.is_dir())
+            .map(|a| (t, a))
+    }) {
+        if file == t {
+            eprintln!(
+                "error: --to {} is a file; a report is a folder",
+                t.display()
+            );
+        } else {
+            eprintln!(
+                "error: --to {}: {} is a file, so no folder can be made under it",
+                t.display(),
+                file.display()
+            );
+        }
         return EXIT_USAGE;
     }
     let dirs = match report::experiment_dirs(dir) {

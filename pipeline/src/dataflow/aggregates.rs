@@ -80,6 +80,7 @@ pub fn best_kernels<'s>(
                 "format.n",
                 "format.m",
                 "format.v",
+                "format.sparsity",
                 "format.rows",
                 "format.cols",
                 "kernel_tune.batch_tokens",
