@@ -39,7 +39,7 @@ pub use format::{
     VectorMatrix, VnmMatrix,
 };
 pub use isa::{available_cores, cpu_fingerprint, isa, Isa};
-pub use mask::{build_mask, Mask};
+pub use mask::{build_mask, build_vnm_nested, Mask};
 pub use pattern::{FormatSignature, Pattern, PatternKind};
 pub use reference::spmm_reference;
 pub use space::{

@@ -56,9 +56,12 @@ fn cell(row: &Row, column: &str) -> String {
         Some(Value::ListF64(items)) => {
             let each: Vec<String> = items
                 .iter()
-                .map(|&x| match x.is_finite() {
-                    true => crate::figure::significant(x, 4),
-                    false => "–".into(),
+                .map(|&x| {
+                    if x.is_finite() {
+                        crate::figure::significant(x, 4)
+                    } else {
+                        "–".into()
+                    }
                 })
                 .collect();
             text_cell(column, &each.join(", "))

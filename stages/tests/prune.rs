@@ -111,6 +111,53 @@ fn pruned_weights_stay_exactly_zero_through_finetuning() {
     }
 }
 
+/// Regression: OBS reached V:2:M through V:2:M at a smaller M (64:2:4, then 64:2:8), and gradual
+/// schedules widened M step by step; a row whose earlier survivors were not among its block's
+/// later 4 columns kept weights already removed (zeros in kept slots: 1.4–3.8 % of a quickstart
+/// layer's). Through V:2:M's nested steps every kept weight is one every step kept.
+#[test]
+fn vnm_in_several_steps_keeps_no_slot_on_a_removed_weight() {
+    let (data, w) = setup();
+    let wanda = Method::Wanda {
+        scope: stages::Scope::Layer,
+        calibration: stages::Calibration {
+            samples: 64,
+            inputs: stages::CalibrationInputs::Sequential,
+        },
+    };
+    for (pattern, method, schedule) in [
+        (Pattern::Vnm { v: 8, m: 8 }, obs(), Schedule::Oneshot),
+        (Pattern::Vnm { v: 8, m: 16 }, obs(), Schedule::Oneshot),
+        (
+            Pattern::Vnm { v: 8, m: 8 },
+            Method::Magnitude,
+            Schedule::Gradual { steps: 3 },
+        ),
+        (
+            Pattern::Vnm { v: 8, m: 4 },
+            wanda,
+            Schedule::Gradual { steps: 2 },
+        ),
+    ] {
+        let mut s = spec(pattern.clone(), method, schedule);
+        s.finetune_epochs = 0;
+        let p = prune(&data, &w, &s, 0).unwrap();
+        assert_exact_zeros(&p);
+        let (layer, mask) = (&p.weights.layers[0], p.masks[0].as_ref().unwrap());
+        let kept_zeros = layer
+            .weight
+            .iter()
+            .zip(mask.as_slice())
+            .filter(|(x, &k)| k && **x == 0.0)
+            .count();
+        assert_eq!(kept_zeros, 0, "{pattern}: kept slots hold zeros");
+        assert!(
+            (mask.density() - pattern.density()).abs() < 1e-12,
+            "{pattern}"
+        );
+    }
+}
+
 #[test]
 fn reports_say_which_layers_kept_dense_and_why() {
     let (data, w) = setup();

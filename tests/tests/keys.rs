@@ -125,7 +125,10 @@ const GOLDEN_TRAIN: &str = "483b40dad1015d63faebabc507008b689241c51385088e670608
 // Since 2026-12-05 the plan also tunes the evaluated batch sizes no tuned batch guides (A's
 // default batch sizes 1 and 256 against its batch_tokens 16): new kernel-tune instances, and
 // new keys for the evaluations that read them.
-const GOLDEN_PLAN: &str = "4eeb261e67bebeed0d208774a62a2aec701639cf688407e7f09a08618666cc57";
+// Since 2026-12-06 OBS reaches V:2:M down its nested structure (`vnm_steps` in the keys of
+// its V:2:M prunings, M > 4, and of gradual V:2:M): A's two 8:2:8 OBS prunings and their
+// evaluations have new keys; no other instance's changed.
+const GOLDEN_PLAN: &str = "7f4babc6ab53e1bbaa55064865a8dd445d4e28f470e67ff8efc32a8b756b9328";
 
 #[test]
 fn every_key_tag_is_frozen() {
@@ -296,7 +299,9 @@ fn golden_keys_of_the_real_stages() {
     );
 }
 
-const GOLDEN_REAL_MODEL: &str = "578ff781a1f9a31a66392d216bda904a0f412a549cf91be331e5902351431261";
+// The quickstart's 64:2:8 OBS pruning re-keyed on 2026-12-06 (`vnm_steps`, above); its other ten
+// prunings, its training and its dataset kept their keys.
+const GOLDEN_REAL_MODEL: &str = "176da1de785b85415b580c4d4433db24427443fababb6125c2cc44b5c916021c";
 const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
     // calibrate version 2 (rounds), on the vnm family's sample of CalibrationPlan::cpu.
     "22eeb45bd0ed3147350ee622ba2166d950b23419e18faaaa45f421063edd069c",
@@ -507,5 +512,6 @@ fn golden_keys_of_a_unified_search() {
     assert_eq!(dense(&plan), dense(&quickstart()));
 }
 
+// The two OBS proxies that prune one layer to 64:2:8 re-keyed on 2026-12-06 (`vnm_steps`).
 const GOLDEN_UNIFIED_PRUNES: &str =
-    "db8d921d495ff28486d2efbe9ef8f54e69de6c7a3863a373a482321c2eebe157";
+    "9f192ecda73e86c7778dca36be2ece6298b29d6b6dd8e0295ed577f843dce947";

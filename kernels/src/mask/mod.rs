@@ -11,6 +11,9 @@
 //!   score the block actually keeps, i.e. the sum over its V rows of each row's best 2 of the 4;
 //!   then each row keeps its best 2 of the 4. A last group narrower than 4 columns offers all of
 //!   them; a row keeps `min(2, len)`.
+//! - The steps towards V:2:M ([`build_vnm_nested`]): per V×M block `k` columns, the `k` of the
+//!   largest score summed over the block's rows (at `k = 4` the quadruple as V:2:M chooses it,
+//!   each row counting its best `per_row`), each row keeping its best `per_row` of them.
 //! - Vector V×1: a column-vector's score is the L2 norm of its V scores; the best
 //!   `round(density · vectors)` vectors are kept over the whole matrix.
 //! - Unstructured: the best `round(density · rows · cols)` scores over the whole matrix.
@@ -108,6 +111,32 @@ pub fn build_mask(
         Pattern::Vector { v, sparsity } => select::vector(scores, rows, cols, v, 1.0 - sparsity),
     };
     Mask::new(rows, cols, keep)
+}
+
+/// The keep-mask of a step of the nested structure towards V:2:M: per `v` × `m` block, `k` columns kept, each row keeping its best `per_row` of
+/// them; `k = 4, per_row = 2` is V:2:M's own mask. Pruning along steps of fewer columns, then
+/// fewer per row, keeps a subset of each earlier step's weights.
+pub fn build_vnm_nested(
+    scores: &[f32],
+    rows: usize,
+    cols: usize,
+    (v, m): (usize, usize),
+    (k, per_row): (usize, usize),
+) -> Result<Mask, KernelError> {
+    Pattern::Vnm { v, m }.validate_for(rows, cols)?;
+    if !(4..=m).contains(&k) || !(2..=k).contains(&per_row) {
+        return Err(KernelError::InvalidPattern {
+            pattern: format!("{v}:{k}:{m} keeping {per_row} a row"),
+            reason: "a nested V:2:M step keeps 4 ≤ k ≤ M columns a block and 2 ≤ n ≤ k a row"
+                .into(),
+        });
+    }
+    KernelError::check_len("scores", rows * cols, scores.len())?;
+    Mask::new(
+        rows,
+        cols,
+        vnm::vnm_nested(scores, rows, cols, v, m, k, per_row),
+    )
 }
 
 #[cfg(test)]

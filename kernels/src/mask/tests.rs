@@ -150,3 +150,59 @@ fn bad_inputs_are_errors() {
     assert!(build_mask(&Pattern::Dense, &[0.0; 3], 2, 2).is_err());
     assert!(build_mask(&Pattern::Vnm { v: 1, m: 3 }, &[0.0; 4], 2, 2).is_err());
 }
+
+/// The nested steps towards V:2:M: its own step (k = 4, 2 a row) is V:2:M's mask; each step of
+/// fewer columns, then fewer a row, keeps a subset of the step before when removed weights score
+/// 0, so the last step keeps only weights every step kept. Stepping through V:2:M at a smaller
+/// M (what OBS and gradual pruning did) does not: rows then keep weights already removed.
+#[test]
+fn nested_vnm_steps_keep_subsets_and_end_on_vnm() {
+    let (rows, cols, v) = (32, 45, 8); // groups of 16: 16, 16, 13
+    let s = abs_scores(rows * cols, 9);
+    for m in [8, 16] {
+        let own = build_vnm_nested(&s, rows, cols, (v, m), (4, 2)).unwrap();
+        assert_eq!(
+            own,
+            build_mask(&Pattern::Vnm { v, m }, &s, rows, cols).unwrap()
+        );
+    }
+    let zeroed = |s: &[f32], m: &Mask| -> Vec<f32> {
+        s.iter()
+            .zip(m.as_slice())
+            .map(|(&x, &k)| if k { x } else { 0.0 })
+            .collect()
+    };
+    let mut scores = s.clone();
+    let mut last: Option<Mask> = None;
+    for (k, per_row) in [(8, 8), (4, 4), (4, 3), (4, 2)] {
+        let mask = build_vnm_nested(&scores, rows, cols, (v, 16), (k, per_row)).unwrap();
+        if let Some(prev) = &last {
+            let outside = (0..rows * cols)
+                .filter(|&i| mask.as_slice()[i] && !prev.as_slice()[i])
+                .count();
+            assert_eq!(outside, 0, "step {k}:{per_row} keeps what the last removed");
+        }
+        scores = zeroed(&scores, &mask);
+        last = Some(mask);
+    }
+    let end = last.unwrap();
+    assert!(end
+        .as_slice()
+        .iter()
+        .zip(&scores)
+        .all(|(&k, &x)| !k || x > 0.0));
+    // Through V:2:8 instead, V:2:16 keeps slots on removed weights.
+    let through = zeroed(
+        &s,
+        &build_mask(&Pattern::Vnm { v, m: 8 }, &s, rows, cols).unwrap(),
+    );
+    let vnm16 = build_mask(&Pattern::Vnm { v, m: 16 }, &through, rows, cols).unwrap();
+    let wasted = (0..rows * cols)
+        .filter(|&i| vnm16.as_slice()[i] && through[i] == 0.0)
+        .count();
+    assert!(wasted > 0);
+    for (k, per_row) in [(3, 2), (17, 2), (4, 1), (4, 5)] {
+        assert!(build_vnm_nested(&s, rows, cols, (v, 16), (k, per_row)).is_err());
+    }
+    assert!(build_vnm_nested(&s, rows, cols, (5, 16), (4, 2)).is_err());
+}

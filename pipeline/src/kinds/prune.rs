@@ -205,6 +205,16 @@ pub(crate) fn describe_method_parameters(f: &mut Fields, method: Option<&Method>
     });
 }
 
+/// Whether a pruning reaches a V:2:M layer in more than one masking step, which goes down
+/// V:2:M's nested structure: OBS's recomputation steps (from M > 4) and gradual schedules.
+fn nested_vnm_steps(pt: &PruneSpec) -> bool {
+    let gradual = matches!(pt.schedule, Some(Schedule::Gradual { steps }) if steps > 1);
+    let obs = matches!(pt.method, Some(Method::Obs { .. }));
+    std::iter::once(&pt.pattern)
+        .chain(pt.layer_patterns.iter().map(|(_, p)| p))
+        .any(|p| matches!(*p, Pattern::Vnm { m, .. } if gradual || (obs && m > 4)))
+}
+
 /// A short label such as `vnm 64:2:8`, `nm 2:4`, `unstructured 0.75`, `vector 16x1 0.5`.
 pub fn pattern_label(p: &Pattern) -> String {
     let kind = p.kind();
@@ -245,6 +255,12 @@ impl Trial for PruneTrial {
             &pt.finetune_epochs,
         );
         f.both("finetune_lr", "prune.finetune_lr", &pt.finetune_lr);
+        // Since prune results of OBS and gradual V:2:M go down its nested structure (the
+        // schedule module's `Target::VnmNested`), their keys say so; every other pruning's
+        // results, and keys, are as before.
+        if nested_vnm_steps(pt) {
+            f.key_only("vnm_steps", || CanonValue::Str("nested".into()));
+        }
         // A key field only where the file sets it: the keys of the models' defaults stay.
         if let Some(globs) = &pt.keep_dense {
             f.key_only("keep_dense", || {
@@ -362,4 +378,65 @@ pub fn plan(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the prunings whose results the nested V:2:M steps changed carry `vnm_steps`: OBS to
+    /// V:2:M with M > 4 (at M = 4 it takes one step, as before) and gradual V:2:M; one-shot
+    /// magnitude, SparseGPT and Wanda take one step to V:2:M and keep their keys.
+    #[test]
+    fn only_multi_step_vnm_prunings_take_nested_steps() {
+        let obs = Method::Obs {
+            grads: 8,
+            block: 8,
+            damp: 0.01,
+        };
+        let spec = |pattern: Pattern, method: Method, schedule: Schedule| PruneSpec {
+            pattern,
+            method: Some(method),
+            schedule: Some(schedule),
+            finetune_epochs: 1,
+            finetune_lr: 1e-3,
+            batch_size: 8,
+            optimizer: Default::default(),
+            keep_dense: None,
+            layer_patterns: vec![],
+        };
+        let vnm = |m| Pattern::Vnm { v: 64, m };
+        let gradual = Schedule::Gradual { steps: 3 };
+        assert!(nested_vnm_steps(&spec(
+            vnm(8),
+            obs.clone(),
+            Schedule::Oneshot
+        )));
+        assert!(!nested_vnm_steps(&spec(
+            vnm(4),
+            obs.clone(),
+            Schedule::Oneshot
+        )));
+        assert!(nested_vnm_steps(&spec(
+            vnm(4),
+            Method::Magnitude,
+            gradual.clone()
+        )));
+        assert!(!nested_vnm_steps(&spec(
+            vnm(8),
+            Method::Magnitude,
+            Schedule::Oneshot
+        )));
+        assert!(!nested_vnm_steps(&spec(
+            vnm(8),
+            Method::Magnitude,
+            Schedule::Gradual { steps: 1 }
+        )));
+        let nm = Pattern::Nm { n: 2, m: 8 };
+        assert!(!nested_vnm_steps(&spec(nm.clone(), obs.clone(), gradual)));
+        // A per-layer point with one V:2:M layer.
+        let mut per_layer = spec(nm, obs, Schedule::Oneshot);
+        per_layer.layer_patterns = vec![("fc0".into(), vnm(8))];
+        assert!(nested_vnm_steps(&per_layer));
+    }
 }

@@ -11,6 +11,7 @@
 use kernels::{build_mask, Mask, Pattern};
 
 use super::calibrate::{output_error, Chain, LayerInputs};
+use super::schedule::Target;
 use super::sparsegpt::{self, Selection};
 use super::{Method, Scope};
 use crate::model::{Layer, Weights};
@@ -25,24 +26,24 @@ fn scores(pattern: &Pattern, saliency: &[f64]) -> Vec<f32> {
     }
 }
 
-/// The keep flags of `pattern` on a `rows × cols` saliency matrix.
+/// The keep flags of `target` on a `rows × cols` saliency matrix.
 fn keep_flags(
-    pattern: &Pattern,
+    target: &Target,
     scope: Scope,
     saliency: &[f64],
     rows: usize,
     cols: usize,
 ) -> Result<Vec<bool>, kernels::KernelError> {
-    let s = scores(pattern, saliency);
-    match (pattern, scope) {
-        (Pattern::Unstructured { .. }, Scope::Row) => {
+    let s = scores(&target.pattern(), saliency);
+    match (target, scope) {
+        (Target::Pattern(pattern @ Pattern::Unstructured { .. }), Scope::Row) => {
             let mut keep = Vec::with_capacity(rows * cols);
             for row in s.chunks(cols.max(1)) {
                 keep.extend_from_slice(build_mask(pattern, row, 1, cols)?.as_slice());
             }
             Ok(keep)
         }
-        _ => Ok(build_mask(pattern, &s, rows, cols)?.as_slice().to_vec()),
+        _ => Ok(target.mask(&s, rows, cols)?.as_slice().to_vec()),
     }
 }
 
@@ -52,6 +53,17 @@ pub fn prune_layer(
     layer: &mut Layer,
     x: &LayerInputs,
     pattern: &Pattern,
+    method: &Method,
+) -> Result<Mask, StageError> {
+    prune_layer_to(layer, x, &Target::of(pattern), method)
+}
+
+/// [`prune_layer`] to one step's target (a gradual schedule's steps towards V:2:M are steps of
+/// its nested structure).
+fn prune_layer_to(
+    layer: &mut Layer,
+    x: &LayerInputs,
+    target: &Target,
     method: &Method,
 ) -> Result<Mask, StageError> {
     let (rows, cols) = (layer.rows(), layer.cols());
@@ -65,12 +77,12 @@ pub fn prune_layer(
             damp, block, scope, ..
         } => {
             let u = sparsegpt::inverse_factor(x, damp).map_err(failed)?;
-            let step = match *pattern {
+            let step = match target.pattern() {
                 Pattern::Nm { m, .. } | Pattern::Vnm { m, .. } => m,
                 _ => block,
             };
             let choose = |sal: &[f64], r: usize, len: usize| {
-                keep_flags(pattern, scope, sal, r, len).map_err(|e| e.to_string())
+                keep_flags(target, scope, sal, r, len).map_err(|e| e.to_string())
             };
             let select = Selection {
                 step,
@@ -93,7 +105,7 @@ pub fn prune_layer(
                 .enumerate()
                 .map(|(k, w)| f64::from(w.abs()) * norms[k % cols])
                 .collect();
-            keep_flags(pattern, scope, &sal, rows, cols)?
+            keep_flags(target, scope, &sal, rows, cols)?
         }
         _ => {
             return Err(StageError::InvalidConfig(format!(
@@ -107,12 +119,12 @@ pub fn prune_layer(
     Ok(mask)
 }
 
-/// Prunes the `prunable` layers of `weights` to their `patterns` with a one-shot method, in order, on
+/// Prunes the `prunable` layers of `weights` to their `targets` with a one-shot method, in order, on
 /// the calibration `batch`: each layer sees the outputs of the layers before it as pruned
 /// (`sequential`) or as they were.
 pub(crate) fn prune_network(
     weights: &mut Weights,
-    patterns: &[Pattern],
+    targets: &[Target],
     prunable: &[bool],
     method: &Method,
     batch: &[f32],
@@ -125,7 +137,7 @@ pub(crate) fn prune_network(
     for (i, layer) in weights.layers.iter_mut().enumerate() {
         if prunable[i] {
             let x = chain.inputs(layer)?;
-            masks.push(Some(prune_layer(layer, &x, &patterns[i], method)?));
+            masks.push(Some(prune_layer_to(layer, &x, &targets[i], method)?));
         } else {
             masks.push(None);
         }
@@ -271,7 +283,7 @@ mod tests {
             .iter()
             .map(|w| f64::from(w.abs()).powi(power))
             .collect();
-        let keep = keep_flags(pattern, scope, &sal, ROWS, COLS).unwrap();
+        let keep = keep_flags(&Target::of(pattern), scope, &sal, ROWS, COLS).unwrap();
         Mask::new(ROWS, COLS, keep).unwrap()
     }
 

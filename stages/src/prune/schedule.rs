@@ -2,11 +2,89 @@
 //!
 //! `gradual` with `T` steps follows the cubic ramp `s_t = s · (1 − (1 − t/T)³)` (Zhu & Gupta):
 //! unstructured and vector-wise prune to `s_t` directly; N:M decays `N` by one per step to its
-//! target (5:8 → 4:8 → 3:8 → 2:8 for four steps, never above M−1); V:2:M widens `M` from 4 to its
-//! target, `M_t = round(2 / (1 − s_t))` clamped to [4, M]. Fine-tune epochs are shared out evenly,
-//! the remainder going to the last step.
+//! target (5:8 → 4:8 → 3:8 → 2:8 for four steps, never above M−1); V:2:M goes down its nested
+//! structure ([`Target::VnmNested`]): `x_t = round(M · (1 − s_t))` kept of each row's M, as `x_t`
+//! columns of every V × M block while `x_t ≥ 4`, then 3 and 2 of the block's 4 (each step keeps a
+//! subset of the last one's weights). Fine-tune epochs are shared out evenly, the remainder going
+//! to the last step.
 
-use kernels::Pattern;
+use kernels::{KernelError, Mask, Pattern};
+
+/// What one masking step prunes a layer to.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Target {
+    /// The pattern (every step of the other patterns, and the last step of V:2:M).
+    Pattern(Pattern),
+    /// A step of the nested structure towards V:2:M: per V × M block `k` columns kept, each row
+    /// keeping `per_row` of them ([`kernels::build_vnm_nested`]). V:2:M itself is `k = 4,
+    /// per_row = 2`. A step of fewer columns or fewer a row keeps a subset of the last one's
+    /// weights: pruning through V:2:M at a smaller M instead (2:4 rows, then 64:2:8 blocks) left
+    /// rows whose block columns held weights an earlier step had removed, kept slots holding
+    /// zeros (in the quickstart's MLP, OBS kept 1.4 % of a 64:2:8 layer's slots and 3.8 % of a
+    /// 64:2:16 layer's on zeros).
+    VnmNested {
+        /// Rows per block.
+        v: usize,
+        /// Columns per group.
+        m: usize,
+        /// Columns kept per block and group.
+        k: usize,
+        /// Of those, kept per row.
+        per_row: usize,
+    },
+}
+
+impl Target {
+    /// The pattern a step prunes to.
+    pub(crate) fn of(pattern: &Pattern) -> Target {
+        Target::Pattern(pattern.clone())
+    }
+
+    /// The step of V:2:M's nested structure that keeps `round(m · density)` of each row's `m`,
+    /// at least `at_least` (2: V:2:M itself).
+    fn vnm_at(v: usize, m: usize, density: f64, at_least: usize) -> Target {
+        match ((m as f64 * density).round() as usize).clamp(at_least.max(2), m) {
+            2 => Target::Pattern(Pattern::Vnm { v, m }),
+            x => Target::VnmNested {
+                v,
+                m,
+                k: x.max(4),
+                per_row: x,
+            },
+        }
+    }
+
+    /// The fraction of weights a step keeps.
+    pub(crate) fn density(&self) -> f64 {
+        match *self {
+            Target::Pattern(ref p) => p.density(),
+            Target::VnmNested { m, per_row, .. } => per_row as f64 / m as f64,
+        }
+    }
+
+    /// The pattern whose mask rules apply (V:2:M for its nested steps).
+    pub(crate) fn pattern(&self) -> Pattern {
+        match self {
+            Target::Pattern(p) => p.clone(),
+            Target::VnmNested { v, m, .. } => Pattern::Vnm { v: *v, m: *m },
+        }
+    }
+
+    /// The keep-mask of this step on a `rows × cols` score matrix.
+    pub(crate) fn mask(
+        &self,
+        scores: &[f32],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Mask, KernelError> {
+        match *self {
+            Target::Pattern(ref p) => kernels::build_mask(p, scores, rows, cols),
+            Target::VnmNested { v, m, k, per_row } => {
+                kernels::build_vnm_nested(scores, rows, cols, (v, m), (k, per_row))
+            }
+        }
+    }
+}
 
 /// Gradual steps when an experiment file does not say.
 pub const GRADUAL_STEPS_DEFAULT: usize = 4;
@@ -48,8 +126,8 @@ fn cubic(target: f64, t: usize, steps: usize) -> f64 {
     target * (1.0 - (1.0 - t as f64 / steps as f64).powi(3))
 }
 
-/// The steps of a schedule: each step's pattern and fine-tune epochs; the last is `pattern`.
-pub(crate) fn plan(pattern: &Pattern, schedule: &Schedule, epochs: usize) -> Vec<(Pattern, usize)> {
+/// The steps of a schedule: each step's target and fine-tune epochs; the last is `pattern`.
+pub(crate) fn plan(pattern: &Pattern, schedule: &Schedule, epochs: usize) -> Vec<(Target, usize)> {
     let steps = match schedule {
         Schedule::Oneshot => 1,
         Schedule::Gradual { steps } => (*steps).max(1),
@@ -58,25 +136,22 @@ pub(crate) fn plan(pattern: &Pattern, schedule: &Schedule, epochs: usize) -> Vec
     (1..=steps)
         .map(|t| {
             let p = match *pattern {
-                _ if t == steps => pattern.clone(),
-                Pattern::Dense => Pattern::Dense,
-                Pattern::Unstructured { sparsity } => Pattern::Unstructured {
+                _ if t == steps => Target::of(pattern),
+                Pattern::Dense => Target::of(&Pattern::Dense),
+                Pattern::Unstructured { sparsity } => Target::of(&Pattern::Unstructured {
                     sparsity: cubic(sparsity, t, steps),
-                },
-                Pattern::Vector { v, sparsity } => Pattern::Vector {
+                }),
+                Pattern::Vector { v, sparsity } => Target::of(&Pattern::Vector {
                     v,
                     sparsity: cubic(sparsity, t, steps),
-                },
-                Pattern::Nm { n, m } => Pattern::Nm {
+                }),
+                Pattern::Nm { n, m } => Target::of(&Pattern::Nm {
                     n: (n + steps - t).min(m - 1),
                     m,
-                },
+                }),
                 Pattern::Vnm { v, m } => {
                     let s = cubic(1.0 - 2.0 / m as f64, t, steps);
-                    Pattern::Vnm {
-                        v,
-                        m: ((2.0 / (1.0 - s)).round() as usize).clamp(4, m),
-                    }
+                    Target::vnm_at(v, m, 1.0 - s, 2)
                 }
             };
             (
@@ -97,8 +172,8 @@ pub(crate) fn layer_plan(
     patterns: &[Pattern],
     schedule: &Schedule,
     epochs: usize,
-) -> Vec<(Vec<Pattern>, usize)> {
-    let per_layer: Vec<Vec<(Pattern, usize)>> =
+) -> Vec<(Vec<Target>, usize)> {
+    let per_layer: Vec<Vec<(Target, usize)>> =
         patterns.iter().map(|p| plan(p, schedule, epochs)).collect();
     let steps = plan(&Pattern::Dense, schedule, epochs);
     steps
@@ -108,15 +183,15 @@ pub(crate) fn layer_plan(
         .collect()
 }
 
-/// [`obs_substeps`] for every layer at once: the per-layer patterns of each recomputation
-/// step. Layers that need fewer steps repeat their first one (re-scoring at the same pattern
+/// [`obs_substeps`] for every layer at once: the per-layer targets of each recomputation
+/// step. Layers that need fewer steps repeat their first one (re-scoring at the same target
 /// keeps the weights an earlier step kept, as removed weights score 0).
-pub(crate) fn layer_substeps(patterns: &[Pattern], current: f64) -> Vec<Vec<Pattern>> {
-    let per_layer: Vec<Vec<Pattern>> = patterns
+pub(crate) fn layer_substeps(targets: &[Target], current: f64) -> Vec<Vec<Target>> {
+    let per_layer: Vec<Vec<Target>> = targets
         .iter()
-        .map(|p| match p {
-            Pattern::Dense => vec![Pattern::Dense],
-            p => obs_substeps(p, current),
+        .map(|t| match t {
+            Target::Pattern(Pattern::Dense) => vec![t.clone()],
+            t => obs_substeps(t, current),
         })
         .collect();
     let n = per_layer.iter().map(Vec::len).max().unwrap_or(1);
@@ -130,40 +205,43 @@ pub(crate) fn layer_substeps(patterns: &[Pattern], current: f64) -> Vec<Vec<Patt
         .collect()
 }
 
-/// The patterns of OBS's recomputation steps towards `pattern` from weights of density
+/// The targets of OBS's recomputation steps towards `target` from weights of density
 /// `current` (fraction non-zero): each step halves the density until the target, so that no step
 /// removes more than half of the remaining weights, where the quadratic model behind the OBS
 /// update still holds (WoodFisher and oBERT likewise recompute the inverse Fisher several times
-/// within one-shot pruning). N:M steps keep M and set `N = round(M · density)`; V:2:M steps keep
-/// V and set `M = round(2 / density)`. The last step is `pattern` itself.
-pub(crate) fn obs_substeps(pattern: &Pattern, current: f64) -> Vec<Pattern> {
-    let target = pattern.density();
+/// within one-shot pruning). N:M steps keep M and set `N = round(M · density)`; V:2:M steps go
+/// down its nested structure (`round(M · density)` of each row's M: [`Target::VnmNested`]). The
+/// last step is `target` itself.
+pub(crate) fn obs_substeps(target: &Target, current: f64) -> Vec<Target> {
+    let density = target.density();
     let mut steps = Vec::new();
     let mut d = current / 2.0;
-    while d > target * 1.0001 && steps.len() < 16 {
-        steps.push(match *pattern {
-            Pattern::Unstructured { .. } => Pattern::Unstructured { sparsity: 1.0 - d },
-            Pattern::Vector { v, .. } => Pattern::Vector {
+    while d > density * 1.0001 && steps.len() < 16 {
+        steps.push(match (target, target.pattern()) {
+            (_, Pattern::Unstructured { .. }) => {
+                Target::of(&Pattern::Unstructured { sparsity: 1.0 - d })
+            }
+            (_, Pattern::Vector { v, .. }) => Target::of(&Pattern::Vector {
                 v,
                 sparsity: 1.0 - d,
-            },
-            Pattern::Nm { n, m } => Pattern::Nm {
+            }),
+            (_, Pattern::Nm { n, m }) => Target::of(&Pattern::Nm {
                 n: ((m as f64 * d).round() as usize).clamp(n, m - 1),
                 m,
-            },
-            Pattern::Vnm { v, m } => Pattern::Vnm {
-                v,
-                m: ((2.0 / d).round() as usize).clamp(4, m),
-            },
-            Pattern::Dense => Pattern::Dense,
+            }),
+            (Target::VnmNested { per_row, .. }, Pattern::Vnm { v, m }) => {
+                Target::vnm_at(v, m, d, *per_row)
+            }
+            (_, Pattern::Vnm { v, m }) => Target::vnm_at(v, m, d, 2),
+            (_, Pattern::Dense) => Target::of(&Pattern::Dense),
         });
         d /= 2.0;
     }
     steps.dedup();
-    if steps.last() == Some(pattern) {
+    if steps.last() == Some(target) {
         steps.pop();
     }
-    steps.push(pattern.clone());
+    steps.push(target.clone());
     steps
 }
 
@@ -173,22 +251,40 @@ mod tests {
 
     #[test]
     fn obs_substeps_halve_the_density() {
-        let u = obs_substeps(&Pattern::Unstructured { sparsity: 0.875 }, 1.0);
-        let d: Vec<f64> = u.iter().map(Pattern::density).collect();
+        let steps = |p: Pattern, current: f64| obs_substeps(&Target::of(&p), current);
+        let u = steps(Pattern::Unstructured { sparsity: 0.875 }, 1.0);
+        let d: Vec<f64> = u.iter().map(Target::density).collect();
         assert_eq!(d, [0.5, 0.25, 0.125]);
-        let nm = obs_substeps(&Pattern::Nm { n: 2, m: 16 }, 1.0);
-        assert_eq!(nm, [8, 4, 2].map(|n| Pattern::Nm { n, m: 16 }));
-        let vnm = obs_substeps(&Pattern::Vnm { v: 64, m: 8 }, 1.0);
-        assert_eq!(vnm, [4, 8].map(|m| Pattern::Vnm { v: 64, m }));
+        let nm = steps(Pattern::Nm { n: 2, m: 16 }, 1.0);
+        assert_eq!(nm, [8, 4, 2].map(|n| Target::of(&Pattern::Nm { n, m: 16 })));
+        // V:2:M down its nested structure: the block's columns first, then 2 of them a row.
+        let nested = |m, k, per_row| Target::VnmNested {
+            v: 64,
+            m,
+            k,
+            per_row,
+        };
+        let vnm = |m| Target::of(&Pattern::Vnm { v: 64, m });
+        assert_eq!(
+            steps(Pattern::Vnm { v: 64, m: 8 }, 1.0),
+            [nested(8, 4, 4), vnm(8)]
+        );
+        assert_eq!(
+            steps(Pattern::Vnm { v: 64, m: 16 }, 1.0),
+            [nested(16, 8, 8), nested(16, 4, 4), vnm(16)]
+        );
+        assert_eq!(steps(Pattern::Vnm { v: 64, m: 4 }, 1.0), [vnm(4)]);
+        // Towards a nested step of a gradual schedule, never below it.
+        assert_eq!(
+            obs_substeps(&nested(16, 4, 3), 1.0),
+            [nested(16, 8, 8), nested(16, 4, 4), nested(16, 4, 3)]
+        );
         // From weights already at the target density (a gradual step), a single step.
         assert_eq!(
-            obs_substeps(&Pattern::Nm { n: 2, m: 8 }, 0.25),
-            [Pattern::Nm { n: 2, m: 8 }]
+            steps(Pattern::Nm { n: 2, m: 8 }, 0.25),
+            [Target::of(&Pattern::Nm { n: 2, m: 8 })]
         );
-        assert_eq!(
-            obs_substeps(&Pattern::Unstructured { sparsity: 0.5 }, 1.0).len(),
-            1
-        );
+        assert_eq!(steps(Pattern::Unstructured { sparsity: 0.5 }, 1.0).len(), 1);
     }
 
     #[test]
@@ -199,7 +295,9 @@ mod tests {
             10,
         );
         let ns: Vec<_> = p.iter().map(|(p, _)| p.clone()).collect();
-        let want: Vec<_> = [5, 4, 3, 2].map(|n| Pattern::Nm { n, m: 8 }).to_vec();
+        let want: Vec<_> = [5, 4, 3, 2]
+            .map(|n| Target::of(&Pattern::Nm { n, m: 8 }))
+            .to_vec();
         assert_eq!(ns, want);
         assert_eq!(p.iter().map(|s| s.1).collect::<Vec<_>>(), [2, 2, 2, 4]);
         // N never reaches M.
@@ -210,7 +308,7 @@ mod tests {
         );
         assert!(p
             .iter()
-            .all(|(p, _)| matches!(p, Pattern::Nm { n, .. } if *n < 4)));
+            .all(|(p, _)| matches!(p.pattern(), Pattern::Nm { n, .. } if n < 4)));
     }
 
     #[test]
@@ -234,20 +332,18 @@ mod tests {
             &Schedule::Gradual { steps: 4 },
             0,
         );
-        let ms: Vec<_> = v
-            .iter()
-            .map(|(p, _)| {
-                if let Pattern::Vnm { m, .. } = p {
-                    *m
-                } else {
-                    0
-                }
-            })
-            .collect();
-        assert_eq!(ms, [4, 6, 8, 8]);
+        let ts: Vec<_> = v.iter().map(|(t, _)| t.clone()).collect();
+        let nested = |k, per_row| Target::VnmNested {
+            v: 16,
+            m: 8,
+            k,
+            per_row,
+        };
+        let vnm = Target::of(&Pattern::Vnm { v: 16, m: 8 });
+        assert_eq!(ts, [nested(5, 5), nested(4, 3), vnm.clone(), vnm]);
         assert_eq!(
             plan(&Pattern::Dense, &Schedule::Oneshot, 3),
-            vec![(Pattern::Dense, 3)]
+            vec![(Target::of(&Pattern::Dense), 3)]
         );
     }
 }

@@ -2,7 +2,7 @@
 //! recomputation steps), repeat along the schedule, and fine-tune with the masks fixed.
 
 use datasets::Dataset;
-use kernels::{build_mask, Mask, Pattern};
+use kernels::{Mask, Pattern};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -10,20 +10,21 @@ use crate::model::net::Net;
 use crate::train::{check_fits, fit, net_accuracy, stream_seed, FitConfig};
 use crate::{StageError, Weights};
 
-use super::{calibrate, obs, oneshot, schedule};
+use super::schedule::{self, Target};
+use super::{calibrate, obs, oneshot};
 use super::{
     Calibration, CalibrationInputs, LayerReport, LayerStatus, Method, PruneSpec, Pruned,
     ONE_SHOT_DEFAULTS,
 };
 
-/// Prunes every layer that can take its pattern (`patterns`, per layer): scores, masks,
+/// Prunes every layer that can take its step's target (`targets`, per layer): scores, masks,
 /// updates (OBS) and zeroes the weights in place; returns the masks (`None` where `prunable` is
 /// false). OBS goes there in recomputation steps that each at most halve the density
 /// ([`schedule::obs_substeps`]).
 fn prune_step(
     data: &Dataset,
     weights: &mut Weights,
-    patterns: &[Pattern],
+    targets: &[Target],
     prunable: &[bool],
     method: &Method,
     rng: &mut ChaCha8Rng,
@@ -31,9 +32,9 @@ fn prune_step(
 ) -> Result<Vec<Option<Mask>>, StageError> {
     let substeps = match method {
         Method::SparseGpt { .. } | Method::Wanda { .. } => {
-            return oneshot::prune_network(weights, patterns, prunable, method, calibration);
+            return oneshot::prune_network(weights, targets, prunable, method, calibration);
         }
-        Method::Magnitude => vec![patterns.to_vec()],
+        Method::Magnitude => vec![targets.to_vec()],
         Method::Obs { .. } => {
             let (nonzero, total) = weights
                 .layers
@@ -47,7 +48,7 @@ fn prune_step(
                     )
                 });
             let density = nonzero as f64 / total.max(1) as f64;
-            schedule::layer_substeps(patterns, density)
+            schedule::layer_substeps(targets, density)
         }
     };
     let mut masks = Vec::new();
@@ -57,11 +58,11 @@ fn prune_step(
     Ok(masks)
 }
 
-/// One scoring + masking pass (one OBS recomputation) to each layer's pattern.
+/// One scoring + masking pass (one OBS recomputation) to each layer's target.
 fn prune_substep(
     data: &Dataset,
     weights: &mut Weights,
-    patterns: &[Pattern],
+    targets: &[Target],
     prunable: &[bool],
     method: &Method,
     rng: &mut ChaCha8Rng,
@@ -79,19 +80,19 @@ fn prune_substep(
             continue;
         }
         let (rows, cols) = (layer.rows(), layer.cols());
-        let pattern = &patterns[i];
+        let target = &targets[i];
         let mask = match (method, fishers.as_ref().and_then(|f| f[i].as_ref())) {
             (Method::Obs { block, damp, .. }, Some(fisher)) => {
                 let inverses = fisher.inverses(*damp)?;
                 let scores = obs::saliencies(&layer.weight, *block, &inverses);
                 // A weight removed by an earlier step has saliency 0: it stays removed.
-                let mask = build_mask(pattern, &scores, rows, cols)?;
+                let mask = target.mask(&scores, rows, cols)?;
                 obs::obs_update(&mut layer.weight, mask.as_slice(), *block, &inverses);
                 mask
             }
             _ => {
                 let scores: Vec<f32> = layer.weight.iter().map(|w| w.abs()).collect();
-                build_mask(pattern, &scores, rows, cols)?
+                target.mask(&scores, rows, cols)?
             }
         };
         layer.weight = mask.apply(&layer.weight)?;
@@ -147,13 +148,13 @@ pub fn prune(
         let batch = calibrate::batch(data, calibration.samples, seed)?;
         let steps = schedule::layer_plan(&layer_patterns, sched, spec.finetune_epochs);
         let last = steps.len() - 1;
-        for (k, (patterns, epochs)) in steps.iter().enumerate() {
+        for (k, (targets, epochs)) in steps.iter().enumerate() {
             // The output errors are the last step's: keep the weights it starts from.
             let before = (k == last).then(|| current.clone());
             masks = prune_step(
                 data,
                 &mut current,
-                patterns,
+                targets,
                 &prunable,
                 method,
                 &mut rng,
