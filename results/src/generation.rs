@@ -28,8 +28,10 @@ const KEEP_PUBLISHED: usize = 2;
 /// An unpublished generation older than this is of a run that died (or could not write its
 /// tables) and is removed: a live step's workers write their parts at one frontier, and its lead
 /// publishes them within two minutes of writing its own or gives up (the engine's
-/// `PARTS_TIMEOUT`), so no generation is published this long after its folder was made.
-const STALE_UNPUBLISHED: Duration = Duration::from_secs(10 * 60);
+/// `PARTS_TIMEOUT`), so no generation is published this long after its folder was made. The
+/// margin covers a process suspended mid-step and clocks that differ between hosts sharing
+/// `--out`.
+const STALE_UNPUBLISHED: Duration = Duration::from_secs(3600);
 /// The file that marks a generation as published (written just before the switch).
 const PUBLISHED: &str = ".published";
 /// The folder of per-worker "my parts are written" markers.

@@ -125,6 +125,15 @@ fn vnm_in_several_steps_keeps_no_slot_on_a_removed_weight() {
             inputs: stages::CalibrationInputs::Sequential,
         },
     };
+    let sparsegpt = Method::SparseGpt {
+        damp: 0.01,
+        block: 128,
+        scope: stages::Scope::Layer,
+        calibration: stages::Calibration {
+            samples: 64,
+            inputs: stages::CalibrationInputs::Sequential,
+        },
+    };
     for (pattern, method, schedule) in [
         (Pattern::Vnm { v: 8, m: 8 }, obs(), Schedule::Oneshot),
         (Pattern::Vnm { v: 8, m: 16 }, obs(), Schedule::Oneshot),
@@ -134,9 +143,14 @@ fn vnm_in_several_steps_keeps_no_slot_on_a_removed_weight() {
             Schedule::Gradual { steps: 3 },
         ),
         (
-            Pattern::Vnm { v: 8, m: 4 },
+            Pattern::Vnm { v: 8, m: 8 },
             wanda,
-            Schedule::Gradual { steps: 2 },
+            Schedule::Gradual { steps: 3 },
+        ),
+        (
+            Pattern::Vnm { v: 8, m: 8 },
+            sparsegpt,
+            Schedule::Gradual { steps: 3 },
         ),
     ] {
         let mut s = spec(pattern.clone(), method, schedule);

@@ -122,10 +122,11 @@ fn an_edited_record_and_stray_files_are_found_and_repaired() {
 
 /// Regression: `store gc --keep OTHER` while a run of an experiment it does not keep was
 /// computing removed the entries that run had just written, and its later stages failed on
-/// inputs "missing from the store". gc now waits for the run (and says so), the run completes,
-/// and what gc leaves verifies clean; it also removes the key lock files no process holds.
+/// inputs "missing from the store". gc --keep now refuses while a run uses the store (exit 1,
+/// nothing removed), the run completes, and afterwards gc --keep removes what the kept file
+/// does not use and the key lock files no process holds.
 #[test]
-fn gc_keep_waits_for_a_running_experiment_and_removes_free_locks() {
+fn gc_keep_refuses_while_a_run_uses_the_store_and_removes_free_locks() {
     use e2e::harness::{exit_within, log_lines, stderr_of};
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
@@ -151,19 +152,28 @@ fn gc_keep_waits_for_a_running_experiment_and_removes_free_locks() {
     assert!(log_lines(&log).len() >= 3, "the run computed nothing");
     let store = ws.path("s").display().to_string();
     let other = ws.path("other.toml").display().to_string();
-    let gc = ws.cotune(
-        BIN,
-        &["store", "gc", "--store", &store, "--keep", &other],
-        None,
-    );
-    assert!(gc.status.success(), "{gc:?}");
+    let gc_keep = || {
+        ws.cotune(
+            BIN,
+            &["store", "gc", "--store", &store, "--keep", &other],
+            None,
+        )
+    };
+    let refused = gc_keep();
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
     assert!(
-        String::from_utf8_lossy(&gc.stderr).contains("waiting for the runs"),
-        "{gc:?}"
+        String::from_utf8_lossy(&refused.stderr).contains("is using"),
+        "{refused:?}"
     );
-    let (status, _) = exit_within(&mut running, Duration::from_secs(5));
+    let (status, _) = exit_within(&mut running, Duration::from_secs(120));
     let err = stderr_of(&mut running);
     assert!(status.success(), "the run lost entries to gc: {err}");
+    let gc = gc_keep();
+    assert!(gc.status.success(), "{gc:?}");
+    assert!(
+        !String::from_utf8_lossy(&gc.stdout).starts_with("removed 0 "),
+        "{gc:?}"
+    );
     let v = ws.cotune(BIN, &["store", "verify", "--store", &store], None);
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
     let locks: Vec<String> = std::fs::read_dir(ws.path("s/locks"))

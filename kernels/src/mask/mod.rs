@@ -12,8 +12,9 @@
 //!   then each row keeps its best 2 of the 4. A last group narrower than 4 columns offers all of
 //!   them; a row keeps `min(2, len)`.
 //! - The steps towards V:2:M ([`build_vnm_nested`]): per V×M block `k` columns, the `k` of the
-//!   largest score summed over the block's rows (at `k = 4` the quadruple as V:2:M chooses it,
-//!   each row counting its best `per_row`), each row keeping its best `per_row` of them.
+//!   largest score summed over the block's rows (at `k = 4` with `per_row` < 4 the quadruple as
+//!   V:2:M chooses it, each row counting its best `per_row`), each row keeping its best
+//!   `per_row` of them.
 //! - Vector V×1: a column-vector's score is the L2 norm of its V scores; the best
 //!   `round(density · vectors)` vectors are kept over the whole matrix.
 //! - Unstructured: the best `round(density · rows · cols)` scores over the whole matrix.

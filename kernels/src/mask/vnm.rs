@@ -2,8 +2,8 @@
 //! keeps the most score once each row takes its best 2 of the 4; then each row's best 2.
 //!
 //! And the steps of the nested structure towards it ([`vnm_nested`]): per block, `k` columns
-//! kept (the `k` of the largest summed score, or at `k = 4` the quadruple as above), each row
-//! keeping its best `per_row` of them. V:2:M is `k = 4, per_row = 2`; a step with fewer columns
+//! kept (the `k` of the largest summed score, or at `k = 4` with fewer a row the quadruple as
+//! above, each row counting its best `per_row`), each row keeping its best `per_row` of them. V:2:M is `k = 4, per_row = 2`; a step with fewer columns
 //! or fewer per row keeps a subset of a step with more, so pruning along them never spends a
 //! kept slot on a weight an earlier step removed (which scores 0).
 
@@ -99,11 +99,11 @@ pub(crate) fn vnm_nested(
             };
             let chosen: Vec<usize> = if len <= k {
                 (0..len).collect()
-            } else if k == 4 {
+            } else if k == 4 && per_row < 4 {
                 best_quad(&finite_rows(), len, per_row).to_vec()
             } else {
                 // The `k` columns of the largest score summed over the block's rows (ties: the
-                // first), in column order.
+                // first), in column order: what each row keeping all `k` keeps most of.
                 let rows_f = finite_rows();
                 let sums: Vec<f64> = (0..len)
                     .map(|c| rows_f.iter().map(|r| r[c]).sum())

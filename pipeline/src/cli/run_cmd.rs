@@ -242,17 +242,19 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
             return EXIT_USAGE;
         }
     };
-    // Held until the run ends: a `store gc --keep` waits for it (and it for one in progress).
+    // Held until the run ends: `store gc --keep` refuses to run meanwhile (and a run waits for
+    // one in progress). Where the lock cannot be taken (a file system without locks), the run
+    // goes on without it, as runs did before it existed.
     let _runs = match RunLock::shared(&store.root().join("locks"), || {
         eprintln!(
             "waiting for a `cotune store gc --keep` on {} to finish",
             args.store.display()
         )
     }) {
-        Ok(l) => l,
+        Ok(l) => Some(l),
         Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
+            eprintln!("warning: {e}: a `store gc --keep` could remove what this run uses");
+            None
         }
     };
     let mut unified = None;

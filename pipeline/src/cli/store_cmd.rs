@@ -88,6 +88,28 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
             }
         }
         StoreAction::Gc { keep } => {
+            // `--keep` removes what no kept experiment uses, so it runs only while no `run` or
+            // `watch` uses the store (they may be computing, or about to read, any entry), and
+            // decides what to keep once it holds the store (a search finishing rounds meanwhile
+            // keeps them). It does not wait: a `watch` may hold the store for days.
+            let _runs = if keep.is_empty() {
+                None
+            } else {
+                match RunLock::try_exclusive(&store.root().join("locks")) {
+                    Ok(Some(l)) => Some(l),
+                    Ok(None) => {
+                        eprintln!(
+                            "error: a `cotune run` or `watch` is using {}: `store gc --keep` removes entries it may need, so it runs only when none is (try again when they end; plain `store gc` is safe meanwhile)",
+                            dir.display()
+                        );
+                        return EXIT_FAILED;
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return EXIT_FAILED;
+                    }
+                }
+            };
             let keep_set = if keep.is_empty() {
                 None
             } else {
@@ -102,22 +124,6 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
                     }
                 }
                 Some(set)
-            };
-            // Removing what no kept experiment needs must not remove what a running one is
-            // computing or about to read: wait until no run holds the store.
-            let _runs = match keep_set.as_ref().map(|_| {
-                RunLock::exclusive(&store.root().join("locks"), || {
-                    eprintln!(
-                        "store gc --keep: waiting for the runs using {} to finish (Ctrl-C to stop)",
-                        dir.display()
-                    )
-                })
-            }) {
-                Some(Err(e)) => {
-                    eprintln!("error: {e}");
-                    return EXIT_FAILED;
-                }
-                held => held,
             };
             match store.gc(keep_set.as_ref()) {
                 Ok((n, bytes, locks)) => {

@@ -14,6 +14,11 @@ fn open(path: &Path) -> Result<File, StoreError> {
         .truncate(false)
         .write(true)
         .open(path)
+        // A lock file another user made (a shared store): a lock needs only a read descriptor.
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => File::open(path),
+            _ => Err(e),
+        })
         .map_err(|source| StoreError::Io {
             path: path.to_owned(),
             source,
@@ -59,8 +64,13 @@ impl KeyLock {
     }
 
     /// Removes the lock files of `dir` that no process holds, each while holding it (`gc`: a
-    /// lock is needed only while its key is computed, and they would pile up). Returns how many.
+    /// lock is needed only while its key is computed, and they would pile up). One it cannot
+    /// open or lock (another user's, a file system without locks) stays. Returns how many went.
+    /// Only where a process can tell that the file it locked was removed ([`at_path`]).
     pub fn remove_free(dir: &Path) -> Result<usize, StoreError> {
+        if !cfg!(unix) {
+            return Ok(0);
+        }
         let mut removed = 0;
         for e in fs::read_dir(dir).map_err(|source| StoreError::Io {
             path: dir.to_owned(),
@@ -71,7 +81,7 @@ impl KeyLock {
             let Some(key) = name.strip_suffix(".lock").and_then(AnyKey::from_hex) else {
                 continue;
             };
-            if let Some(lock) = KeyLock::try_acquire(dir, &key)? {
+            if let Ok(Some(lock)) = KeyLock::try_acquire(dir, &key) {
                 // A process that opened this file before the removal and then takes the lock
                 // finds it gone from the path and opens the new one (`at_path`).
                 if fs::remove_file(key_path(dir, &key)).is_ok() {
@@ -106,48 +116,42 @@ fn at_path(_: &File, _: &Path) -> bool {
 
 /// The store's run lock (`locks/runs.lock`): every `run` and `watch` holds it shared while it
 /// runs, and `gc --keep`, which removes entries that a running experiment may have just
-/// computed or may still read, holds it exclusive. Released on drop.
+/// computed or may still read, holds it exclusive, only when no run holds it. Released on drop.
 #[derive(Debug)]
 pub struct RunLock {
     _file: File,
 }
 
 impl RunLock {
-    /// Shared, for a run; `waiting` is called once if a `gc --keep` holds it, before waiting.
+    /// Shared, for a run; `waiting` is called once if a `gc --keep` holds it, before waiting
+    /// for it (a gc is short).
     pub fn shared(dir: &Path, waiting: impl FnOnce()) -> Result<RunLock, StoreError> {
-        Self::take(dir, false, waiting)
-    }
-
-    /// Exclusive, for `gc --keep`; `waiting` is called once if runs hold it, before waiting.
-    pub fn exclusive(dir: &Path, waiting: impl FnOnce()) -> Result<RunLock, StoreError> {
-        Self::take(dir, true, waiting)
-    }
-
-    fn take(dir: &Path, exclusive: bool, waiting: impl FnOnce()) -> Result<RunLock, StoreError> {
         let path = dir.join("runs.lock");
         let file = open(&path)?;
-        let tried = if exclusive {
-            file.try_lock()
-        } else {
-            file.try_lock_shared()
-        };
         let err = |source| StoreError::Io {
             path: path.clone(),
             source,
         };
-        match tried {
+        match file.try_lock_shared() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 waiting();
-                if exclusive {
-                    file.lock().map_err(err)?;
-                } else {
-                    file.lock_shared().map_err(err)?;
-                }
+                file.lock_shared().map_err(err)?;
             }
             Err(std::fs::TryLockError::Error(source)) => return Err(err(source)),
         }
         Ok(RunLock { _file: file })
+    }
+
+    /// Exclusive, for `gc --keep`, if no run holds it (`None` if one does).
+    pub fn try_exclusive(dir: &Path) -> Result<Option<RunLock>, StoreError> {
+        let path = dir.join("runs.lock");
+        let file = open(&path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(RunLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(source)) => Err(StoreError::Io { path, source }),
+        }
     }
 }
 
@@ -227,36 +231,25 @@ mod tests {
         assert!(at_path(&new._file, &path) && !at_path(&old, &path));
     }
 
-    /// `gc --keep` waits for the runs (and says so once), and takes the lock when they end.
+    /// `gc --keep` runs only when no run holds the store, and a run started while it does
+    /// waits (and says so once) until it ends.
     #[test]
-    fn the_exclusive_run_lock_waits_for_the_shared_ones() {
+    fn the_exclusive_run_lock_is_taken_only_when_no_run_holds_it() {
         let dir = tempfile::tempdir().unwrap();
         let a = RunLock::shared(dir.path(), || panic!("two runs share it")).unwrap();
         let b = RunLock::shared(dir.path(), || panic!("two runs share it")).unwrap();
+        assert!(RunLock::try_exclusive(dir.path()).unwrap().is_none());
+        drop(a);
+        assert!(RunLock::try_exclusive(dir.path()).unwrap().is_none());
+        drop(b);
+        let held = RunLock::try_exclusive(dir.path()).unwrap().expect("free");
         let said = Arc::new(AtomicBool::new(false));
-        let taken = Arc::new(AtomicBool::new(false));
-        let gc = {
-            let (d, said, taken) = (dir.path().to_owned(), said.clone(), taken.clone());
-            std::thread::spawn(move || {
-                let l = RunLock::exclusive(&d, || said.store(true, SeqCst)).unwrap();
-                taken.store(true, SeqCst);
-                l
-            })
+        let run = {
+            let (d, said) = (dir.path().to_owned(), said.clone());
+            std::thread::spawn(move || RunLock::shared(&d, || said.store(true, SeqCst)).map(|_| ()))
         };
         std::thread::sleep(Duration::from_millis(200));
-        assert!(said.load(SeqCst) && !taken.load(SeqCst));
-        drop(a);
-        std::thread::sleep(Duration::from_millis(100));
-        assert!(!taken.load(SeqCst));
-        drop(b);
-        let held = gc.join().unwrap();
-        assert!(taken.load(SeqCst));
-        let run = {
-            let d = dir.path().to_owned();
-            std::thread::spawn(move || RunLock::shared(&d, || {}).map(|_| ()))
-        };
-        std::thread::sleep(Duration::from_millis(100));
-        assert!(!run.is_finished());
+        assert!(said.load(SeqCst) && !run.is_finished());
         drop(held);
         run.join().unwrap().unwrap();
     }

@@ -4,8 +4,8 @@
 //! unstructured and vector-wise prune to `s_t` directly; N:M decays `N` by one per step to its
 //! target (5:8 → 4:8 → 3:8 → 2:8 for four steps, never above M−1); V:2:M goes down its nested
 //! structure ([`Target::VnmNested`]): `x_t = round(M · (1 − s_t))` kept of each row's M, as `x_t`
-//! columns of every V × M block while `x_t ≥ 4`, then 3 and 2 of the block's 4 (each step keeps a
-//! subset of the last one's weights). Fine-tune epochs are shared out evenly, the remainder going
+//! columns of every V × M block while `x_t ≥ 4`, then 3 and 2 of the block's 4 (each step's
+//! structure within the last one's). Fine-tune epochs are shared out evenly, the remainder going
 //! to the last step.
 
 use kernels::{KernelError, Mask, Pattern};
@@ -17,8 +17,9 @@ pub(crate) enum Target {
     Pattern(Pattern),
     /// A step of the nested structure towards V:2:M: per V × M block `k` columns kept, each row
     /// keeping `per_row` of them ([`kernels::build_vnm_nested`]). V:2:M itself is `k = 4,
-    /// per_row = 2`. A step of fewer columns or fewer a row keeps a subset of the last one's
-    /// weights: pruning through V:2:M at a smaller M instead (2:4 rows, then 64:2:8 blocks) left
+    /// per_row = 2`. A step of fewer columns or fewer a row fits within the last one, so where
+    /// removed weights score 0 (magnitude, Wanda, OBS) it keeps a subset of its weights: pruning
+    /// through V:2:M at a smaller M instead (2:4 rows, then 64:2:8 blocks) left
     /// rows whose block columns held weights an earlier step had removed, kept slots holding
     /// zeros (in the quickstart's MLP, OBS kept 1.4 % of a 64:2:8 layer's slots and 3.8 % of a
     /// 64:2:16 layer's on zeros).
@@ -183,15 +184,19 @@ pub(crate) fn layer_plan(
         .collect()
 }
 
-/// [`obs_substeps`] for every layer at once: the per-layer targets of each recomputation
-/// step. Layers that need fewer steps repeat their first one (re-scoring at the same target
-/// keeps the weights an earlier step kept, as removed weights score 0).
-pub(crate) fn layer_substeps(targets: &[Target], current: f64) -> Vec<Vec<Target>> {
+/// [`obs_substeps`] for every layer at once, from the prunable layers' density `current`
+/// (V:2:M's nested steps from the layer's own density, `own`: a layer pruned further than the
+/// rest by an earlier gradual step must not be widened again): the per-layer targets of each
+/// recomputation step. Layers that need fewer steps repeat their first one (re-scoring at the
+/// same target keeps the weights an earlier step kept, as removed weights score 0).
+pub(crate) fn layer_substeps(targets: &[Target], current: f64, own: &[f64]) -> Vec<Vec<Target>> {
     let per_layer: Vec<Vec<Target>> = targets
         .iter()
-        .map(|t| match t {
-            Target::Pattern(Pattern::Dense) => vec![t.clone()],
-            t => obs_substeps(t, current),
+        .zip(own)
+        .map(|(t, &own)| match (t, t.pattern()) {
+            (Target::Pattern(Pattern::Dense), _) => vec![t.clone()],
+            (_, Pattern::Vnm { .. }) => obs_substeps(t, own),
+            _ => obs_substeps(t, current),
         })
         .collect();
     let n = per_layer.iter().map(Vec::len).max().unwrap_or(1);
@@ -279,6 +284,19 @@ mod tests {
             obs_substeps(&nested(16, 4, 3), 1.0),
             [nested(16, 8, 8), nested(16, 4, 4), nested(16, 4, 3)]
         );
+        // Per layer: V:2:M from the layer's own density (a layer an earlier gradual step took to
+        // 3 of 8 a row is not widened to 4 again because the other layers are denser).
+        let layers = layer_substeps(
+            &[
+                nested(8, 4, 3),
+                Target::of(&Pattern::Unstructured { sparsity: 0.5 }),
+            ],
+            0.9,
+            &[0.375, 1.0],
+        );
+        assert_eq!(layers.len(), 1);
+        let layers = layer_substeps(&[vnm(8), nested(8, 4, 3)], 0.9, &[0.375, 0.5]);
+        assert_eq!(layers, [[vnm(8), nested(8, 4, 3)]]);
         // From weights already at the target density (a gradual step), a single step.
         assert_eq!(
             steps(Pattern::Nm { n: 2, m: 8 }, 0.25),

@@ -48,7 +48,15 @@ fn prune_step(
                     )
                 });
             let density = nonzero as f64 / total.max(1) as f64;
-            schedule::layer_substeps(targets, density)
+            let own: Vec<f64> = weights
+                .layers
+                .iter()
+                .map(|l| {
+                    let nonzero = l.weight.iter().filter(|&&w| w != 0.0).count();
+                    nonzero as f64 / l.weight.len().max(1) as f64
+                })
+                .collect();
+            schedule::layer_substeps(targets, density, &own)
         }
     };
     let mut masks = Vec::new();
