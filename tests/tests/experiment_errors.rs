@@ -347,19 +347,12 @@ fn an_out_path_that_is_a_file_is_refused_before_anything_runs_and_plan_creates_n
     let out = ws.write("out", "a file");
     let store = ws.path("store");
     let arg = |p: &std::path::Path| p.to_str().unwrap().to_string();
-    // It computed everything, then failed to write its tables (exit 1).
-    let o = ws.cotune(
-        BIN,
-        &[
-            "run",
-            &arg(&f),
-            "--store",
-            &arg(&store),
-            "--out",
-            &arg(&out),
-        ],
-        None,
-    );
+    let run = |store: &std::path::Path, out: &std::path::Path| {
+        let (file, store, out) = (arg(&f), arg(store), arg(out));
+        ws.cotune(BIN, &["run", &file, "--store", &store, "--out", &out], None)
+    };
+    // Refused before anything runs (it used to compute everything, then fail to write).
+    let o = run(&store, &out);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is a file"));
     assert!(!store.exists(), "nothing may run");
@@ -368,18 +361,7 @@ fn an_out_path_that_is_a_file_is_refused_before_anything_runs_and_plan_creates_n
     assert!(!store.exists(), "plan only reads the store");
     // A folder that cannot be made (under a file): found before anything runs, not after.
     let under = out.join("sub");
-    let o = ws.cotune(
-        BIN,
-        &[
-            "run",
-            &arg(&f),
-            "--store",
-            &arg(&store),
-            "--out",
-            &arg(&under),
-        ],
-        None,
-    );
+    let o = run(&store, &under);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot take the results"), "{err}");
@@ -390,18 +372,7 @@ fn an_out_path_that_is_a_file_is_refused_before_anything_runs_and_plan_creates_n
     std::fs::create_dir(&not_a_store).unwrap();
     ws.write("notes/todo.txt", "mine");
     let fresh_out = ws.path("fresh-out");
-    let o = ws.cotune(
-        BIN,
-        &[
-            "run",
-            &arg(&f),
-            "--store",
-            &arg(&not_a_store),
-            "--out",
-            &arg(&fresh_out),
-        ],
-        None,
-    );
+    let o = run(&not_a_store, &fresh_out);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("not a cotune store"), "{err}");

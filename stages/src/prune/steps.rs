@@ -36,25 +36,27 @@ fn prune_step(
         }
         Method::Magnitude => vec![targets.to_vec()],
         Method::Obs { .. } => {
-            let (nonzero, total) = weights
-                .layers
-                .iter()
-                .zip(prunable)
-                .filter(|(_, &p)| p)
-                .fold((0usize, 0usize), |(nz, t), (l, _)| {
-                    (
-                        nz + l.weight.iter().filter(|&&w| w != 0.0).count(),
-                        t + l.weight.len(),
-                    )
-                });
-            let density = nonzero as f64 / total.max(1) as f64;
-            let own: Vec<f64> = weights
+            // Each layer's non-zero weights, counted once: its own density, and over the
+            // prunable layers the density every other pattern's steps start from.
+            let counts: Vec<(usize, usize)> = weights
                 .layers
                 .iter()
                 .map(|l| {
-                    let nonzero = l.weight.iter().filter(|&&w| w != 0.0).count();
-                    nonzero as f64 / l.weight.len().max(1) as f64
+                    (
+                        l.weight.iter().filter(|&&w| w != 0.0).count(),
+                        l.weight.len(),
+                    )
                 })
+                .collect();
+            let (nonzero, total) = counts
+                .iter()
+                .zip(prunable)
+                .filter(|(_, &p)| p)
+                .fold((0, 0), |(nz, t), (c, _)| (nz + c.0, t + c.1));
+            let density = nonzero as f64 / total.max(1) as f64;
+            let own: Vec<f64> = counts
+                .iter()
+                .map(|&(nz, len)| nz as f64 / len.max(1) as f64)
                 .collect();
             schedule::layer_substeps(targets, density, &own)
         }
