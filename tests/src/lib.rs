@@ -12,6 +12,7 @@
 
 pub mod harness;
 pub mod oracle;
+pub mod safetensors_io;
 pub mod summary;
 
 use kernels::Pattern;

@@ -2,6 +2,7 @@
 //! plan, and each command maps its errors to an exit code: 0 all trials ok, 1 some trials
 //! failed, 2 bad usage or experiment file (nothing run).
 
+mod export_cmd;
 mod plan_cmd;
 mod report_cmd;
 mod run_cmd;
@@ -120,6 +121,16 @@ pub enum StoreAction {
         /// Experiment files whose instances are kept.
         #[arg(long)]
         keep: Vec<PathBuf>,
+    },
+    /// Copy one entry into a folder: its artifacts (a pruned model's weights.safetensors), its
+    /// masks as safetensors, and its record as entry.json.
+    Export {
+        /// The entry's key, or its first 6 or more hex digits (a table's `key`, `prune_key`
+        /// or `train_key` column).
+        key: String,
+        /// A new or empty folder to write into.
+        #[arg(long)]
+        to: PathBuf,
     },
 }
 

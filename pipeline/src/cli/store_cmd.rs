@@ -1,4 +1,4 @@
-//! `cotune store ls | verify | gc`.
+//! `cotune store ls | verify | gc | export`.
 
 use super::{load_experiment, StoreAction, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::stage::StageTable;
@@ -27,6 +27,7 @@ pub fn store(dir: &Path, action: StoreAction, stages: &StageTable) -> u8 {
         }
     };
     match action {
+        StoreAction::Export { key, to } => super::export_cmd::export(&store, &entries, &key, &to),
         StoreAction::Ls => {
             say!(
                 "{:<14} {:<12} {:>9} {:>10}  summary",

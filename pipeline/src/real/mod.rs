@@ -7,7 +7,8 @@
 //! each layer exactly); calibrate → `calibration.txt` (the cost model's corrections for one
 //! kernel family on this CPU); kernel_tune → `tuned.txt` (best sparse and dense points); checkpoint →
 //! `tensors.safetensors` (the studied tensors as f32 matrices) and `calibration.safetensors`
-//! (their inputs from the user's file, if any); layer_study → `masks.bin`.
+//! (their inputs from the user's file, if any); layer_study → `masks.bin`. `cotune store export`
+//! also writes masks as safetensors ([`masks::export`]).
 //!
 //! Backend `cuda` runs kernel_tune and evaluate on the process's one CUDA device
 //! ([`stages::kernel_tune::cuda::shared_device`]); its trials carry the device's fingerprint,
@@ -19,7 +20,7 @@ mod dataset;
 mod evaluate;
 mod kernel_tune;
 mod layer_study;
-mod masks;
+pub(crate) mod masks;
 mod prune;
 mod rows;
 mod train;

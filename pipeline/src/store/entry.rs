@@ -72,7 +72,8 @@ pub fn read_entry(dir: &Path, key: Option<&AnyKey>) -> EntryState {
     EntryState::Valid(Box::new(meta))
 }
 
-fn hash_file(path: &Path) -> std::io::Result<String> {
+/// The blake3 of a file, hex (as entry records hold them).
+pub fn hash_file(path: &Path) -> std::io::Result<String> {
     let mut h = blake3::Hasher::new();
     h.update_reader(fs::File::open(path)?)?;
     Ok(h.finalize().to_hex().to_string())

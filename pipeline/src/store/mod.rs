@@ -16,7 +16,7 @@ mod objects;
 mod sweep;
 
 pub use clock::{nanos, unix_now};
-pub use entry::{read_entry, EntryState, Fetched};
+pub use entry::{hash_file, read_entry, EntryState, Fetched};
 pub use error::StoreError;
 pub use lock::{KeyLock, MeasureGuard, MeasureLock, RunLock};
 pub use meta::{value_from_json, value_to_json, Meta, Provenance, META_FORMAT};
