@@ -6,34 +6,11 @@
 //! exit 2 and `path:line:col`, naming the file and the tensor or glob, before anything runs.
 
 use e2e::harness::{counts, run_json, strip, Workspace};
+use e2e::safetensors_io::write as write_safetensors;
 use results::Value;
 use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cotune-real");
-
-/// A safetensors file written by hand: `(name, dtype, shape, little-endian bytes)`.
-fn write_safetensors(path: &Path, tensors: &[(&str, &str, Vec<usize>, Vec<u8>)]) {
-    let mut header = String::from("{");
-    let mut data = vec![];
-    for (i, (name, dtype, shape, bytes)) in tensors.iter().enumerate() {
-        let (start, end) = (data.len(), data.len() + bytes.len());
-        data.extend_from_slice(bytes);
-        if i > 0 {
-            header.push(',');
-        }
-        header.push_str(&format!(
-            "\"{name}\":{{\"dtype\":\"{dtype}\",\"shape\":{shape:?},\"data_offsets\":[{start},{end}]}}"
-        ));
-    }
-    header.push('}');
-    while header.len() % 8 != 0 {
-        header.push(' ');
-    }
-    let mut out = (header.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&data);
-    std::fs::write(path, out).unwrap();
-}
 
 fn f32s(n: usize, seed: u64) -> Vec<u8> {
     stages::prune::gaussian(n, seed)
@@ -143,12 +120,19 @@ fn a_checkpoints_tensors_are_studied_at_every_point_and_a_changed_file_re_runs()
             );
         }
     }
+    let mut statuses = std::collections::BTreeMap::new();
     for r in &per_tensor {
         let num = |c: &str| r.get(c).and_then(Value::as_f64).unwrap();
         assert_eq!(r.get("calibration"), Some(&Value::Str("gaussian".into())));
         assert_eq!(num("calibration_tokens"), 96.0);
-        let pruned = r.get("status") == Some(&Value::Str("pruned".into()));
-        if pruned {
+        // The tensor's own status, beside the trial's `status` (ok).
+        assert_eq!(r.get("status"), Some(&Value::Str("ok".into())));
+        let status = match r.get("layer_status") {
+            Some(Value::Str(s)) => s.clone(),
+            other => panic!("layer_status {other:?}"),
+        };
+        *statuses.entry(status.clone()).or_insert(0) += 1;
+        if status == "pruned" {
             assert!((num("layer_sparsity") - 0.75).abs() < 1e-9, "{r:?}");
             assert!(
                 num("retained_l1") > 0.25 && num("retained_l1") < 1.0,
@@ -157,6 +141,9 @@ fn a_checkpoints_tensors_are_studied_at_every_point_and_a_changed_file_re_runs()
             assert!(num("output_error_before") > 0.0, "{r:?}");
         }
     }
+    // 9 sparse points and the dense one, two tensors each (V = 32 divides both).
+    let want = [("dense".to_string(), 2), ("pruned".to_string(), 18)];
+    assert_eq!(statuses, want.into_iter().collect(), "{statuses:?}");
     // SparseGPT's update lowers the output error its mask alone would leave.
     for r in per_tensor
         .iter()
@@ -293,6 +280,35 @@ fn bad_checkpoints_are_refused_before_anything_runs() {
         14,
         33,
         &["OBS"],
+    );
+    // Calibration settings of a model's prunings, which a study does not use.
+    refused(
+        &ws,
+        &experiment(GOOD, "").replace("[prune]\n", "[prune]\ncalibration_samples = 64\n"),
+        10,
+        23,
+        &["`calibration_samples` does not apply to a layer study"],
+    );
+    // Sizes past what a run holds, from the file's shapes: SparseGPT's cols × cols Hessian,
+    // and the Gaussian inputs of `calibration_tokens`.
+    write_safetensors(
+        &ws.path("wide.safetensors"),
+        &[("wide.weight", "F32", vec![2, 40_000], f32s(80_000, 4))],
+    );
+    let wide = experiment(r#"["wide.*"]"#, "").replace("model.safetensors", "wide.safetensors");
+    refused(
+        &ws,
+        &wide,
+        14,
+        33,
+        &["SparseGPT's Hessian of tensor wide.weight", "40000 × 40000"],
+    );
+    refused(
+        &ws,
+        &wide.replace("calibration_tokens = 96", "calibration_tokens = 30000"),
+        7,
+        22,
+        &["tensor wide.weight (30000 tokens)", "more than 1073741824"],
     );
     // Truncated, and not safetensors at all.
     let bytes = std::fs::read(&model).unwrap();
@@ -437,8 +453,9 @@ fn calibration_inputs_come_from_the_file_where_it_has_them() {
     );
 }
 
-/// A tensor with a NaN fails the studies that prune it, with the reason (they were "ok" rows
-/// with a retained L1 of 1 and no output error); a calibration file naming none of the studied
+/// A tensor with a NaN fails every study of it, with the reason (they were "ok" rows with a
+/// retained L1 of 1 and no output error; and where it was kept dense, or at the dense point, its
+/// L1 made the point's retained L1 NaN, or 1); a calibration file naming none of the studied
 /// tensors leaves them on Gaussian inputs (every trial failed on it).
 #[test]
 fn non_finite_weights_fail_their_studies_and_a_calibration_file_of_other_tensors_is_unused() {
@@ -470,18 +487,11 @@ fn non_finite_weights_fail_their_studies_and_a_calibration_file_of_other_tensors
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    // Every study that prunes it failed naming it; the dense point only sums it, and ran.
+    // Every study failed naming it: each point's summary weighs the tensor's L1.
     let studies = table(&ws);
-    let failed: Vec<_> = studies
-        .iter()
-        .filter(|r| r.get("status") == Some(&Value::Str("failed".into())))
-        .collect();
-    assert!(
-        !failed.is_empty() && failed.len() < studies.len(),
-        "{studies:?}"
-    );
-    for r in failed {
-        assert_ne!(r.get("pattern"), Some(&Value::Str("dense".into())), "{r:?}");
+    assert_eq!(studies.len(), 10, "{studies:?}");
+    for r in &studies {
+        assert_eq!(r.get("status"), Some(&Value::Str("failed".into())), "{r:?}");
         match r.get("error") {
             Some(Value::Str(e)) => assert!(
                 e.contains(&format!("tensor {q}")) && e.contains("NaN at row 3, column 5"),

@@ -394,3 +394,35 @@ fn an_empty_cotune_store_is_named() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("COTUNE_STORE is set but empty"), "{err}");
 }
+
+/// A sparse point that prunes no layer is refused (it ran as the dense model, labelled with
+/// its pattern and sparsity in evaluate and the front): a CNN whose rows V divides none of,
+/// and `keep_dense` over every layer.
+#[test]
+fn a_point_that_prunes_no_layer_is_refused() {
+    let real = env!("CARGO_BIN_EXE_cotune-real");
+    let cnn = r#"name = "e"
+[dataset]
+source = "digits"
+[model]
+kind = "cnn"
+channels = [8]
+hidden = [16]
+[train]
+epochs = 1
+batch_size = 64
+lr = 1e-3
+[prune]
+pattern = ["dense", "vnm"]
+nm = ["2:8"]
+v = [128]
+"#;
+    check_with(real, cnn, 12, 1, "prunes no layer of the model (conv0: ");
+    check_with(
+        real,
+        &GOOD.replace("v = [8]", "v = [8]\nkeep_dense = [\"fc*\"]"),
+        14,
+        1,
+        "prunes no layer of the model",
+    );
+}

@@ -99,7 +99,10 @@ pub struct RawModel {
 
 /// `[model] layers`: a transformer's block count, or a checkpoint's tensor globs.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a transformer's block count (layers = 2) or a checkpoint's list of tensor-name globs (layers = [\"encoder.*.weight\"])"
+)]
 pub enum LayersField {
     /// Encoder blocks.
     Count(u64),

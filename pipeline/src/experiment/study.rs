@@ -5,6 +5,7 @@
 //! with `path:line:col` and the file and tensor named.
 
 use super::error::{ExperimentError, SourceMap};
+use super::limits;
 use super::schema::{LayersField, RawExperiment};
 use super::validate::{check, values};
 use crate::kinds::{CheckpointTrial, StudyTensor};
@@ -107,6 +108,14 @@ pub(super) fn checkpoint_trial(
         .map_err(|e| map.error(path.span(), e.to_string()))?;
     let tensors = stages::model::checkpoint_from_bytes(&bytes, &resolved, &globs, conv)
         .map_err(|e| map.error(layers.span(), e.to_string()))?;
+    for t in &tensors {
+        limits::matrix(
+            (t.rows as u64, t.cols as u64),
+            || format!("tensor {} of {}", t.name, resolved.display()),
+            map,
+            layers.span(),
+        )?;
+    }
     if let Some(t) = tensors.iter().find(|t| t.rows == 0 || t.cols == 0) {
         return Err(map.error(
             layers.span(),
@@ -130,6 +139,24 @@ pub(super) fn checkpoint_trial(
         }
         None => CALIBRATION_TOKENS_DEFAULT,
     };
+    // A tensor's Gaussian inputs are tokens × cols, its outputs on them tokens × rows.
+    if let Some(t) = tensors.iter().max_by_key(|t| t.rows.max(t.cols)) {
+        let widest = t.rows.max(t.cols) as u64;
+        limits::matrix(
+            (tokens, widest),
+            || {
+                format!(
+                    "the calibration inputs or outputs of tensor {} ({tokens} tokens)",
+                    t.name
+                )
+            },
+            map,
+            model
+                .calibration_tokens
+                .as_ref()
+                .map_or(kind.clone(), |t| t.span()),
+        )?;
+    }
     let calibration = match &model.calibration {
         Some(c) => {
             let (cpath, cbytes, cdigest) = read(map, c.get_ref(), c.span(), "calibration file")?;
@@ -197,9 +224,44 @@ fn check_prune_space(
     let prune = p.get_ref();
     if let Some(m) = &prune.method {
         for (method, span) in values(m) {
-            check(method != MethodKind::Obs, map, span, || {
+            check(method != MethodKind::Obs, map, span.clone(), || {
                 "a layer study prunes by magnitude, sparsegpt or wanda (OBS needs a network's gradients)".into()
             })?;
+            // SparseGPT inverts a cols × cols Hessian per tensor.
+            if let (MethodKind::SparseGpt, Some(t)) =
+                (method, tensors.iter().max_by_key(|t| t.cols))
+            {
+                limits::matrix(
+                    (t.cols as u64, t.cols as u64),
+                    || format!("SparseGPT's Hessian of tensor {}", t.name),
+                    map,
+                    span,
+                )?;
+            }
+        }
+    }
+    // A layer study's inputs are its `[model] calibration` file's or Gaussian ones.
+    for (name, span) in [
+        (
+            "calibration_samples",
+            prune.calibration_samples.as_ref().map(|x| x.span()),
+        ),
+        ("calibration", prune.calibration.as_ref().map(|x| x.span())),
+        (
+            "obs_gradients",
+            prune.obs_gradients.as_ref().map(|x| x.span()),
+        ),
+        ("obs_block", prune.obs_block.as_ref().map(|x| x.span())),
+        ("obs_damp", prune.obs_damp.as_ref().map(|x| x.span())),
+    ] {
+        if let Some(span) = span {
+            return Err(map.error(
+                span,
+                format!(
+                    "`{name}` does not apply to a layer study: its tensors calibrate on [model] \
+                     `calibration` (a file of their inputs) or `calibration_tokens` Gaussian ones"
+                ),
+            ));
         }
     }
     if let Some(k) = &prune.keep_dense {

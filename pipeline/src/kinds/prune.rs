@@ -374,6 +374,31 @@ pub fn plan(
                 layers: formats,
                 note: point.note.clone(),
             };
+            // A sparse point that prunes no layer would run as the dense model under its
+            // pattern's name (a CNN whose layers V divides none of, an MLP without hidden
+            // layers, `keep_dense` over every layer that fits).
+            if trial.spec.pattern != Pattern::Dense
+                && trial.spec.layer_patterns.is_empty()
+                && trial.layers.iter().all(|l| l.pattern == Pattern::Dense)
+            {
+                let why: Vec<String> = trial
+                    .layers
+                    .iter()
+                    .map(|l| match &l.skipped {
+                        Some(why) => format!("{}: {why}", l.layer),
+                        None => format!("{}: kept dense", l.layer),
+                    })
+                    .collect();
+                return Err(p.section_error(
+                    "prune",
+                    format!(
+                        "the point `{}` prunes no layer of the model ({}): leave it out, or give \
+                         a pattern one of its layers can take",
+                        trial.label(),
+                        why.join("; ")
+                    ),
+                ));
+            }
             p.add::<Prune>(trial, train);
         }
     }

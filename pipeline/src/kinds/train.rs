@@ -53,6 +53,13 @@ impl Trial for TrainTrial {
         f.key_only("model.channels", || {
             canon_u64s(channels.iter().map(|&c| c as u64))
         });
+        // A column for the CNNs only (added 2026-12-07; the key is unchanged).
+        if !channels.is_empty() {
+            f.column_only("model.channels", || {
+                let text: Vec<String> = channels.iter().map(usize::to_string).collect();
+                Value::Str(text.join("-"))
+            });
+        }
         // Key fields only for a transformer: the other models' keys stay as they were.
         if let ModelSpec::Transformer {
             layers,

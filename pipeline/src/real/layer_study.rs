@@ -62,7 +62,11 @@ impl Stage for LayerStudyStage {
 
     fn version(&self) -> u32 {
         // 2: every tensor row carries the point's summary (`point_sparsity`, `point_retained_l1`).
-        2
+        // 3: a tensor's status is `layer_status` (as `status` the engine's ok/failed hid it);
+        // a tensor with non-finite weights fails the study even where it is kept dense (its
+        // L1 weighs the point's retained L1); an output error with ‖WX‖ = 0 is infinite
+        // unless (W − Ŵ)X = 0 too.
+        3
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {
@@ -117,13 +121,14 @@ impl Stage for LayerStudyStage {
                     "gaussian",
                 ),
             };
+            // Every tensor's L1 weighs the point's retained L1, so each must be finite.
+            finite(&t.name, "weights", &t.values, t.cols)?;
             let method = s.method.clone().unwrap_or(Method::Magnitude);
             let (status, study) = match (&layer.skipped, &layer.pattern) {
                 (Some(why), _) => (format!("kept dense: {why}"), None),
                 (None, kernels::Pattern::Dense) => ("dense".to_string(), None),
-                // Only what is studied must be finite (a tensor kept dense is only summed).
+                // Calibration inputs only where they are used.
                 (None, p) => {
-                    finite(&t.name, "weights", &t.values, t.cols)?;
                     finite(&t.name, "calibration inputs", &x.p, x.cols)?;
                     (
                         "pruned".to_string(),

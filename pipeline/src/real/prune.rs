@@ -70,6 +70,25 @@ impl PruneStage {
                 ));
             }
         }
+        // SparseGPT inverts a cols × cols Hessian per layer it prunes.
+        if let Some(stages::Method::SparseGpt { .. }) = spec.method {
+            if let Some(l) = w
+                .layers
+                .iter()
+                .find(|l| (l.cols() as u64).saturating_mul(l.cols() as u64) > limits::ELEMENTS_MAX)
+            {
+                return Err((
+                    "prune",
+                    format!(
+                        "SparseGPT's Hessian of layer {} would hold {} × {} values, more than {} (4 GiB of f32) in one matrix",
+                        l.name,
+                        l.cols(),
+                        l.cols(),
+                        limits::ELEMENTS_MAX
+                    ),
+                ));
+            }
+        }
         for g in spec.keep_dense.iter().flatten() {
             if !w
                 .layers

@@ -341,7 +341,7 @@ pub fn layer_study(studies: &[super::layer_study::TensorStudy]) -> crate::stage:
                 ("layer", Value::Str(s.name.clone())),
                 ("rows", Value::I64(s.shape.0 as i64)),
                 ("cols", Value::I64(s.shape.1 as i64)),
-                ("status", Value::Str(s.status.clone())),
+                ("layer_status", Value::Str(s.status.clone())),
                 ("layer_sparsity", f(s.sparsity)),
                 ("retained_l1", f(s.retained_l1)),
                 ("output_error_before", f(s.output_error.0)),

@@ -13,8 +13,9 @@ pub struct Retained {
     source: &'static str,
 }
 
-/// (label, mean retained L1) per pruning point of the layer study (else of prune), sorted
-/// by retained L1, highest first.
+/// (label, retained L1) per pruning point of the layer study (its `point_retained_l1`, else
+/// the mean of its rows' `retained_l1`) or else of prune (the mean over its rows), sorted by
+/// retained L1, highest first.
 pub fn retained_l1(exp: &Experiment) -> (Vec<(String, f64)>, &'static str) {
     let (rows, source) = if exp
         .layer_study
@@ -27,7 +28,14 @@ pub fn retained_l1(exp: &Experiment) -> (Vec<(String, f64)>, &'static str) {
     };
     let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     for r in rows.iter().filter(|r| ok(r)) {
-        let x = num(r, "retained_l1");
+        // A layer study's rows are its tensors: each carries its point's retained L1 over
+        // them, weighted by each tensor's L1 (as a prune row weighs its layers).
+        let point = num(r, "point_retained_l1");
+        let x = if point.is_finite() {
+            point
+        } else {
+            num(r, "retained_l1")
+        };
         if x.is_finite() && crate::input::text(r, "prune.pattern") != Some("dense") {
             let e = sums.entry(point_label(r)).or_default();
             e.0 += x;
@@ -62,8 +70,12 @@ impl Plot for Retained {
     }
     fn caption(&self) -> String {
         format!(
-            "‖W ⊙ mask‖₁ / ‖W‖₁ after pruning, before any fine-tuning (VENOM Fig. 11's measure), mean over the {} rows of each point.",
-            self.source
+            "‖W ⊙ mask‖₁ / ‖W‖₁ after pruning, before any fine-tuning (VENOM Fig. 11's measure), {}.",
+            if self.source == "layer_study" {
+                "over each point's tensors, weighted by their L1 norms (point_retained_l1)"
+            } else {
+                "mean over the prune rows of each point (each over its layers, weighted by their L1 norms)"
+            }
         )
     }
     fn size(&self) -> (u32, u32) {
@@ -88,5 +100,46 @@ impl Plot for Retained {
             )))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use results::{Row, Value};
+
+    /// A layer study's point is its `point_retained_l1` (weighted by L1), not the mean of its
+    /// tensors' rows; prune rows are averaged.
+    #[test]
+    fn a_study_point_is_its_weighted_retained_l1() {
+        let row = |pattern: &str, l1: f64, point: Option<f64>| -> Row {
+            let mut r: Row = [
+                ("status", Value::Str("ok".into())),
+                ("prune.pattern", Value::Str(pattern.into())),
+                ("prune.n", Value::I64(2)),
+                ("prune.m", Value::I64(8)),
+                ("retained_l1", Value::F64(l1)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            if let Some(p) = point {
+                r.insert("point_retained_l1".into(), Value::F64(p));
+            }
+            r
+        };
+        let exp = Experiment {
+            layer_study: vec![row("nm", 0.2, Some(0.5)), row("nm", 1.0, Some(0.5))],
+            ..Default::default()
+        };
+        let (bars, source) = retained_l1(&exp);
+        assert_eq!(source, "layer_study");
+        assert_eq!(bars.len(), 1);
+        assert_eq!(bars[0].1, 0.5);
+        let exp = Experiment {
+            prune: vec![row("nm", 0.25, None), row("nm", 0.75, None)],
+            ..Default::default()
+        };
+        assert_eq!(retained_l1(&exp).0[0].1, 0.5);
     }
 }

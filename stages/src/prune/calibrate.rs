@@ -165,7 +165,8 @@ fn im2col(x: &Tensor, k: usize, padding: usize) -> Result<LayerInputs, StageErro
 }
 
 /// `‖(A − B) Pᵀ‖_F / ‖A Pᵀ‖_F` for `rows × cols` weights `a` and `b`: the relative error of the
-/// layer's outputs on its calibration inputs (0 when `A Pᵀ` is 0).
+/// layer's outputs on its calibration inputs; where `A Pᵀ` is 0, 0 if `(A − B) Pᵀ` is too, else
+/// infinite (no output left unchanged is a relative error of 0).
 pub fn output_error(a: &[f32], b: &[f32], rows: usize, x: &LayerInputs) -> f64 {
     use faer::linalg::matmul::matmul;
     use faer::{Accum, Mat, Par};
@@ -198,8 +199,10 @@ pub fn output_error(a: &[f32], b: &[f32], rows: usize, x: &LayerInputs) -> f64 {
     let (num, den) = (yd.norm_l2(), ya.norm_l2());
     if den > 0.0 {
         num / den
-    } else {
+    } else if num == 0.0 {
         0.0
+    } else {
+        f64::INFINITY
     }
 }
 
@@ -252,5 +255,14 @@ mod tests {
         // A·Pᵀ = [3, 1]; removing the first weight leaves [2, 1]: error ‖[1, 0]‖/‖[3, 1]‖.
         let e = output_error(&a, &[0.0, 1.0], 1, &x);
         assert!((e - 1.0 / 10f64.sqrt()).abs() < 1e-12);
+        // Outputs that cancel to 0: a change to them is no relative error of 0.
+        let x = LayerInputs {
+            p: vec![1.0, 2.0, 2.0, 4.0],
+            tokens: 2,
+            cols: 2,
+        };
+        let c = [2.0, -1.0];
+        assert_eq!(output_error(&c, &c, 1, &x), 0.0);
+        assert_eq!(output_error(&c, &[2.0, 0.0], 1, &x), f64::INFINITY);
     }
 }
