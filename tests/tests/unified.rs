@@ -231,7 +231,11 @@ fn refused(ws: &Workspace, search: &str, model: Option<&str>, want: &str) {
     if let Some(m) = model {
         text = text.replace("hidden = [32, 32]", m);
     }
-    ws.write("bad.toml", &text);
+    refused_text(ws, &text, want);
+}
+
+fn refused_text(ws: &Workspace, text: &str, want: &str) {
+    ws.write("bad.toml", text);
     let o = ws.run(BIN, "bad.toml", "store", "out", &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -243,11 +247,20 @@ fn bad_search_input_is_refused_at_its_place() {
     let ws = Workspace::new();
     refused(&ws, "budget_epochs = 1", None, "smaller than one fine-tune");
     refused(&ws, "", None, "needs `budget_epochs`");
+    // One layer (the classifier, 4 rows: V = 8 fits it nowhere, so the space is unstructured
+    // and N:M only; a point that prunes no layer is refused before the search looks).
+    refused_text(
+        &ws,
+        &experiment("budget_epochs = 4\nper_layer = true")
+            .replace("hidden = [32, 32]", "hidden = []")
+            .replace("\"nm\", \"vnm\", \"vector\"]", "\"nm\"]"),
+        "two or more prunable layers",
+    );
     refused(
         &ws,
-        "budget_epochs = 4\nper_layer = true",
+        "budget_epochs = 4",
         Some("hidden = []"),
-        "two or more prunable layers",
+        "prunes no layer of the model (fc0: ",
     );
     refused(
         &ws,

@@ -128,10 +128,24 @@ pub fn checkpoint_from_bytes(
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect(),
-            Dtype::F64 => data
-                .chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32)
-                .collect(),
+            Dtype::F64 => {
+                let wide: Vec<f64> = data
+                    .chunks_exact(8)
+                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                    .collect();
+                // A finite value past f32's range would be read as an infinity.
+                if let Some(i) = wide
+                    .iter()
+                    .position(|v| v.is_finite() && v.abs() > f64::from(f32::MAX))
+                {
+                    return Err(bad(format!(
+                        "{name}: its F64 value {:e} at index {i} is beyond the f32 range (±{:e}) a study computes in",
+                        wide[i],
+                        f32::MAX
+                    )));
+                }
+                wide.iter().map(|&v| v as f32).collect()
+            }
             Dtype::F16 => data
                 .chunks_exact(2)
                 .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
@@ -195,7 +209,26 @@ pub fn write_matrices(path: &Path, tensors: &[CheckpointTensor]) -> Result<(), S
 
 #[cfg(test)]
 mod tests {
-    use super::glob_matches;
+    use super::{checkpoint_from_bytes, glob_matches};
+    use safetensors::tensor::{Dtype, TensorView};
+
+    /// F64 values are read as f32; a finite one past f32's range is an error naming it (it
+    /// was read as an infinity and failed the study as non-finite weights).
+    #[test]
+    fn f64_values_past_f32_are_named() {
+        let file = |values: [f64; 2]| {
+            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let view = TensorView::new(Dtype::F64, vec![1, 2], &bytes).unwrap();
+            safetensors::serialize([("w", view)], None).unwrap()
+        };
+        let path = std::path::Path::new("m.safetensors");
+        let read = checkpoint_from_bytes(&file([1.5, -2.0]), path, &["w".into()], false).unwrap();
+        assert_eq!(read[0].values, [1.5, -2.0]);
+        let e = checkpoint_from_bytes(&file([0.0, -1e300]), path, &["w".into()], false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("F64 value -1e300 at index 1"), "{e}");
+    }
 
     #[test]
     fn globs_match_runs_and_single_characters() {
