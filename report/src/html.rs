@@ -438,6 +438,8 @@ pub fn page(
         .evaluate
         .iter()
         .chain(&exp.kernel_tune)
+        // The dense library's rows (`isa = library`) ran on the same machine.
+        .filter(|r| text(r, "isa") != Some("library"))
         .filter_map(|r| {
             Some(format!(
                 "{} ({}, ISA {})",

@@ -119,6 +119,19 @@ fn a_calibration_runs_once_per_family_and_serves_every_tuning_and_experiment() {
         "[0.75]",
         "calibrate = false\n",
     );
+    // `plan` says why its tunings are new: they lack the calibration the stored ones had.
+    let f = ws.write("c.toml", &c);
+    let store = ws.path("store");
+    let args = [
+        "plan",
+        f.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+        "--verbose",
+    ];
+    let p = ws.cotune(BIN, &args, None);
+    let said = String::from_utf8_lossy(&p.stdout);
+    assert!(said.contains("no calibrate input"), "{said}");
     let o = run("c.toml", &c, "out");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(calibrate_lines(&log).len(), 2);

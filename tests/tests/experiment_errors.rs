@@ -242,6 +242,13 @@ fn sizes_past_what_a_run_holds_are_checked_where_they_are_written() {
         16,
         "a layer of width 65536 at batch 32768",
     );
+    // It was written to the table as -1.
+    check(
+        &format!("{GOOD}[kernel_tune]\nbudget = 18446744073709551615\n"),
+        19,
+        10,
+        "budget = 18446744073709551615 is more than 1048576",
+    );
 }
 
 /// A batch's columns per sample (a convolution's positions, a transformer's tokens) are known

@@ -55,6 +55,32 @@ pub fn why_new(node: &Node, plan: &Plan, stored: &BTreeMap<AnyKey, Meta>) -> Str
                     node.version, m.version
                 ));
             }
+            // An input of a kind this instance no longer has (a tuning with `calibrate =
+            // false` has no calibration).
+            let stage_of = |hex: &String| {
+                AnyKey::from_hex(hex)
+                    .and_then(|k| stored.get(&k).map(|i| i.stage.clone()))
+                    .unwrap_or_else(|| "input".into())
+            };
+            let ours: Vec<String> = node
+                .parents
+                .iter()
+                .map(|k| {
+                    plan.nodes.get(k).map_or_else(
+                        || stored.get(k).map_or("input".into(), |i| i.stage.clone()),
+                        |n| n.stage.to_string(),
+                    )
+                })
+                .collect();
+            let dropped: Vec<String> = m
+                .inputs
+                .iter()
+                .map(stage_of)
+                .filter(|stage| !ours.contains(stage))
+                .collect();
+            if !dropped.is_empty() {
+                parts.push(format!("no {} input", dropped.join(", ")));
+            }
         }
     }
     if !new_inputs.is_empty() {

@@ -59,13 +59,29 @@ fn min_latency<'a>(rows: impl Iterator<Item = &'a Row>) -> Option<&'a Row> {
     rows.min_by(|a, b| latency(a).total_cmp(&latency(b)).then_with(|| a.cmp(b)))
 }
 
-/// The best measured row of each tuning (its failure row if it failed).
+/// The row a tuning chose (`is_best`, not a baseline): among its confirmed points, on all
+/// their samples.
+fn chosen<'a>(rows: impl Iterator<Item = &'a Row>) -> Option<&'a Row> {
+    rows.filter(|r| ok(r) && latency(r).is_finite())
+        .find(|r| matches!(r.get("is_best"), Some(Value::Bool(true))))
+}
+
+/// The best row of each tuning: the point it chose, else (rows without `is_best`) its
+/// fastest measured one; its failure row if it failed. The lowest median of all its rows
+/// could be a point measured only in the first rounds, a lucky median the tuner's
+/// confirmation rounds did not repeat.
 pub fn best_per_key(tunes: Rows<'_>) -> Rows<'_> {
     tunes.reduce_named("Best config per tuning", |_key, rows, out| {
-        if let Some(best) = min_latency(rows.iter().map(|(r, _)| *r)) {
+        let rows: Vec<&Row> = rows.iter().map(|(r, _)| *r).collect();
+        if let Some(best) = tuning_best(&rows) {
             out.push((best.clone(), 1));
         }
     })
+}
+
+/// [`best_per_key`]'s choice among one tuning's rows.
+fn tuning_best<'a>(rows: &[&'a Row]) -> Option<&'a Row> {
+    chosen(rows.iter().copied()).or_else(|| min_latency(rows.iter().copied()))
 }
 
 /// Best kernel per (format, shape, backend, device) across tunings, gathered on worker 0.
@@ -134,4 +150,36 @@ pub fn pareto<'s>(evals: Rows<'s>, agg: Aggregates) -> VecCollection<'s, u64, ((
         .exchange(|_| 0)
         .as_collection()
         .inspect(move |((_, row), _, diff)| acc(&agg.pareto, row, *diff))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(latency: f64, best: Option<bool>, baseline: bool) -> Row {
+        let mut r: Row = [
+            ("status", Value::Str("ok".into())),
+            ("latency_us_median", Value::F64(latency)),
+            ("baseline", Value::Bool(baseline)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        if let Some(b) = best {
+            r.insert("is_best".into(), Value::Bool(b));
+        }
+        r
+    }
+
+    /// The tuning's confirmed choice, not a lower median of a point measured only in its
+    /// first rounds (nor the baseline's best); rows without `is_best`: the fastest.
+    #[test]
+    fn a_tuning_s_best_is_the_point_it_chose() {
+        let lucky = point(8.9, Some(false), false);
+        let chose = point(11.5, Some(true), false);
+        let dense = point(5.0, Some(true), true);
+        assert_eq!(tuning_best(&[&lucky, &dense, &chose]), Some(&chose));
+        let (a, b) = (point(3.0, None, false), point(2.0, None, false));
+        assert_eq!(tuning_best(&[&a, &b]), Some(&b));
+    }
 }

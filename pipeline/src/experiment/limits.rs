@@ -14,6 +14,8 @@ pub const BATCH_MAX: u64 = 1 << 20;
 /// The most values one matrix of a run may hold (2³⁰, 4 GiB of f32): a layer's weights, and its
 /// inputs and outputs at the largest batch.
 pub const ELEMENTS_MAX: u64 = 1 << 30;
+/// The largest `[kernel_tune] budget` (configurations measured per tuning).
+pub const BUDGET_MAX: u64 = 1 << 20;
 /// The most encoder blocks of a transformer.
 pub const LAYERS_MAX: u64 = 1 << 10;
 

@@ -220,6 +220,8 @@ pub fn validate(raw: &RawExperiment, map: &SourceMap) -> Result<Experiment, Expe
             check(*b.get_ref() >= 1, map, b.span(), || {
                 "budget must be ≥ 1 measurement".into()
             })?;
+            // More than any space holds (and it is written as a signed 64-bit column).
+            limits::at_most(*b.get_ref(), limits::BUDGET_MAX, "budget", map, b.span())?;
             *b.get_ref() as usize
         }
         None => 24,

@@ -133,7 +133,8 @@ impl Stage for KernelTuneStage {
             let _timing = ctx.measuring()?;
             tune::tune(&spec)?
         };
-        let (metrics, points) = rows::tune(&tuned, &sig, n, &isa(t.backend)?);
+        let cpu = t.backend == Backend::Cpu;
+        let (metrics, points) = rows::tune(&tuned, &sig, n, (&isa(t.backend)?, cpu));
         let text = format!(
             "{}\n{}\n",
             tune::format_params(&tuned.best().params),

@@ -117,24 +117,41 @@ fn tune_notes(t: &Tuned, r: &mut Row) {
 
 /// A tuning's summary (the best point) and one row per measured point, dense baseline included
 /// (`baseline = true`). GFLOP/s count the kept weights only (2 · nnz · n). A point that failed
-/// has NaN timings and its error in `point_error`; `isa` is the CPU's SIMD level or the CUDA
-/// target.
-pub fn tune(t: &Tuned, sig: &kernels::FormatSignature, n: usize, isa: &str) -> (Row, Vec<Row>) {
+/// has NaN timings and its error in `point_error`; `isa` is the CPU's SIMD level (`library`
+/// for the dense library GEMM, which picks its own) or the CUDA target.
+pub fn tune(
+    t: &Tuned,
+    sig: &kernels::FormatSignature,
+    n: usize,
+    (isa, cpu): (&str, bool),
+) -> (Row, Vec<Row>) {
     let flops = 2.0 * sig.rows as f64 * sig.cols as f64 * sig.density() * n as f64;
     let dense_flops = 2.0 * (sig.rows * sig.cols * n) as f64;
     let dense_us = t.dense_best().timing.median_us;
+    // The CPU baseline is a library GEMM that picks its own SIMD (`COTUNE_ISA` does not narrow
+    // it); a dense format's own points run the same library.
+    let baseline_isa = if cpu { "library" } else { isa };
+    let isa = if cpu && sig.kind == kernels::PatternKind::Dense {
+        "library"
+    } else {
+        isa
+    };
     let mut rows: Vec<Row> = t
         .points
         .iter()
         .enumerate()
         .map(|(i, m)| point(m, flops, dense_us, false, i == t.best, isa))
         .collect();
-    rows.extend(
-        t.dense_points
-            .iter()
-            .enumerate()
-            .map(|(i, m)| point(m, dense_flops, dense_us, true, i == t.dense_best, isa)),
-    );
+    rows.extend(t.dense_points.iter().enumerate().map(|(i, m)| {
+        point(
+            m,
+            dense_flops,
+            dense_us,
+            true,
+            i == t.dense_best,
+            baseline_isa,
+        )
+    }));
     for r in &mut rows {
         tune_notes(t, r);
     }

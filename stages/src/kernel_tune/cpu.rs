@@ -42,6 +42,9 @@ pub(super) fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
         )?,
     };
     let dsig = dense_a.signature();
+    // A dense format's candidates are the baseline's own points: they are measured once and
+    // stand for the baseline too (measured twice, a point read up to 1.3x faster than itself).
+    let format_is_dense = matches!(a, SparseMatrix::Dense(_));
     let mut dense_points: Vec<Measured> =
         rank_by_cost(&dense, |p| kernels::predicted_cost(&dsig, n, p))
             .into_iter()
@@ -76,6 +79,7 @@ pub(super) fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
             batch.points.iter().map(|&i| (&a, &ranked[i].0)).collect();
         match batch.anchor {
             Some((j, _)) => runs.push((&a, &ranked[j].0)),
+            None if format_is_dense => {}
             None => runs.extend(dense_points.iter().map(|m| (&dense_a, &m.params))),
         }
         let mut samples = measure(&runs, FIRST_ROUNDS, budget)?;
@@ -122,10 +126,15 @@ pub(super) fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by(|&i, &j| measured[i].1.total_cmp(&measured[j].1));
     order.truncate(CONFIRM_POINTS);
+    let baseline = if format_is_dense {
+        &[][..]
+    } else {
+        &dense_points[..]
+    };
     let runs: Vec<(&SparseMatrix, &ParamPoint)> = order
         .iter()
         .map(|&i| (&a, &points[i].params))
-        .chain(dense_points.iter().map(|m| (&dense_a, &m.params)))
+        .chain(baseline.iter().map(|m| (&dense_a, &m.params)))
         .collect();
     let more = measure(&runs, CONFIRM_ROUNDS, CONFIRM_BUDGETS * budget)?;
     let positions = order.iter().copied().chain(points.len()..samples.len());
@@ -146,7 +155,17 @@ pub(super) fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
                 .total_cmp(&points[j].timing.median_us)
         })
         .ok_or_else(empty)?;
-    let dense_best = argmin(&dense_points).ok_or_else(empty)?;
+    if format_is_dense {
+        dense_points = points.clone();
+        for m in &mut dense_points {
+            m.kernel = "dense".into();
+        }
+    }
+    let dense_best = if format_is_dense {
+        best
+    } else {
+        argmin(&dense_points).ok_or_else(empty)?
+    };
     let pred: Vec<f64> = points.iter().map(|m| m.predicted_s).collect();
     let meas: Vec<f64> = points.iter().map(|m| m.timing.median_us).collect();
     Ok(Tuned {
@@ -172,6 +191,28 @@ mod tests {
     use super::super::{tune, Backend, Strategy};
     use super::*;
     use kernels::{Calibration, Pattern};
+
+    /// A dense format is its own baseline: each point measured once, the baseline's rows the
+    /// same measurements, its best exactly as fast as the dense best.
+    #[test]
+    fn a_dense_format_is_measured_once_as_its_own_baseline() {
+        let sig = FormatSignature::for_pattern(&Pattern::Dense, 64, 64).unwrap();
+        let spec = TuneSpec {
+            sig,
+            n: 8,
+            strategy: Strategy::Exhaustive,
+            seconds_per_point: 0.0,
+            backend: Backend::Cpu,
+            calibration: None,
+        };
+        let t = tune(&spec).unwrap();
+        assert_eq!(t.points.len(), t.dense_points.len());
+        for (p, d) in t.points.iter().zip(&t.dense_points) {
+            assert_eq!((&p.params, &p.timing), (&d.params, &d.timing));
+            assert_eq!(d.kernel, "dense");
+        }
+        assert_eq!(t.dense_best().timing.median_us, t.best().timing.median_us);
+    }
 
     #[test]
     fn model_strategy_measures_the_budget_and_ranks_from_zero() {
