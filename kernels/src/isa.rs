@@ -75,8 +75,15 @@ pub fn isa() -> Isa {
         };
         match wanted {
             Some(w) if w.lanes() <= best.lanes() => w,
-            _ => {
+            Some(_) => {
                 eprintln!("warning: COTUNE_ISA={name} ignored: this CPU runs {best}");
+                best
+            }
+            None => {
+                eprintln!(
+                    "warning: COTUNE_ISA={name} ignored: not one of scalar, avx2, avx512 \
+                     (this CPU runs {best})"
+                );
                 best
             }
         }

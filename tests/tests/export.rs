@@ -2,8 +2,8 @@
 //! as its weights (the stored file, byte for byte), its masks as safetensors in the weights'
 //! shapes (exact zeros wherever a mask is false, 2:4 in every group, equal to `masks.bin`) and
 //! a plain `entry.json`; a layer study's masks come out under their tensors' names (the
-//! magnitude 2:4 mask recomputed here); keys that name no single entry, a used `--to` and a
-//! damaged entry are refused.
+//! magnitude 2:4 mask recomputed here); keys that name no single entry, a used `--to`, one in
+//! the store or a dangling link, and a damaged entry are refused.
 
 use e2e::harness::{keys, tables, Workspace};
 use e2e::safetensors_io::{self, f32s, write as write_safetensors};
@@ -164,8 +164,13 @@ fn a_pruned_cnn_exports_its_weights_masks_and_record_and_bad_keys_are_refused() 
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains(&format!("its input: prune {prune}")));
 
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("nowhere", ws.path("dangling")).unwrap();
     for (key, to, why) in [
         (&prune[..10], "model", "not empty"),
+        (&prune[..10], "store/objects/zz", "inside the store"),
+        #[cfg(unix)]
+        (&prune[..10], "dangling", "a link to nothing"),
         ("00000000", "x", "no entry"),
         ("12345", "x", "not a key"),
         ("not-hex-at-all", "x", "not a key"),

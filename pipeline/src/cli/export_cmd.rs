@@ -50,7 +50,7 @@ pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path
             return EXIT_USAGE;
         }
     };
-    if let Err(why) = check_destination(to) {
+    if let Err(why) = check_destination(to, store.root()) {
         eprintln!("error: --to {}: {why}", to.display());
         return EXIT_USAGE;
     }
@@ -96,8 +96,26 @@ pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path
     }
 }
 
-/// `to` must be a new or empty folder (an export never overwrites a file).
-fn check_destination(to: &Path) -> Result<(), String> {
+/// `to` must be a new or empty folder (an export never overwrites a file) outside the store
+/// (whose folders `gc` and recomputed entries replace).
+fn check_destination(to: &Path, store: &Path) -> Result<(), String> {
+    // The deepest existing folder of `to`, resolved, says where it would be.
+    let existing = to
+        .ancestors()
+        .find(|a| a.exists())
+        .unwrap_or(Path::new("."));
+    let (Ok(at), Ok(root)) = (existing.canonicalize(), store.canonicalize()) else {
+        return Err("cannot resolve the folder or the store".into());
+    };
+    if at.starts_with(&root) {
+        return Err(format!(
+            "inside the store {}: export to a folder of your own",
+            store.display()
+        ));
+    }
+    if std::fs::symlink_metadata(to).is_ok() && !to.exists() {
+        return Err("a link to nothing".into());
+    }
     match std::fs::read_dir(to) {
         Ok(mut d) => match d.next() {
             None => Ok(()),

@@ -72,11 +72,12 @@ pub fn why_new(node: &Node, plan: &Plan, stored: &BTreeMap<AnyKey, Meta>) -> Str
                     )
                 })
                 .collect();
+            // (An input no longer in the store, of a stage unknown, is not named.)
             let dropped: Vec<String> = m
                 .inputs
                 .iter()
                 .map(stage_of)
-                .filter(|stage| !ours.contains(stage))
+                .filter(|stage| stage != "input" && !ours.contains(stage))
                 .collect();
             if !dropped.is_empty() {
                 parts.push(format!("no {} input", dropped.join(", ")));

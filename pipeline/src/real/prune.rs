@@ -72,10 +72,17 @@ impl PruneStage {
         }
         // SparseGPT inverts a cols × cols Hessian per layer it prunes.
         if let Some(stages::Method::SparseGpt { .. }) = spec.method {
-            if let Some(l) = w
-                .layers
-                .iter()
-                .find(|l| (l.cols() as u64).saturating_mul(l.cols() as u64) > limits::ELEMENTS_MAX)
+            let pruned = |i: &usize| {
+                spec.layer_fits(&w, *i).is_ok()
+                    && *spec.pattern_of(&w.layers[*i].name) != Pattern::Dense
+            };
+            let too_big = |l: &&stages::Layer| {
+                (l.cols() as u64).saturating_mul(l.cols() as u64) > limits::ELEMENTS_MAX
+            };
+            if let Some(l) = (0..w.layers.len())
+                .filter(pruned)
+                .map(|i| &w.layers[i])
+                .find(too_big)
             {
                 return Err((
                     "prune",

@@ -76,9 +76,11 @@ impl CalibrationPlan {
         })
     }
 
-    /// The plan as one canonical line (what a calibration's key covers).
+    /// The plan as one canonical line (what a calibration's key covers): patterns in their
+    /// written form (`2:4`, `64:2:8`, `unstructured(0.75)`), never Rust names (before
+    /// 2026-12-07 they were, `Nm { n: 2, m: 4 }`: those calibrations re-run once).
     pub fn describe(&self) -> String {
-        let patterns: Vec<String> = self.patterns.iter().map(|p| format!("{p:?}")).collect();
+        let patterns: Vec<String> = self.patterns.iter().map(|p| p.to_string()).collect();
         let shapes: Vec<String> = self
             .shapes
             .iter()
