@@ -15,7 +15,7 @@ const ENTRY_JSON: &str = "entry.json";
 
 /// Exports the entry whose key starts with `key` from `entries` (the store's) to `to`; returns
 /// the exit code: 2 for a key that names no single entry or a `--to` that is not a new or
-/// empty folder, 1 for a damaged entry or a failed write.
+/// empty folder outside the store, 1 for a damaged entry or a failed write.
 pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path) -> u8 {
     let prefix = key.trim().to_ascii_lowercase();
     if !(6..=64).contains(&prefix.len()) || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
