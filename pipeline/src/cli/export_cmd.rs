@@ -69,7 +69,8 @@ pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path
             return EXIT_FAILED;
         }
     };
-    match write(store, dir, &meta, to) {
+    let inputs = inputs(store, &meta);
+    match write(dir, &meta, &inputs, to) {
         Ok(files) => {
             say!(
                 "exported {} entry {} to {}: {}",
@@ -79,7 +80,7 @@ pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path
                 files.join(", ")
             );
             if !meta.artifacts.keys().any(|a| a.ends_with(".safetensors")) {
-                for (input, stage) in inputs(store, &meta) {
+                for (input, stage) in &inputs {
                     say!("  its input: {stage} {input}");
                 }
             }
@@ -129,7 +130,12 @@ fn check_destination(to: &Path, store: &Path) -> Result<(), String> {
 
 /// Copies the artifacts (each checked against its recorded blake3 once copied), the masks as
 /// safetensors, and the record; returns the files written.
-fn write(store: &Store, dir: &Path, meta: &Meta, to: &Path) -> Result<Vec<String>, String> {
+fn write(
+    dir: &Path,
+    meta: &Meta,
+    inputs: &[(String, String)],
+    to: &Path,
+) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
     let mut files = vec![];
     for (name, digest) in &meta.artifacts {
@@ -140,7 +146,7 @@ fn write(store: &Store, dir: &Path, meta: &Meta, to: &Path) -> Result<Vec<String
         }
         files.push(name.clone());
     }
-    let mut record = record(store, meta);
+    let mut record = record(meta, inputs);
     if meta.artifacts.contains_key(masks::MASKS) {
         match masks::export(dir, &meta.metrics, to).map_err(|e| e.to_string())? {
             Some(m) => {
@@ -165,8 +171,9 @@ fn write(store: &Store, dir: &Path, meta: &Meta, to: &Path) -> Result<Vec<String
     Ok(files)
 }
 
-/// The record in plain JSON: floats as numbers (non-finite ones as strings), digests as hex.
-fn record(store: &Store, meta: &Meta) -> Json {
+/// The record in plain JSON, with its inputs' stages: floats as numbers (non-finite ones as
+/// strings), digests as hex.
+fn record(meta: &Meta, inputs: &[(String, String)]) -> Json {
     let config: Map<String, Json> = meta
         .config
         .fields()
@@ -180,8 +187,8 @@ fn record(store: &Store, meta: &Meta) -> Json {
         "key": meta.key,
         "stage": meta.stage,
         "version": meta.version,
-        "inputs": inputs(store, meta)
-            .into_iter()
+        "inputs": inputs
+            .iter()
             .map(|(key, stage)| json!({ "key": key, "stage": stage }))
             .collect::<Vec<_>>(),
         "config": config,
