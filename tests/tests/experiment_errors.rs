@@ -206,6 +206,16 @@ fn transformer_fields_are_checked_where_they_are_written() {
         13,
         "v = 48 does not divide the layer rows 32",
     );
+    // Patches that do not tile the data set's 16 features (known once it is built): at
+    // `patch` (it was the `[model]` header).
+    let real = env!("CARGO_BIN_EXE_cotune-real");
+    check_with(
+        real,
+        &good.replace("patch = 4", "patch = 3"),
+        13,
+        1,
+        "patch = 3 features per token does not divide the data set's 16 features",
+    );
 }
 
 #[test]

@@ -41,6 +41,33 @@ impl SourceMap {
         0..0
     }
 
+    /// The span of key `key` in table `[section]` (the section's header if the table does not
+    /// set it, `0..0` if the file has no such table).
+    pub fn key(&self, section: &str, key: &str) -> Range<usize> {
+        let header = self.section(section);
+        if header.is_empty() {
+            return header;
+        }
+        let Some(eol) = self.text[header.end..].find('\n') else {
+            return header;
+        };
+        let mut at = header.end + eol + 1;
+        for line in self.text[at..].split_inclusive('\n') {
+            let code = line.split('#').next().unwrap_or("").trim_start();
+            if code.starts_with('[') {
+                break;
+            }
+            if let Some(rest) = code.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    let start = at + (line.len() - line.trim_start().len());
+                    return start..start + key.len();
+                }
+            }
+            at += line.len();
+        }
+        header
+    }
+
     /// A map over `text` read from `path`.
     pub fn new(path: &Path, text: &str) -> Self {
         SourceMap {
@@ -84,5 +111,20 @@ mod tests {
         assert_eq!(at("dataset"), (2, 1));
         assert_eq!(at("model"), (4, 3));
         assert_eq!(at("prune"), (1, 1), "no [prune] table: the file's start");
+    }
+
+    #[test]
+    fn a_key_is_found_in_its_own_table_only() {
+        let text = "[dataset]\npatch = 1\n[model]\nkind = \"x\" # patch = 9\n  patch  = 3\npatches = 2\n[train]\n";
+        let map = SourceMap::new(Path::new("e.toml"), text);
+        let at = |section: &str, key: &str| {
+            let e = map.error(map.key(section, key), "x");
+            (e.line, e.col)
+        };
+        assert_eq!(at("model", "patch"), (5, 3));
+        assert_eq!(at("dataset", "patch"), (2, 1));
+        assert_eq!(at("model", "heads"), (3, 1), "unset: the table's header");
+        assert_eq!(at("train", "patch"), (7, 1), "unset, last table");
+        assert_eq!(at("prune", "patch"), (1, 1), "no table: the file's start");
     }
 }

@@ -45,8 +45,17 @@ impl<'a> Planner<'a> {
         self.map.error(span, message)
     }
 
-    /// An error at the header of table `[section]` of the experiment file, prefixed with it.
+    /// An error at the header of table `[section]` of the experiment file, prefixed with it;
+    /// `section.key` puts it at that key of the table instead (at the header, prefixed, if
+    /// the table does not set the key).
     pub fn section_error(&self, section: &str, message: impl std::fmt::Display) -> PlanError {
+        if let Some((table, key)) = section.split_once('.') {
+            let span = self.map.key(table, key);
+            if span != self.map.section(table) {
+                return self.map.error(span, message.to_string());
+            }
+            return self.section_error(table, message);
+        }
         self.map
             .error(self.map.section(section), format!("[{section}]: {message}"))
     }

@@ -55,6 +55,11 @@ impl PruneStage {
                 ));
             }
         }
+        // The patches' fit with the data set is known only now: named at the key.
+        if let ModelSpec::Transformer { patch, .. } = model {
+            stages::model::patch_grid(*patch, ds.n_features, ds.image_shape)
+                .map_err(|e| ("model.patch", e))?;
+        }
         let w = Weights::init(model, ds.n_features, ds.image_shape, ds.n_classes, 0)
             .map_err(|e| ("model", e.to_string()))?;
         // Known now, so an error before anything runs rather than a failed trial per point.

@@ -71,6 +71,33 @@ pub const LAYER_NORM_EPS: f64 = 1e-5;
 /// The GEMMs of one block, in forward order, with their names.
 pub const BLOCK_LAYERS: [&str; 6] = ["attn.q", "attn.k", "attn.v", "attn.o", "mlp.up", "mlp.down"];
 
+/// The patches per sample and the values per patch of square patches of side `patch` over
+/// inputs of `n_features` (an image when `image_shape` is known), or why they do not tile.
+pub fn patch_grid(
+    patch: usize,
+    n_features: usize,
+    image_shape: Option<(usize, usize, usize)>,
+) -> Result<(usize, usize), String> {
+    match image_shape {
+        Some((c, h, w)) => {
+            if patch == 0 || !h.is_multiple_of(patch) || !w.is_multiple_of(patch) {
+                return Err(format!(
+                    "patch = {patch} does not tile the {h}x{w} images of the data set"
+                ));
+            }
+            Ok(((h / patch) * (w / patch), c * patch * patch))
+        }
+        None => {
+            if patch == 0 || !n_features.is_multiple_of(patch) {
+                return Err(format!(
+                    "patch = {patch} features per token does not divide the data set's {n_features} features"
+                ));
+            }
+            Ok((n_features / patch, patch))
+        }
+    }
+}
+
 impl TransformerArch {
     /// The architecture of a transformer on inputs of `n_features` (an image when
     /// `image_shape` is known) with square patches of side `patch`.
@@ -92,24 +119,8 @@ impl TransformerArch {
                 "d_model = {d_model} is not divisible by heads = {heads}"
             ));
         }
-        let (patches, patch_dim) = match image_shape {
-            Some((c, h, w)) => {
-                if !h.is_multiple_of(patch) || !w.is_multiple_of(patch) {
-                    return bad(format!(
-                        "patch = {patch} does not tile the {h}x{w} images of the data set"
-                    ));
-                }
-                ((h / patch) * (w / patch), c * patch * patch)
-            }
-            None => {
-                if !n_features.is_multiple_of(patch) {
-                    return bad(format!(
-                        "patch = {patch} features per token does not divide the data set's {n_features} features"
-                    ));
-                }
-                (n_features / patch, patch)
-            }
-        };
+        let (patches, patch_dim) = patch_grid(patch, n_features, image_shape)
+            .map_err(|m| StageError::InvalidConfig(format!("model: {m}")))?;
         Ok(TransformerArch {
             blocks,
             d_model,

@@ -18,7 +18,7 @@ mod spec;
 mod transformer;
 mod weights;
 
-pub use arch::{Arch, Param, ParamRef, TransformerArch, BLOCK_LAYERS, LAYER_NORM_EPS};
+pub use arch::{patch_grid, Arch, Param, ParamRef, TransformerArch, BLOCK_LAYERS, LAYER_NORM_EPS};
 pub use checkpoint::{
     checkpoint_from_bytes, checkpoint_names, glob_matches, read_checkpoint, write_matrices,
     CheckpointTensor,
