@@ -204,6 +204,9 @@ pub fn tune(
 /// `layer_names` names the entries of the `layer_*` lists; `dense_layers_b{B}` the layers that
 /// ran dense at batch B (`[evaluate] dense_where_faster`; empty without it). Rows stored before
 /// 2026-12-06 lack both (the evaluate version did not change: nothing else did).
+/// `layer_kernels_b{B}` names, per layer, the kernel and point the sparse pass ran it with at
+/// batch B (`cpu-nm k_chunk=0,…`: a kernel_tune row's `kernel` and `params`; ` (cost model)`
+/// where no tuning guided that batch); rows stored before 2026-12-07 lack it.
 pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
     let mut r = row([
         ("accuracy", f(ev.accuracy)),
@@ -266,6 +269,10 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
                     .map(|(_, n)| n.clone())
                     .collect(),
             ),
+        );
+        r.insert(
+            format!("layer_kernels_b{}", l.batch),
+            Value::ListStr(l.layer_kernels.clone()),
         );
         r.insert(
             format!("layer_speedup_vs_dense_b{}", l.batch),
@@ -447,6 +454,7 @@ mod tests {
             per_layer_speedup: vec![Speedup::UNMEASURED; 2],
             fallbacks: 0,
             dense_kernels: ["tuned", "tuned"],
+            layer_kernels: vec![format!("cpu-nm rows={batch}"), "dense threads=1".into()],
             ran_dense,
         };
         let ev = Evaluation {
@@ -469,6 +477,13 @@ mod tests {
         assert_eq!(
             names("dense_layers_b4"),
             Some(Value::ListStr(vec!["fc1".into()]))
+        );
+        assert_eq!(
+            names("layer_kernels_b4"),
+            Some(Value::ListStr(vec![
+                "cpu-nm rows=4".into(),
+                "dense threads=1".into()
+            ]))
         );
     }
 }

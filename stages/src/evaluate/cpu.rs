@@ -1,6 +1,6 @@
 //! Evaluation on the CPU kernels.
 
-use super::measured::{dense_model, layer_macs, weight_bytes};
+use super::measured::{dense_model, layer_macs, point_label, weight_bytes};
 use super::paired::Speedup;
 use super::passes::{self, paired_passes, run_cpu, PairedPasses};
 use super::points::{dense_where_slower, points_at};
@@ -148,11 +148,25 @@ fn batch_latency(at: &Batch, dense_where_faster: bool) -> Result<BatchLatency, S
     }
     let PairedPasses {
         way,
+        points: ran_points,
         e2e,
         dense_e2e,
         outside,
         ..
     } = timed;
+    // What ran each layer: its sparse matrix, or (kept dense, or run dense) its dense copy.
+    let layer_kernels = (0..layers.len())
+        .map(|i| {
+            let dense_here = ran_dense[i] || matches!(sparse[i], SparseMatrix::Dense(_));
+            let (m, fell) = if dense_here {
+                (dense[i], dense_fell_back[i])
+            } else {
+                (sparse[i], fell_back[i])
+            };
+            let kernel = kernels::cpu_space(&m.signature(), b * tokens[i]).kernel;
+            point_label(kernel, &ran_points[i], fell)
+        })
+        .collect();
     Ok(BatchLatency {
         batch: b,
         speedup: speedup(&e2e, &dense_e2e),
@@ -174,6 +188,7 @@ fn batch_latency(at: &Batch, dense_where_faster: bool) -> Result<BatchLatency, S
             .count(),
         dense_kernels: [way, way],
         ran_dense,
+        layer_kernels,
     })
 }
 
@@ -247,6 +262,7 @@ fn layers_alone(at: &Batch, x: &[f32], timed: &PairedPasses) -> Result<Alone, St
 #[cfg(test)]
 mod tests {
     use super::super::fixtures;
+    use super::super::measured::COST_MODEL_MARK as COST_MODEL;
     use super::*;
     use kernels::Pattern;
 
@@ -282,6 +298,55 @@ mod tests {
         assert_eq!(out.len(), all.len());
         for (a, b) in out.iter().zip(&all) {
             assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} {b}");
+        }
+    }
+    /// Each layer's row entry names the kernel and point that ran it: the tuning's where one
+    /// guides the batch, the cost model's (marked) where none does, and a dense-format layer's
+    /// dense kernel.
+    #[test]
+    fn the_evaluation_names_each_layers_kernel_and_point() {
+        let spec = crate::ModelSpec::Mlp { hidden: vec![32] };
+        let w = Weights::init(&spec, 16, None, 4, 3).unwrap();
+        let nm = Pattern::Nm { n: 2, m: 4 };
+        let ms = [
+            fixtures::pack(&w, 0, &nm),
+            fixtures::pack(&w, 1, &Pattern::Dense),
+        ];
+        let mut runs = fixtures::runs(&w, &ms);
+        let sig = ms[0].signature();
+        let tuned = kernels::cpu_space(&sig, 8).points().pop().unwrap();
+        runs[0].tunings.push(super::super::LayerTuning {
+            batch_tokens: 8,
+            params: tuned.clone(),
+            dense_params: kernels::dense_space(32, 16, 8).points().remove(0),
+        });
+        let data = Dataset {
+            name: "fixture".into(),
+            n_features: 16,
+            n_classes: 4,
+            train_x: vec![],
+            train_y: vec![],
+            test_x: (0..12 * 16)
+                .map(|i| ((i * 7) % 11) as f32 / 5.0 - 1.0)
+                .collect(),
+            test_y: (0..12).map(|i| i % 4).collect(),
+            image_shape: None,
+        };
+        let e = evaluate(&data, &w, &runs, &[8, 100], 0.0, false).unwrap();
+        let at = |b: usize| {
+            &e.latencies
+                .iter()
+                .find(|l| l.batch == b)
+                .unwrap()
+                .layer_kernels
+        };
+        let kernel = kernels::cpu_space(&sig, 8).kernel;
+        assert_eq!(at(8)[0], point_label(kernel, &tuned, false));
+        assert!(at(100)[0].starts_with(kernel) && at(100)[0].ends_with(COST_MODEL));
+        let dense = kernels::cpu_space(&ms[1].signature(), 8).kernel;
+        for b in [8, 100] {
+            assert_eq!(at(b).len(), 2);
+            assert!(at(b)[1].starts_with(dense), "{:?}", at(b));
         }
     }
 }

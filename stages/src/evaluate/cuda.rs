@@ -13,7 +13,7 @@
 //! - Layers whose format no CUDA kernel implements run as CSR, as their tuning did
 //!   ([`cuda_runnable`]).
 
-use super::measured::{dense_model, layer_macs, weight_bytes};
+use super::measured::{dense_model, layer_macs, point_label, weight_bytes, COST_MODEL_MARK};
 use super::points::guiding_tuning;
 use super::reference::{agreement, check_shapes};
 use super::{speedup, BatchLatency, Evaluation, LayerRun};
@@ -63,6 +63,16 @@ fn params_for(
     )
 }
 
+/// The kernel that runs `p` on `m` at `n` columns: the first CUDA space of this device's
+/// arch that holds the point (a tuned point), else the space the cost model ranked.
+fn kernel_of(m: &SparseMatrix, n: usize, p: &ParamPoint, gpu: &GpuModel) -> &'static str {
+    let sig = m.signature();
+    cuda_spaces(&sig, n, &gpu.arch)
+        .iter()
+        .find(|s| s.contains(p).is_ok())
+        .map_or_else(|| cuda_space(&sig, n).kernel, |s| s.kernel)
+}
+
 /// A layer as it runs: the matrix the device multiplies, its bias, its point.
 type Step<'a> = (&'a SparseMatrix, &'a [f32], ParamPoint);
 
@@ -108,18 +118,18 @@ pub fn evaluate_cuda(
         .map(|l| cuda_runnable(&l.matrix).map(|(m, _)| m))
         .collect::<Result<_, _>>()?;
     let gpu = GpuModel::for_device(dev.info());
-    let run_at = |b: usize| -> (Vec<Step>, usize) {
-        let mut fallbacks = 0;
+    let run_at = |b: usize| -> (Vec<Step>, Vec<String>) {
+        let mut labels = vec![];
         let run = layers
             .iter()
             .zip(&runnable)
             .map(|(l, m)| {
                 let (p, fb) = params_for(l, m, b, &gpu);
-                fallbacks += usize::from(fb);
+                labels.push(point_label(kernel_of(m, b, &p, &gpu), &p, fb));
                 (m, l.bias.as_slice(), p)
             })
             .collect();
-        (run, fallbacks)
+        (run, labels)
     };
     let agree = agreement(data, &model, layers, |xt, b| {
         forward(dev, &run_at(b).0, xt, b)
@@ -136,7 +146,11 @@ pub fn evaluate_cuda(
     }
     let mut latencies = vec![];
     for &b in batch_sizes {
-        let (run, fallbacks) = run_at(b);
+        let (run, layer_kernels) = run_at(b);
+        let fallbacks = layer_kernels
+            .iter()
+            .filter(|k| k.ends_with(COST_MODEL_MARK))
+            .count();
         let (mut sparse, mut dense, mut per_layer) = (vec![], vec![], vec![]);
         let mut per_layer_speedup = vec![];
         for (m, _, p) in &run {
@@ -166,6 +180,7 @@ pub fn evaluate_cuda(
             fallbacks,
             dense_kernels: ["tuned", "cublas"],
             ran_dense: vec![false; run.len()],
+            layer_kernels,
         });
     }
     let (weight_bytes, dense_weight_bytes) = weight_bytes(layers);
@@ -287,6 +302,11 @@ mod tests {
         let e = evaluate_cuda(&data, &layers, &[64, 1000], &StandIn::h200()).unwrap();
         let fallbacks: Vec<usize> = e.latencies.iter().map(|l| l.fallbacks).collect();
         assert_eq!(fallbacks, vec![1, 2]);
+        let kernel = cuda_space(&sig, 64).kernel;
+        assert_eq!(
+            e.latencies[0].layer_kernels[0],
+            format!("{kernel} {}", crate::kernel_tune::format_params(&tuned))
+        );
     }
 
     #[test]
@@ -310,10 +330,16 @@ mod tests {
         let h200 = GpuModel::h200();
         assert_eq!(
             params_for(&layers[0], &layers[0].matrix, 40, &h200),
-            (hopper, false)
+            (hopper.clone(), false)
         );
         let e = evaluate_cuda(&data, &layers, &[40], &StandIn::h200()).unwrap();
         assert_eq!(e.latencies[0].fallbacks, 1, "only the untuned dense layer");
+        // The row names the Hopper kernel and its tuned point, and the dense layer's fallback.
+        let kernels = &e.latencies[0].layer_kernels;
+        let wgmma = kernels::cuda::wgmma_space(&[64], 4).kernel;
+        assert_eq!(kernels[0], point_label(wgmma, &hopper, false));
+        assert!(kernels[0].starts_with(wgmma) && !kernels[0].ends_with(COST_MODEL_MARK));
+        assert!(kernels[1].ends_with(COST_MODEL_MARK), "{kernels:?}");
         // An A100 has no Hopper kernel: the layer runs the mma.sp model's point.
         let (p, fell_back) = params_for(
             &layers[0],

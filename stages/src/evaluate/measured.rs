@@ -65,6 +65,22 @@ pub struct BatchLatency {
     /// such layers dense; `cpu::batch_latency`). The end-to-end figures are then that mixed
     /// model's; `per_layer*` stay each layer's own kernels' figures.
     pub ran_dense: Vec<bool>,
+    /// Per layer, the kernel and point the sparse pass ran it with ([`point_label`]).
+    pub layer_kernels: Vec<String>,
+}
+
+/// What ends [`point_label`] where the cost model chose the point.
+pub const COST_MODEL_MARK: &str = " (cost model)";
+
+/// A layer's kernel and point as a pass ran them: `cpu-vnm k_chunk=0,…,tile_n=32` (the
+/// `kernel` and `params` of a kernel_tune row), with ` (cost model)` where no tuning guided
+/// the batch and the cost model's best point ran instead.
+pub fn point_label(kernel: &str, point: &ParamPoint, fell_back: bool) -> String {
+    let mark = if fell_back { COST_MODEL_MARK } else { "" };
+    format!(
+        "{kernel} {}{mark}",
+        crate::kernel_tune::format_params(point)
+    )
 }
 
 /// What an evaluation measured.
