@@ -18,7 +18,8 @@
 //! ```
 //!
 //! The measured value is the mean of `column` over the table's successful rows that match
-//! every `where` cell; the reference is `published` where there is one, else `independent`.
+//! every `where` cell (none, or one that is NaN or infinite: not measured); the reference is
+//! `published` where there is one, else `independent`.
 
 use crate::input::{ok, Experiment};
 use crate::ReportError;
@@ -79,6 +80,8 @@ pub struct Compared {
     pub measured: Option<f64>,
     /// Rows that matched.
     pub rows: usize,
+    /// Of those, rows whose value is NaN or infinite (any makes the metric not measured).
+    pub non_finite: usize,
 }
 
 impl Compared {
@@ -93,9 +96,12 @@ impl Compared {
     }
 
     /// `Some(true)` within the tolerance, `Some(false)` outside, `None` without a tolerance or
-    /// a measurement.
+    /// a measurement. The bound is inclusive, with room for the last bits of a decimal
+    /// difference (0.4239 − 0.4039 is 0.020000000000000018 in binary).
     pub fn within(&self) -> Option<bool> {
-        Some(self.difference()?.abs() <= self.metric.tolerance?)
+        let d = self.difference()?;
+        let slack = 1e-12 * self.reference()?.abs().max(1.0);
+        Some(d.abs() <= self.metric.tolerance? + slack)
     }
 }
 
@@ -137,7 +143,34 @@ impl Expected {
         if e.metric.is_empty() {
             return Err(bad("no [[metric]]: nothing to compare".into()));
         }
+        let mut labels = std::collections::BTreeSet::new();
         for m in &e.metric {
+            if m.label.trim().is_empty() {
+                return Err(bad(format!(
+                    "a metric of column {:?} has an empty `label`",
+                    m.column
+                )));
+            }
+            if !labels.insert(m.label.as_str()) {
+                return Err(bad(format!(
+                    "metric {:?} is there twice: each label names one metric",
+                    m.label
+                )));
+            }
+            if let Some((c, v)) = m.filter.iter().find(|(_, v)| {
+                !matches!(
+                    v,
+                    toml::Value::String(_)
+                        | toml::Value::Integer(_)
+                        | toml::Value::Float(_)
+                        | toml::Value::Boolean(_)
+                )
+            }) {
+                return Err(bad(format!(
+                    "metric {:?}: `where` {c:?} = {v}: expected a string, number or boolean (one value a row's cell must equal)",
+                    m.label
+                )));
+            }
             if m.published.is_none() && m.independent.is_none() {
                 return Err(bad(format!(
                     "metric {:?}: needs `published` or `independent`",
@@ -196,13 +229,48 @@ impl Expected {
                 .iter()
                 .any(|r| !matches!(r.get(&m.column), None | Some(Value::Null)));
             if present && !numeric {
+                let numbers: std::collections::BTreeSet<&str> = rows
+                    .iter()
+                    .flat_map(|r| r.iter())
+                    .filter(|(_, v)| matches!(v, Value::F64(_) | Value::I64(_)))
+                    .map(|(c, _)| c.as_str())
+                    .collect();
                 return Err(bad(format!(
-                    "metric {:?}: column {:?} of table {:?} holds no numbers",
-                    m.label, m.column, self.table
+                    "metric {:?}: column {:?} of table {:?} holds no numbers (its numeric columns: {})",
+                    m.label,
+                    m.column,
+                    self.table,
+                    numbers.into_iter().collect::<Vec<_>>().join(", ")
                 )));
             }
             if let Some(c) = m.filter.keys().find(|c| !columns.contains(c.as_str())) {
                 return Err(missing(&m.label, "`where` column", c));
+            }
+            // A value of another type than the column's never matches a row: a bad file,
+            // not an experiment that measured nothing.
+            for (c, want) in &m.filter {
+                let kinds: std::collections::BTreeSet<&str> = rows
+                    .iter()
+                    .filter_map(|r| r.get(c))
+                    .filter_map(|v| match v {
+                        Value::F64(_) | Value::I64(_) => Some("a number"),
+                        Value::Str(_) => Some("a string"),
+                        Value::Bool(_) => Some("a boolean"),
+                        _ => None,
+                    })
+                    .collect();
+                let wanted = match want {
+                    toml::Value::String(_) => "a string",
+                    toml::Value::Boolean(_) => "a boolean",
+                    _ => "a number",
+                };
+                if !kinds.is_empty() && !kinds.contains(wanted) {
+                    return Err(bad(format!(
+                        "metric {:?}: `where` {c:?} = {want} is {wanted}, but the column holds {}",
+                        m.label,
+                        kinds.into_iter().collect::<Vec<_>>().join(" and ")
+                    )));
+                }
             }
         }
         Ok(())
@@ -233,11 +301,14 @@ impl Expected {
                     .filter(|r| m.filter.iter().all(|(c, want)| matches(r.get(c), want)))
                     .filter_map(|r| r.get(&m.column).and_then(Value::as_f64))
                     .collect();
+                // A NaN or infinite value is no measurement, and no mean is one with it.
+                let non_finite = values.iter().filter(|x| !x.is_finite()).count();
                 Compared {
                     metric: m.clone(),
-                    measured: (!values.is_empty())
+                    measured: (!values.is_empty() && non_finite == 0)
                         .then(|| values.iter().sum::<f64>() / values.len() as f64),
                     rows: values.len(),
+                    non_finite,
                 }
             })
             .collect()

@@ -132,7 +132,7 @@ fn trials(exp: &Experiment) -> String {
     for r in rows {
         let f = text(r, "key").and_then(|k| front.get(k));
         s.push_str(&row_open(r));
-        s.push_str(&text_cell("point", &point_label(r)));
+        s.push_str(&text_cell("point", &exp.model_label(r)));
         let status = match text(r, "error").filter(|e| !e.is_empty()) {
             Some(e) => format!("{}: {e}", text(r, "status").unwrap_or("?")),
             None => text(r, "status").unwrap_or("?").to_string(),
@@ -197,7 +197,8 @@ fn measurement_notes(exp: &Experiment) -> String {
     s
 }
 
-/// The ideal speedup of a format over dense: the fraction of multiply-adds it removes.
+/// The ideal speedup of a format over dense: the inverse of the fraction of multiply-adds it
+/// keeps (M/N for N:M and V:N:M).
 fn ideal(r: &Row) -> f64 {
     match text(r, "format.pattern") {
         Some("nm" | "vnm") => num(r, "format.m") / num(r, "format.n"),
@@ -253,7 +254,13 @@ fn regret(exp: &Experiment) -> String {
     if t.is_empty() {
         return String::new();
     }
-    let mut cols = vec!["budget", "model mean", "model worst", "random mean"];
+    let mut cols = vec![
+        "budget",
+        "k (mean)",
+        "model mean",
+        "model worst",
+        "random mean",
+    ];
     let calibrated = tuner::calibrated(&t);
     if calibrated {
         cols.extend(["analytical mean", "analytical worst"]);
@@ -262,10 +269,14 @@ fn regret(exp: &Experiment) -> String {
     if calibrated {
         s.push_str("<p>The model ranked with its calibration on this device; the analytical columns rank the same measurements without it.</p>");
     }
+    if !tuner::exhaustive(exp) {
+        s.push_str("<p>These tunings were not exhaustive: regret is against the best configuration each measured, and k counts those configurations (a budget that rounds to the same k gives the same row).</p>");
+    }
     s.push_str(&table_head("regret", &cols));
     for r in tuner::regret_table(&t) {
         s.push_str("<tr>");
         s.push_str(&num_cell("budget", r.budget));
+        s.push_str(&num_cell("k (mean)", r.k));
         s.push_str(&num_cell("model mean", r.model.0));
         s.push_str(&num_cell("model worst", r.model.1));
         s.push_str(&num_cell("random mean", r.random));

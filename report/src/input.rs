@@ -3,6 +3,7 @@
 
 use crate::ReportError;
 use results::{Row, Value};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The stage tables a report reads (each a folder of Parquet parts).
@@ -45,6 +46,8 @@ pub struct Experiment {
     pub kernel_best: Vec<Row>,
     /// `search.parquet` rows (unified search rounds).
     pub search: Vec<Row>,
+    /// The evaluated models' labels by key ([`Experiment::model_label`]), made on first use.
+    pub labels: std::sync::OnceLock<BTreeMap<String, String>>,
 }
 
 /// True if `dir` looks like one experiment's output: a run.json or a stage table folder.
@@ -128,6 +131,7 @@ pub fn read_experiment(dir: &Path) -> Result<Experiment, ReportError> {
         kernel_best: agg("kernel_best")?,
         search: agg("search")?,
         run,
+        labels: Default::default(),
     })
 }
 
@@ -224,6 +228,84 @@ pub fn point_label(row: &Row) -> String {
     label
 }
 
+impl Experiment {
+    /// The label of the evaluated model `row` (an evaluate or pareto row): its
+    /// [`point_label`], told apart from the experiment's other models ([`model_labels`]).
+    pub fn model_label(&self, row: &Row) -> String {
+        let labels = self.labels.get_or_init(|| model_labels(&self.evaluate));
+        text(row, "key")
+            .and_then(|k| labels.get(k).cloned())
+            .unwrap_or_else(|| point_label(row))
+    }
+}
+
+/// The config columns that can tell two models of one [`point_label`] apart.
+const CONFIG_PREFIXES: [&str; 5] = ["dataset.", "model.", "train.", "prune.", "evaluate."];
+
+/// A config value as a label shows it.
+fn config_text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "-".into(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::I64(i)) => i.to_string(),
+        Some(Value::F64(x)) => format!("{x}"),
+        Some(Value::Str(s)) => s.clone(),
+        Some(Value::ListF64(v)) => format!("{v:?}"),
+        Some(Value::ListStr(v)) => format!("[{}]", v.join(", ")),
+    }
+}
+
+/// Each row's `key` → a label naming it alone among `rows`: its [`point_label`], and where
+/// several rows share that label (two learning rates, say), the config values that tell them
+/// apart (`2:4 (train.lr=0.01)`), or the key's first digits where none does.
+pub fn model_labels(rows: &[Row]) -> BTreeMap<String, String> {
+    let mut groups: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        groups.entry(point_label(r)).or_default().push(r);
+    }
+    let mut out = BTreeMap::new();
+    for (label, group) in groups {
+        let columns: BTreeSet<&String> = group
+            .iter()
+            .flat_map(|r| r.keys())
+            .filter(|c| CONFIG_PREFIXES.iter().any(|p| c.starts_with(p)) || *c == "seed")
+            .collect();
+        let differ: Vec<&String> = columns
+            .into_iter()
+            .filter(|c| {
+                let values: BTreeSet<String> =
+                    group.iter().map(|r| config_text(r.get(*c))).collect();
+                values.len() > 1
+            })
+            .collect();
+        let mut named: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+        for r in &group {
+            let Some(key) = text(r, "key") else { continue };
+            let name = if differ.is_empty() {
+                label.clone()
+            } else {
+                let extra: Vec<String> = differ
+                    .iter()
+                    .map(|c| format!("{c}={}", config_text(r.get(*c))))
+                    .collect();
+                format!("{label} ({})", extra.join(", "))
+            };
+            named.entry(name).or_default().insert(key);
+        }
+        for (name, keys) in named {
+            for key in &keys {
+                let name = if keys.len() > 1 {
+                    format!("{name} #{}", &key[..key.len().min(6)])
+                } else {
+                    name.clone()
+                };
+                out.insert(key.to_string(), name);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,6 +314,34 @@ mod tests {
         cols.iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect()
+    }
+
+    /// Two models of one pattern (two learning rates) were two rows of one label in the trials
+    /// table and one point name on the plots; identical configs fall back to their keys.
+    #[test]
+    fn models_of_one_label_are_told_apart_by_their_config() {
+        let model = |key: &str, lr: f64, pattern: &str| {
+            row(&[
+                ("key", Value::Str(key.into())),
+                ("prune.pattern", Value::Str(pattern.into())),
+                ("train.lr", Value::F64(lr)),
+                ("train.epochs", Value::I64(3)),
+                ("accuracy", Value::F64(lr)),
+            ])
+        };
+        let rows = [
+            model("aaaaaaaa", 0.01, "dense"),
+            model("bbbbbbbb", 0.001, "dense"),
+            model("cccccccc", 0.01, "unstructured"),
+            model("dddddddd", 0.01, "vector"),
+            model("eeeeeeee", 0.01, "vector"),
+        ];
+        let l = model_labels(&rows);
+        assert_eq!(l["aaaaaaaa"], "dense (train.lr=0.01)");
+        assert_eq!(l["bbbbbbbb"], "dense (train.lr=0.001)");
+        assert_eq!(l["cccccccc"], "unstructured", "alone: as before");
+        assert_eq!(l["dddddddd"], "vector #dddddd");
+        assert_eq!(l["eeeeeeee"], "vector #eeeeee");
     }
 
     /// Regression: a unified search's per-layer points were labelled with their base pattern

@@ -361,6 +361,22 @@ published = 0.5
     assert_eq!(c[0].within(), Some(true));
     assert_eq!(c[1].within(), Some(false));
     assert_eq!((c[2].measured, c[2].rows), (None, 0));
+    // A decimal boundary is inside: 0.484 − 0.504 is −0.020000000000000018 in binary.
+    let mut edge = e.clone();
+    edge.metric[0].published = Some(0.504);
+    assert!((0.484f64 - 0.504).abs() > 0.02);
+    assert_eq!(edge.compare(&exp_rows)[0].within(), Some(true));
+    // A NaN among the matching rows is no measurement (it was a mean of NaN, "within" no
+    // tolerance, exit 0).
+    let mut nan_rows = report::read_experiment(&exp).unwrap();
+    for r in &mut nan_rows.layer_study {
+        if r.get("prune.m").and_then(Value::as_f64) == Some(8.0) {
+            r.insert("retained_l1".into(), Value::F64(f64::NAN));
+        }
+    }
+    let c = e.compare(&nan_rows);
+    assert_eq!((c[0].measured, c[0].non_finite), (None, 1));
+    assert_eq!(c[0].within(), None);
     let w = write_report(&exp, &dir.path().join("out"), Some(&expected)).unwrap();
     let html = std::fs::read_to_string(&w.html).unwrap();
     let table = cells(&html, "expected");
@@ -389,6 +405,18 @@ published = 0.5
             "`published` is not a number",
         ),
         (String::new(), "no [[metric]]"),
+        (
+            format!("{metric}published = 0.5\n{metric}published = 0.6\n"),
+            "metric \"a\" is there twice",
+        ),
+        (
+            "[[metric]]\nlabel = \" \"\ncolumn = \"accuracy\"\npublished = 0.5\n".into(),
+            "empty `label`",
+        ),
+        (
+            "[[metric]]\nlabel = \"a\"\ncolumn = \"accuracy\"\nwhere = { \"prune.m\" = [8] }\npublished = 0.5\n".into(),
+            "expected a string, number or boolean",
+        ),
     ] {
         std::fs::write(&expected, format!("{head}{body}")).unwrap();
         let err = report::Expected::read(&expected).unwrap_err();
@@ -417,6 +445,10 @@ published = 0.5
         (
             "column = \"accuracy\"\nwhere = { \"prune.patern\" = \"nm\" }\n",
             "`where` column \"prune.patern\" is not a column",
+        ),
+        (
+            "column = \"accuracy\"\nwhere = { \"prune.pattern\" = 8 }\n",
+            "is a number, but the column holds a string",
         ),
     ] {
         let body = format!("{head}[[metric]]\nlabel = \"a\"\n{metric}published = 0.5\n");

@@ -111,9 +111,15 @@ fn expected_verdict(expected: &report::Expected, written: &report::Written) -> u
     let compared = &written.compared;
     let missing: Vec<&str> = compared
         .iter()
-        .filter(|c| c.measured.is_none())
+        .filter(|c| c.measured.is_none() && c.non_finite == 0)
         .map(|c| c.metric.label.as_str())
         .collect();
+    let not_numbers: Vec<&str> = compared
+        .iter()
+        .filter(|c| c.non_finite > 0)
+        .map(|c| c.metric.label.as_str())
+        .collect();
+    let averaged = compared.iter().filter(|c| c.rows > 1).count();
     let outside: Vec<&str> = compared
         .iter()
         .filter(|c| c.within() == Some(false))
@@ -130,8 +136,19 @@ fn expected_verdict(expected: &report::Expected, written: &report::Written) -> u
         expected.figure,
         compared.len(),
         outside.len(),
-        missing.len()
+        missing.len() + not_numbers.len()
     );
+    if averaged > 0 {
+        say!(
+            "  {averaged} metric(s) are the mean of several matching rows (the report's `rows` column)"
+        );
+    }
+    if !not_numbers.is_empty() {
+        tell!(
+            "error: a matching row's value is NaN or infinite (not measured): {}",
+            not_numbers.join(", ")
+        );
+    }
     if !outside.is_empty() {
         tell!("error: outside the tolerance: {}", outside.join(", "));
     }
@@ -144,7 +161,7 @@ fn expected_verdict(expected: &report::Expected, written: &report::Written) -> u
             missing.join(", ")
         );
     }
-    if outside.is_empty() && missing.is_empty() {
+    if outside.is_empty() && missing.is_empty() && not_numbers.is_empty() {
         EXIT_OK
     } else {
         EXIT_FAILED

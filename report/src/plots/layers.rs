@@ -1,7 +1,7 @@
 //! Per-layer latency of the front's models: each sparse GEMM, and everything else, stacked.
 
 use crate::figure::{bar_chart, bar_rows, colour, DrawError, Plot};
-use crate::input::{dense_run_layers, floats, num, point_label, strings, Experiment};
+use crate::input::{dense_run_layers, floats, num, strings, text, Experiment};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -47,13 +47,25 @@ impl Layers {
         let mut bars = vec![];
         let dense = floats(rows[0], "layer_dense_latency_us");
         if !dense.is_empty() {
+            // The rest of the dense pass is the dense model's own evaluation's (its "sparse"
+            // pass is the dense model), not the first front model's sparse pass.
+            let dense_row = exp.evaluate.iter().find(|r| {
+                crate::input::ok(r)
+                    && text(r, "prune.pattern") == Some("dense")
+                    && text(r, "dense_model").is_some()
+                    && text(r, "dense_model") == text(rows[0], "dense_model")
+            });
+            let (label, rest) = match dense_row {
+                Some(d) => ("dense (reference)", rest(d)),
+                None => ("dense (reference, GEMMs only)", 0.0),
+            };
             bars.push(Bar {
-                label: "dense (reference)".into(),
+                label: label.into(),
                 layers: dense.to_vec(),
-                rest: rest(rows[0]),
+                rest,
             });
         }
-        bars.extend(rows.iter().take(12).map(|r| ran(r, rest(r))));
+        bars.extend(rows.iter().take(12).map(|r| ran(exp, r, rest(r))));
         let names = strings(rows[0], "layer_names").to_vec();
         Ok(Layers { bars, names })
     }
@@ -61,7 +73,7 @@ impl Layers {
 
 /// A front model's bar: each layer as it ran in the pass, its sparse kernel's latency or, for a
 /// layer run dense (`[evaluate] dense_where_faster`), its dense kernel's, named in the label.
-fn ran(r: &results::Row, rest: f64) -> Bar {
+fn ran(exp: &Experiment, r: &results::Row, rest: f64) -> Bar {
     let dense_run = dense_run_layers(r);
     let names = strings(r, "layer_names");
     let dense = floats(r, "layer_dense_latency_us");
@@ -73,7 +85,7 @@ fn ran(r: &results::Row, rest: f64) -> Bar {
             _ => l,
         })
         .collect();
-    let mut label = point_label(r);
+    let mut label = exp.model_label(r);
     // Named while they fit the label's room, counted past that (a transformer's).
     match dense_run.len() {
         0 => {}
@@ -95,8 +107,9 @@ impl Plot for Layers {
         "Where the front's models spend their time".into()
     }
     fn caption(&self) -> String {
-        "Per model on the front (fastest first, at most 12), each prunable layer's GEMM latency as tuned, then the rest of the pass \
-         (activations, normalisation, attention; non_gemm_us) in grey. The first bar is the dense model's layers. A layer that \
+        "Per model on the front (fastest first, at most 12), each prunable layer's GEMM latency as tuned (with its fused bias and \
+         ReLU), then the rest of the pass (non_gemm_us: im2col, pooling, norms, attention, activations other than ReLU) in grey. \
+         The first bar is the dense model's layers, timed beside the fastest front model's, and the rest of the dense model's own pass. A layer that \
          ran dense ([evaluate] dense_where_faster) is drawn at its dense kernel's latency and named in its model's label."
             .into()
     }
@@ -194,7 +207,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        let bar = ran(&r, 5.0);
+        let bar = ran(&Experiment::default(), &r, 5.0);
         assert_eq!(
             bar.layers,
             [10.0, 20.0, 12.0],
@@ -206,10 +219,52 @@ mod tests {
             "dense_layers_b256".into(),
             names(&["fc0", "fc1", "head", "x"]),
         );
-        assert_eq!(ran(&r, 5.0).label, "2:4 (4 layers dense)");
+        assert_eq!(
+            ran(&Experiment::default(), &r, 5.0).label,
+            "2:4 (4 layers dense)"
+        );
         r.insert("dense_layers_b256".into(), names(&[]));
-        let bar = ran(&r, 5.0);
+        let bar = ran(&Experiment::default(), &r, 5.0);
         assert_eq!(bar.layers, [10.0, 20.0, 30.0]);
         assert_eq!(bar.label, "2:4");
+    }
+    /// The dense bar's rest of the pass is the dense model's own (it was the first front
+    /// model's sparse pass's), and without a dense evaluation the bar says it has none.
+    #[test]
+    fn the_dense_bar_carries_the_dense_models_own_rest() {
+        let row = |pattern: &str, key: &str, rest: f64| -> results::Row {
+            [
+                ("key", Value::Str(key.into())),
+                ("status", Value::Str("ok".into())),
+                ("prune.pattern", Value::Str(pattern.into())),
+                ("dense_model", Value::Str("chain".into())),
+                ("non_gemm_us", Value::F64(rest)),
+                ("front.latency_us", Value::F64(1.0)),
+                ("layer_latency_us", Value::ListF64(vec![1.0, 2.0])),
+                ("layer_dense_latency_us", Value::ListF64(vec![3.0, 4.0])),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+        };
+        let sparse = row("vector", "s", 5.0);
+        let mut exp = Experiment {
+            evaluate: vec![sparse.clone(), row("dense", "d", 7.0)],
+            pareto: vec![sparse],
+            ..Default::default()
+        };
+        let bars = Layers::new(&exp).unwrap().bars;
+        assert_eq!(
+            (bars[0].label.as_str(), bars[0].rest),
+            ("dense (reference)", 7.0)
+        );
+        assert_eq!(bars[0].layers, [3.0, 4.0]);
+        assert_eq!(bars[1].rest, 5.0);
+        exp.evaluate.pop();
+        let bars = Layers::new(&exp).unwrap().bars;
+        assert_eq!(
+            (bars[0].label.as_str(), bars[0].rest),
+            ("dense (reference, GEMMs only)", 0.0)
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Accuracy against latency, every successful evaluation, the Pareto front highlighted.
 
 use crate::figure::{accuracy_chart, DrawError, Plot};
-use crate::input::{num, point_label, text, Experiment};
+use crate::input::{num, text, Experiment};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
@@ -47,7 +47,7 @@ impl Pareto {
             .iter()
             .zip(&measured)
             .map(|(r, m)| Point {
-                label: point_label(r),
+                label: exp.model_label(r),
                 accuracy: m.objectives.accuracy,
                 latency: (m.objectives.latency_us, m.latency_lo, m.latency_hi),
                 bytes: num(r, "weight_bytes"),

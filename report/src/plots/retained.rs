@@ -1,7 +1,7 @@
 //! Retained L1 per pruning point (VENOM Fig. 11's measure), from the layer study or prune rows.
 
 use crate::figure::{bar_chart, bar_rows, colour, DrawError, Plot};
-use crate::input::{num, ok, point_label, Experiment};
+use crate::input::{model_labels, num, ok, point_label, Experiment};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
@@ -14,8 +14,8 @@ pub struct Retained {
 }
 
 /// (label, retained L1) per pruning point of the layer study (its `point_retained_l1`, else
-/// the mean of its rows' `retained_l1`) or else of prune (the mean over its rows), sorted by
-/// retained L1, highest first.
+/// the mean of its rows' `retained_l1`) or else per prune row, labelled by [`model_labels`]
+/// (entries of one pattern that differ in config apart), sorted by retained L1, highest first.
 pub fn retained_l1(exp: &Experiment) -> (Vec<(String, f64)>, &'static str) {
     let (rows, source) = if exp
         .layer_study
@@ -26,7 +26,10 @@ pub fn retained_l1(exp: &Experiment) -> (Vec<(String, f64)>, &'static str) {
     } else {
         (&exp.prune, "prune")
     };
-    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    // Per entry (a study's tensor rows share its key), then per label: labels tell apart the
+    // entries of one pattern that differ in their config (two trainings, say).
+    let labels = model_labels(rows);
+    let mut per_entry: BTreeMap<String, (String, f64, usize)> = BTreeMap::new();
     for r in rows.iter().filter(|r| ok(r)) {
         // A layer study's rows are its tensors: each carries its point's retained L1 over
         // them, weighted by each tensor's L1 (as a prune row weighs its layers).
@@ -37,10 +40,22 @@ pub fn retained_l1(exp: &Experiment) -> (Vec<(String, f64)>, &'static str) {
             num(r, "retained_l1")
         };
         if x.is_finite() && crate::input::text(r, "prune.pattern") != Some("dense") {
-            let e = sums.entry(point_label(r)).or_default();
-            e.0 += x;
-            e.1 += 1;
+            let key = crate::input::text(r, "key");
+            let label = key
+                .and_then(|k| labels.get(k).cloned())
+                .unwrap_or_else(|| point_label(r));
+            let e = per_entry
+                .entry(key.map_or_else(|| label.clone(), str::to_string))
+                .or_insert((label, 0.0, 0));
+            e.1 += x;
+            e.2 += 1;
         }
+    }
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    for (label, s, n) in per_entry.into_values() {
+        let e = sums.entry(label).or_default();
+        e.0 += s / n as f64;
+        e.1 += 1;
     }
     let mut bars: Vec<(String, f64)> = sums
         .into_iter()
@@ -74,7 +89,7 @@ impl Plot for Retained {
             if self.source == "layer_study" {
                 "over each point's tensors, weighted by their L1 norms (point_retained_l1)"
             } else {
-                "mean over the prune rows of each point (each over its layers, weighted by their L1 norms)"
+                "per pruned model (a prune row, over its layers, weighted by their L1 norms; models of one pattern named by the config that tells them apart)"
             }
         )
     }

@@ -79,7 +79,7 @@ impl Plot for SpeedupM {
     }
     fn caption(&self) -> String {
         "The best tuned kernel of each 2:M format over the best dense kernel measured in the same tuning, per layer shape; \
-         the dashed line is the ideal M/2 (the fraction of multiply-adds kept), the grey line dense = 1."
+         the dashed line is the ideal M/2 (the inverse of the fraction of multiply-adds kept, 2/M), the grey line dense = 1."
             .into()
     }
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
