@@ -33,11 +33,37 @@ batch_tokens = [16, 64]
 budget = 2
 "#;
 
+/// Times one `cotune run`, which must succeed: a failed instance is not stored, so every
+/// re-run would compute it again and time work, not a no-op.
 fn run(args: &[&str], stages: fn(&Path) -> StageTable) -> f64 {
     let t = Instant::now();
     let code = pipeline::cli::main_with(args.iter().map(|s| s.to_string()), stages);
-    assert!(code <= 1, "run failed with exit code {code}");
+    assert_eq!(
+        code, 0,
+        "the run failed (exit code {code}): nothing to time"
+    );
     t.elapsed().as_secs_f64()
+}
+
+/// What the last run computed, from the run.json of the output folder's one experiment:
+/// (executed, cached).
+fn counts(out: &Path) -> (u64, u64) {
+    let runs: Vec<_> = std::fs::read_dir(out)
+        .expect("output folder")
+        .filter_map(|e| Some(e.ok()?.path().join("run.json")))
+        .filter(|p| p.is_file())
+        .collect();
+    assert_eq!(
+        runs.len(),
+        1,
+        "one experiment's output in {}",
+        out.display()
+    );
+    let summary = results::read_run_json(&runs[0]).expect("run.json");
+    summary
+        .stages
+        .values()
+        .fold((0, 0), |(e, c), s| (e + s.executed, c + s.cached))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -52,9 +78,18 @@ fn bench(name: &str, file: &str, dir: &std::path::Path, stages: fn(&Path) -> Sta
         "cotune", "run", file, "--store", &store, "--out", &out, "-q",
     ];
     let first = run(&args, stages);
-    let reruns: Vec<f64> = (0..5).map(|_| run(&args, stages)).collect();
     let table = stages(&dir.join("store"));
     let plan = pipeline::cli::load_plan(Path::new(file), &table).expect("plan");
+    let reruns: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = run(&args, stages);
+            // A no-op: every instance from the store, none computed.
+            let (executed, cached) = counts(&dir.join("out"));
+            assert_eq!(executed, 0, "a re-run computed {executed} instance(s)");
+            assert!(cached > 0, "a re-run found nothing in the store");
+            t
+        })
+        .collect();
     println!(
         "{name}: {} instances; first run {first:.2} s; no-op re-run median {:.3} s (min {:.3}, max {:.3}) over {} runs",
         plan.nodes.len(),

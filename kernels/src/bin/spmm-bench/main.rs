@@ -14,7 +14,9 @@
 //! `--only TEXT` keeps the patterns whose label contains TEXT (e.g. `"V:N:M 64"`).
 //!
 //! `--dump FILE` writes every measured point as CSV (shape, pattern, threads, parameters,
-//! predicted and measured seconds), to study the cost model; `--rescore FILE` reads such a dump
+//! predicted and first-pass measured seconds; the size of the tuning's space, so that a reader
+//! knows whether every point was measured; the point's best re-measured time where it was
+//! re-measured, and the dense time its row's speedup divides), to study the cost model; `--rescore FILE` reads such a dump
 //! and prints, per pattern, the regret of the *current* cost model at 10 % and at 8 points (the
 //! quickstart's budget) and its Spearman correlation with the measurements, without measuring
 //! anything, then their geometric means over the tunings. With `--calibrate-on
@@ -29,10 +31,13 @@
 //! points (predicted, calibrated and measured) and the rank of the measured best.
 //!
 //! Times are the fastest of `reps` runs after one warm-up (the machine is shared); GFLOP/s counts
-//! useful FLOPs (2·nnz·N); speedups are against the faster dense backend for the same threads,
-//! re-measured before every pattern and taken as the best seen in the run. The 5 fastest points
-//! of each pattern are re-measured in 3 rounds interleaved with dense, so that both sides of a
-//! ratio see the same phases of the machine.
+//! useful FLOPs (2·nnz·N); each pattern's speedup is against the faster dense backend for the
+//! same threads, measured just before the pattern and in its confirmation rounds (the best of
+//! those, printed in the row's `dense` column): the 5 fastest points of each pattern are
+//! re-measured in 3 rounds interleaved with dense, so that both sides of a ratio see the same
+//! phases of the machine, and the row's time is the best of those re-measurements (not the
+//! first pass's minimum over every point, the luckiest of hundreds of samples). (Until 2026-12-07 a row divided by the best dense seen so far in the
+//! run, mixing phases: rows of one table could use dense times 2x apart.)
 
 use std::io::Write;
 use std::time::Instant;
@@ -51,14 +56,16 @@ struct Opts {
     threads: Vec<usize>,
     reps: usize,
     budget: f64,
-    dump: Option<std::fs::File>,
+    /// `--dump`: the file, created when the run starts (not while the arguments are read).
+    dump: Option<String>,
     rescore: Option<String>,
     /// `--shapes` (rows, cols, n), instead of the mode's own.
     shapes: Option<Vec<(usize, usize, usize)>>,
     /// `--rescore`: shapes whose rows calibrate the model.
     calibrate_on: Vec<(usize, usize, usize)>,
-    /// `--rescore`: fraction of each space the calibration samples.
+    /// `--rescore`: fraction of each space the calibration samples (given: `sample_given`).
     sample: f64,
+    sample_given: bool,
     /// `--rescore`: a second dump whose every row calibrates the model (a calibrate stage's
     /// sample, say), scoring every tuning of the first.
     calibrate_from: Option<String>,
@@ -79,7 +86,7 @@ usage: spmm-bench [--targets | --full] [--shapes RxKxN,...] [--threads 1,2] [--r
   --targets           (default) every point of each target pattern's space at 3072x768x512
                       (or --shapes), with the cost model's regret at a 10 % budget
   --full              BERT-like shapes, N:M 2:4..2:32, V:N:M V in 16..128, CSR; each tuned by
-                      the cost model's top --budget fraction of its space
+                      the cost model's top --budget fraction (0 < f <= 1) of its space
   --shapes LIST       shapes instead of the mode's own, ROWSxCOLSxN, comma-separated
   --threads LIST      thread counts (default 1 and 2)
   --reps N            timed runs per point after a warm-up (the fastest is kept)
@@ -93,7 +100,8 @@ usage: spmm-bench [--targets | --full] [--shapes RxKxN,...] [--threads 1,2] [--r
                       another dump, or of a calibrate stage's sample.csv from the store,
                       instead and scores every tuning; regret at 10 % and at 8 points;
                       where the dump holds several thread counts of a tuning, also their
-                      points together (t*), as the engine tunes the thread count
+                      points together (t*), as the engine tunes the thread count; a
+                      tuning that measured part of its space (--full) is not scored
   --picks N           with --rescore: each tuning's N best-ranked points and where the
                       measured best ranks
 ";
@@ -106,7 +114,8 @@ fn parse_shapes(list: &str) -> Result<Vec<(usize, usize, usize)>, String> {
                 .map(|x| x.parse().map_err(|e| format!("shape {t}: {e}")))
                 .collect::<Result<_, _>>()?;
             match d.as_slice() {
-                [r, k, n] => Ok((*r, *k, *n)),
+                [r, k, n] if d.iter().all(|&x| x > 0) => Ok((*r, *k, *n)),
+                [_, _, _] => Err(format!("shape {t}: every size must be at least 1")),
                 _ => Err(format!("shape {t}: expected ROWSxCOLSxN")),
             }
         })
@@ -124,6 +133,7 @@ fn parse() -> Result<Opts, String> {
         shapes: None,
         calibrate_on: vec![],
         sample: 0.2,
+        sample_given: false,
         calibrate_from: None,
         picks: 0,
         only: None,
@@ -148,17 +158,11 @@ fn parse() -> Result<Opts, String> {
             "--only" => o.only = Some(val()?),
             "--calibrate-from" => o.calibrate_from = Some(val()?),
             "--picks" => o.picks = val()?.parse().map_err(|e| format!("--picks: {e}"))?,
-            "--sample" => o.sample = val()?.parse().map_err(|e| format!("--sample: {e}"))?,
-            "--dump" => {
-                let path = val()?;
-                let mut f = std::fs::File::create(&path).map_err(|e| format!("{path}: {e}"))?;
-                writeln!(
-                    f,
-                    "rows,cols,n,pattern,threads,point,predicted_s,measured_s"
-                )
-                .map_err(|e| format!("{path}: {e}"))?;
-                o.dump = Some(f);
+            "--sample" => {
+                o.sample = val()?.parse().map_err(|e| format!("--sample: {e}"))?;
+                o.sample_given = true;
             }
+            "--dump" => o.dump = Some(val()?),
             "--help" | "-h" => {
                 let _ = std::io::stdout().write_all(USAGE.as_bytes());
                 std::process::exit(0);
@@ -167,10 +171,39 @@ fn parse() -> Result<Opts, String> {
         }
     }
     o.threads.dedup();
+    let cores = available_cores();
+    if let Some(t) = o.threads.iter().find(|&&t| t == 0 || t > cores) {
+        return Err(format!(
+            "--threads {t}: a thread count from 1 to this machine's {cores} core(s)"
+        ));
+    }
+    if o.reps == 0 {
+        return Err("--reps must be at least 1".into());
+    }
+    if !(o.budget > 0.0 && o.budget <= 1.0) {
+        return Err(format!(
+            "--budget {}: a fraction of the space, above 0 and at most 1",
+            o.budget
+        ));
+    }
+    if o.sample_given && !(o.sample > 0.0 && o.sample <= 1.0) {
+        return Err(format!(
+            "--sample {}: a fraction, above 0 and at most 1",
+            o.sample
+        ));
+    }
     if o.rescore.is_none()
-        && (o.calibrate_from.is_some() || !o.calibrate_on.is_empty() || o.picks > 0)
+        && (o.calibrate_from.is_some()
+            || !o.calibrate_on.is_empty()
+            || o.picks > 0
+            || o.sample_given)
     {
-        return Err("--calibrate-on, --calibrate-from and --picks go with --rescore".into());
+        return Err(
+            "--calibrate-on, --calibrate-from, --sample and --picks go with --rescore".into(),
+        );
+    }
+    if o.rescore.is_some() && o.dump.is_some() {
+        return Err("--dump writes a run's measurements; --rescore measures nothing".into());
     }
     if o.calibrate_from.is_some() && !o.calibrate_on.is_empty() {
         return Err("--calibrate-on and --calibrate-from exclude each other: give one".into());
@@ -213,6 +246,8 @@ fn dense_best(
 struct Tuned {
     /// Every measured point with its predicted and measured seconds.
     points: Vec<(ParamPoint, f64, f64)>,
+    /// Per point, its best time in the confirmation rounds (NaN where not re-measured).
+    confirmed: Vec<f64>,
     best: f64,
     best_point: ParamPoint,
     /// The best of the first pass, which the model's regret is measured against.
@@ -265,6 +300,7 @@ fn tune(
             .zip(&times)
             .map(|(p, &t)| (p.clone(), predicted_cost(&sig, n, p), t))
             .collect(),
+        confirmed: vec![f64::NAN; measure_n],
         best,
         best_point: points[i].clone(),
         pass_best: best,
@@ -279,8 +315,10 @@ const CONFIRM_POINTS: usize = 5;
 const CONFIRM_ROUNDS: usize = 3;
 
 /// Re-measures the fastest [`CONFIRM_POINTS`] points of `t` in [`CONFIRM_ROUNDS`] rounds, each
-/// after a dense measurement, keeping the fastest time of each side: the machine's speed drifts
-/// by ±15 % over minutes, and a ratio of two times taken minutes apart would carry that drift.
+/// after a dense measurement, keeping the fastest time of each side (`dense`: the pattern's
+/// own, measured just before it), and makes the best confirmed point the tuning's best: the
+/// machine's speed drifts by ±15 % over minutes, and a ratio of two times taken minutes apart
+/// would carry that drift.
 fn confirm(
     a: &SparseMatrix,
     n: usize,
@@ -299,11 +337,17 @@ fn confirm(
         for &i in &order {
             let p = &t.points[i].0;
             let s = time(reps, || spmm(a, &b, n, &mut c, p))?;
-            if s < t.best {
-                t.best = s;
-                t.best_point = p.clone();
-            }
+            t.confirmed[i] = t.confirmed[i].min(s);
         }
+    }
+    // The row's time is the best confirmed one: the first pass's minimum over every point
+    // is the luckiest of hundreds of noisy samples, where dense had a few.
+    if let Some(&i) = order
+        .iter()
+        .min_by(|&&i, &&j| t.confirmed[i].total_cmp(&t.confirmed[j]))
+    {
+        t.best = t.confirmed[i];
+        t.best_point = t.points[i].0.clone();
     }
     Ok(())
 }
@@ -316,17 +360,19 @@ fn point_str(p: &ParamPoint) -> String {
         .join(",")
 }
 
-fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64) {
+fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64, budget: f64) {
     let gflops = 2.0 * a.nnz() as f64 * n as f64 / t.best / 1e9;
     let regret = t
         .model_best
         .map(|m| format!("{:>6.1}%", (m / t.pass_best - 1.0) * 100.0))
         .unwrap_or_else(|| "     -".into());
     println!(
-        "  {label:<16} {:>9.1} us {:>7.1} GF/s {:>6.2}x  model@10% regret {regret}  ({}/{} pts) best: {}",
+        "  {label:<16} {:>9.1} us {:>7.1} GF/s {:>6.2}x of dense {:>9.1} us  model@{}% regret {regret}  ({}/{} pts) best: {}",
         t.best * 1e6,
         gflops,
         dense / t.best,
+        dense * 1e6,
+        budget * 100.0,
         t.measured,
         t.space,
         point_str(&t.best_point)
@@ -342,6 +388,19 @@ fn run(o: &mut Opts) -> Result<(), KernelError> {
             .flat_map(|(r, k)| [128, 512].map(|n| (r, k, n)))
             .collect(),
         (None, false) => vec![(3072, 768, 512)],
+    };
+    let mut dump = match &o.dump {
+        Some(path) => {
+            let mut f = std::fs::File::create(path)
+                .map_err(|e| KernelError::Backend(format!("{path}: {e}")))?;
+            writeln!(
+                f,
+                "rows,cols,n,pattern,threads,point,predicted_s,measured_s,space,confirmed_s,dense_s"
+            )
+            .map_err(|e| KernelError::Backend(format!("{path}: {e}")))?;
+            Some(f)
+        }
+        None => None,
     };
     for &(rows, cols, n) in &shapes {
         let mut patterns: Vec<(String, Pattern)> = Vec::new();
@@ -375,11 +434,12 @@ fn run(o: &mut Opts) -> Result<(), KernelError> {
             patterns.retain(|(label, _)| label.contains(only.as_str()));
         }
         for &threads in &o.threads {
-            let (mut dense, faer, gemm) = dense_best(rows, cols, n, threads, o.reps)?;
-            let dense_gf = 2.0 * (rows * cols * n) as f64 / dense / 1e9;
+            let (start_dense, faer, gemm) = dense_best(rows, cols, n, threads, o.reps)?;
+            let (mut fastest_dense, mut slowest_dense) = (f64::INFINITY, 0.0f64);
+            let dense_gf = 2.0 * (rows * cols * n) as f64 / start_dense / 1e9;
             println!(
-                "\n{rows}x{cols}x{n}, {threads} thread(s): dense {:.1} us ({dense_gf:.1} GF/s; faer {:.1} us, gemm {:.1} us)",
-                dense * 1e6,
+                "\n{rows}x{cols}x{n}, {threads} thread(s): dense at the start {:.1} us ({dense_gf:.1} GF/s; faer {:.1} us, gemm {:.1} us); each row against its own dense",
+                start_dense * 1e6,
                 faer * 1e6,
                 gemm * 1e6
             );
@@ -393,21 +453,36 @@ fn run(o: &mut Opts) -> Result<(), KernelError> {
                     }
                 };
                 let a = synthetic(&sig, 7)?;
-                dense = dense.min(dense_best(rows, cols, n, threads, o.reps)?.0);
+                // This pattern's dense: just before it and in its confirmation rounds.
+                let mut dense = dense_best(rows, cols, n, threads, o.reps)?.0;
                 let mut t = tune(&a, n, threads, o.reps, o.budget, !o.full)?;
                 confirm(&a, n, threads, o.reps, &mut t, &mut dense)?;
-                row(label, &a, n, &t, dense);
-                if let Some(f) = &mut o.dump {
-                    for (p, pred, meas) in &t.points {
+                fastest_dense = fastest_dense.min(dense);
+                slowest_dense = slowest_dense.max(dense);
+                row(label, &a, n, &t, dense, o.budget);
+                if let Some(f) = &mut dump {
+                    for ((p, pred, meas), confirmed) in t.points.iter().zip(&t.confirmed) {
+                        let confirmed = if confirmed.is_finite() {
+                            format!("{confirmed:e}")
+                        } else {
+                            String::new()
+                        };
                         let line = format!(
-                            "{rows},{cols},{n},{label},{threads},{},{pred:e},{meas:e}",
-                            point_str(p).replace(',', ";")
+                            "{rows},{cols},{n},{label},{threads},{},{pred:e},{meas:e},{},{confirmed},{dense:e}",
+                            point_str(p).replace(',', ";"),
+                            t.space
                         );
                         writeln!(f, "{line}").map_err(|e| KernelError::Backend(e.to_string()))?;
                     }
                 }
             }
-            println!("  (dense best over the run: {:.1} us)", dense * 1e6);
+            if slowest_dense > 0.0 {
+                println!(
+                    "  (the rows' dense times: {:.1} to {:.1} us; the spread is the machine's drift)",
+                    fastest_dense * 1e6,
+                    slowest_dense * 1e6
+                );
+            }
         }
     }
     Ok(())
@@ -429,8 +504,9 @@ fn main() {
             opts.calibrate_from.as_deref(),
             opts.picks,
         ) {
+            // A dump that cannot be read or scored is bad input.
             eprintln!("spmm-bench: {e}");
-            std::process::exit(1);
+            std::process::exit(2);
         }
         return;
     }

@@ -44,6 +44,8 @@ struct DumpGroup {
     shape: (usize, usize, usize),
     sig: FormatSignature,
     points: Vec<(ParamPoint, f64)>,
+    /// The size of the tuning's space, where the dump says it (dumps since 2026-12-07).
+    space: Option<usize>,
 }
 
 fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
@@ -61,9 +63,12 @@ fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
         }
         let mut f: Vec<&str> = line.split(',').collect();
         let bad = || format!("{path}:{}: malformed row", i + 1);
-        if f.len() != 8 {
-            return Err(bad());
-        }
+        // Dumps since 2026-12-07 add space, confirmed_s and dense_s.
+        let space = match f.len() {
+            8 => None,
+            11 if !sample => Some(f[8].parse::<usize>().map_err(|_| bad())?),
+            _ => return Err(bad()),
+        };
         if sample {
             // Into this binary's columns: rows,cols,n,pattern,threads,point,predicted,measured.
             let threads = f[4]
@@ -98,6 +103,7 @@ fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
                 shape: (dims[0], dims[1], dims[2]),
                 sig,
                 points: vec![(point, measured)],
+                space,
             }),
         }
     }
@@ -117,6 +123,7 @@ fn with_joint_tunings(mut groups: Vec<DumpGroup>) -> Vec<DumpGroup> {
         match joint.iter_mut().find(|(j, _)| j.key == key) {
             Some((j, parts)) => {
                 j.points.extend(g.points.iter().cloned());
+                j.space = j.space.zip(g.space).map(|(a, b)| a + b);
                 *parts += 1;
             }
             None => joint.push((
@@ -125,6 +132,7 @@ fn with_joint_tunings(mut groups: Vec<DumpGroup>) -> Vec<DumpGroup> {
                     shape: g.shape,
                     sig: g.sig,
                     points: g.points.clone(),
+                    space: g.space,
                 },
                 1,
             )),
@@ -181,13 +189,37 @@ pub(crate) fn rescore(
     calibrate_from: Option<&str>,
     picks: usize,
 ) -> Result<(), String> {
-    let groups = with_joint_tunings(read_dump(path)?);
+    let (groups, partial): (Vec<DumpGroup>, Vec<DumpGroup>) = with_joint_tunings(read_dump(path)?)
+        .into_iter()
+        .partition(|g| g.space.is_none_or(|s| g.points.len() >= s));
+    // A tuning that measured part of its space (a --full run's) has no measured best to
+    // score a ranking against: its regret would be 0 by construction.
+    for g in &partial {
+        println!(
+            "  {:<32} not scored: {} of its {} points measured (regret needs them all: a --targets dump)",
+            g.key,
+            g.points.len(),
+            g.space.unwrap_or(0)
+        );
+    }
     if groups.is_empty() {
-        return Err(format!("{path}: no rows to score"));
+        return Err(format!(
+            "{path}: no rows to score{}",
+            if partial.is_empty() {
+                ""
+            } else {
+                " (no tuning measured its whole space)"
+            }
+        ));
     }
     let (calibrate_on, sample, sampled) = match calibrate_from {
         Some(from) => (&[][..], 1.0, Some(read_dump(from)?)),
         None => (calibrate_on, sample, None),
+    };
+    // The shapes the calibration saw: a tuning at one of them is scored in sample (marked).
+    let calibration_shapes: std::collections::BTreeSet<(usize, usize, usize)> = match &sampled {
+        Some(s) => s.iter().map(|g| g.shape).collect(),
+        None => calibrate_on.iter().copied().collect(),
     };
     let calibration = if calibrate_on.is_empty() && sampled.is_none() {
         None
@@ -245,7 +277,7 @@ pub(crate) fn rescore(
     let mut totals = [(0.0, 0.0, 0.0); 4];
     let mut cal_totals = [(0.0, 0.0, 0.0); 4];
     for g in &groups {
-        let in_sample = calibrate_on.contains(&g.shape);
+        let in_sample = calibration_shapes.contains(&g.shape);
         let slot = in_sample as usize + 2 * g.key.ends_with(" t*") as usize;
         let n = g.shape.2;
         let meas: Vec<f64> = g.points.iter().map(|(_, m)| *m).collect();
