@@ -1,0 +1,123 @@
+//! `spmm-bench` as a user runs it: each printed speedup is its own row's dense time over its
+//! best confirmed time, both in the dump; `--rescore` scores only tunings that measured their
+//! whole space; bad arguments exit 2 and leave a `--dump` file as it was.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_spmm-bench");
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("spmm-bench runs")
+}
+
+/// The dump's rows as (tuning, fields), the tuning being shape, pattern and threads.
+fn rows(dump: &Path) -> Vec<(String, Vec<String>)> {
+    let text = std::fs::read_to_string(dump).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("rows,cols,n,pattern,threads,point,predicted_s,measured_s,space,confirmed_s,dense_s")
+    );
+    lines
+        .map(|l| {
+            let f: Vec<String> = l.split(',').map(str::to_string).collect();
+            assert_eq!(f.len(), 11, "{l}");
+            (format!("{}x{}x{} {} t{}", f[0], f[1], f[2], f[3], f[4]), f)
+        })
+        .collect()
+}
+
+#[test]
+fn printed_ratios_are_the_dumps_and_rescore_scores_whole_spaces_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("d.csv");
+    let d = dump.to_str().unwrap();
+    let o = bench(&[
+        "--shapes",
+        "64x64x16",
+        "--threads",
+        "1",
+        "--only",
+        "2:8",
+        "--reps",
+        "1",
+        "--dump",
+        d,
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows = rows(&dump);
+    let tunings: std::collections::BTreeSet<&String> = rows.iter().map(|(t, _)| t).collect();
+    assert!(tunings.len() >= 2, "{tunings:?}");
+    for t in &tunings {
+        let mine: Vec<&Vec<String>> = rows
+            .iter()
+            .filter(|(k, _)| k == *t)
+            .map(|(_, f)| f)
+            .collect();
+        // --targets measures every point of the space, and says how many there are.
+        let space: usize = mine[0][8].parse().unwrap();
+        assert_eq!(mine.len(), space, "{t}");
+        // One dense time per tuning; a few points re-measured.
+        let dense: f64 = mine[0][10].parse().unwrap();
+        assert!(mine.iter().all(|f| f[10].parse::<f64>().unwrap() == dense));
+        let confirmed: Vec<f64> = mine.iter().filter_map(|f| f[9].parse().ok()).collect();
+        assert!((1..=5).contains(&confirmed.len()), "{t}: {confirmed:?}");
+        let best = confirmed.iter().copied().fold(f64::INFINITY, f64::min);
+        // The printed row: `<label> <time> us <GF/s> GF/s <speedup>x of dense <dense> us`.
+        let label = t.split_once(' ').unwrap().1.rsplit_once(' ').unwrap().0;
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{label} ")))
+            .unwrap_or_else(|| panic!("no row for {label} in\n{out}"));
+        let printed: f64 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_suffix('x')?.parse().ok())
+            .unwrap();
+        assert!(
+            (printed - dense / best).abs() <= 0.006,
+            "{line}: {printed} against {dense} / {best}"
+        );
+    }
+    // Every tuning whole: all scored.
+    let o = bench(&["--rescore", d]);
+    let scored = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success() && !scored.contains("not scored"),
+        "{scored}"
+    );
+    // One point short: that tuning is no longer scored (its regret would be 0 by construction).
+    let text = std::fs::read_to_string(&dump).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.remove(1);
+    let short = dir.path().join("short.csv");
+    std::fs::write(&short, lines.join("\n")).unwrap();
+    let o = bench(&["--rescore", short.to_str().unwrap()]);
+    let scored = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(scored.matches("not scored").count(), 1, "{scored}");
+
+    // Bad arguments: exit 2, and the dump is left as it was.
+    for args in [
+        vec!["--dump", d, "--bogus"],
+        vec!["--rescore", d, "--dump", d],
+        vec!["--reps", "0", "--dump", d],
+        vec!["--threads", "0", "--dump", d],
+        vec!["--budget", "1.5", "--dump", d],
+        vec!["--shapes", "0x64x16", "--dump", d],
+        vec!["--sample", "0.2", "--dump", d],
+    ] {
+        let o = bench(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(std::fs::read_to_string(&dump).unwrap(), text, "{args:?}");
+    }
+    let o = bench(&["--rescore", dir.path().join("none.csv").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+}
