@@ -120,4 +120,9 @@ fn printed_ratios_are_the_dumps_and_rescore_scores_whole_spaces_only() {
     }
     let o = bench(&["--rescore", dir.path().join("none.csv").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
+    // A dump that cannot be written: bad usage, before anything is measured.
+    let nowhere = dir.path().join("no/such/folder/d.csv");
+    let o = bench(&["--shapes", "64x64x16", "--dump", nowhere.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty(), "nothing measured");
 }

@@ -260,7 +260,7 @@ fn config_text(v: Option<&Value>) -> String {
 /// apart (`2:4 (train.lr=0.01)`), or the key's first digits where none does.
 pub fn model_labels(rows: &[Row]) -> BTreeMap<String, String> {
     let mut groups: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
-    for r in rows {
+    for r in rows.iter().filter(|r| text(r, "key").is_some()) {
         groups.entry(point_label(r)).or_default().push(r);
     }
     let mut out = BTreeMap::new();

@@ -115,13 +115,15 @@ mod tests {
 
     #[test]
     fn a_key_is_found_in_its_own_table_only() {
-        let text = "[dataset]\npatch = 1\n[model]\nkind = \"x\" # patch = 9\n  patch  = 3\npatches = 2\n[train]\n";
+        // A longer key and a commented one come first: only `patch =` itself is the key.
+        let text =
+            "[dataset]\npatch = 1\n[model]\npatches = 2\n# patch = 9\n  patch  = 3\n[train]\n";
         let map = SourceMap::new(Path::new("e.toml"), text);
         let at = |section: &str, key: &str| {
             let e = map.error(map.key(section, key), "x");
             (e.line, e.col)
         };
-        assert_eq!(at("model", "patch"), (5, 3));
+        assert_eq!(at("model", "patch"), (6, 3));
         assert_eq!(at("dataset", "patch"), (2, 1));
         assert_eq!(at("model", "heads"), (3, 1), "unset: the table's header");
         assert_eq!(at("train", "patch"), (7, 1), "unset, last table");

@@ -48,16 +48,18 @@ impl Layers {
         let dense = floats(rows[0], "layer_dense_latency_us");
         if !dense.is_empty() {
             // The rest of the dense pass is the dense model's own evaluation's (its "sparse"
-            // pass is the dense model), not the first front model's sparse pass.
+            // pass is the dense model), not the first front model's sparse pass: the dense
+            // evaluation of the same training, architecture and backend.
             let dense_row = exp.evaluate.iter().find(|r| {
                 crate::input::ok(r)
                     && text(r, "prune.pattern") == Some("dense")
                     && text(r, "dense_model").is_some()
                     && text(r, "dense_model") == text(rows[0], "dense_model")
+                    && same_model_config(r, rows[0])
             });
-            let (label, rest) = match dense_row {
-                Some(d) => ("dense (reference)", rest(d)),
-                None => ("dense (reference, GEMMs only)", 0.0),
+            let (label, rest) = match dense_row.map(|d| num(d, "non_gemm_us")) {
+                Some(x) if x.is_finite() => ("dense (reference)", x),
+                _ => ("dense (reference, GEMMs only)", 0.0),
             };
             bars.push(Bar {
                 label: label.into(),
@@ -69,6 +71,21 @@ impl Layers {
         let names = strings(rows[0], "layer_names").to_vec();
         Ok(Layers { bars, names })
     }
+}
+
+/// Whether `a` and `b` share their data set, model, training, seed and evaluate backend (the
+/// config columns outside `prune.*`).
+fn same_model_config(a: &results::Row, b: &results::Row) -> bool {
+    let outside_prune = |c: &String| {
+        ["dataset.", "model.", "train.", "evaluate."]
+            .iter()
+            .any(|p| c.starts_with(p))
+            || c == "seed"
+    };
+    a.keys()
+        .chain(b.keys())
+        .filter(|c| outside_prune(c))
+        .all(|c| a.get(c) == b.get(c))
 }
 
 /// A front model's bar: each layer as it ran in the pass, its sparse kernel's latency or, for a
@@ -232,9 +249,10 @@ mod tests {
     /// model's sparse pass's), and without a dense evaluation the bar says it has none.
     #[test]
     fn the_dense_bar_carries_the_dense_models_own_rest() {
-        let row = |pattern: &str, key: &str, rest: f64| -> results::Row {
+        let row = |pattern: &str, key: &str, rest: f64, backend: &str| -> results::Row {
             [
                 ("key", Value::Str(key.into())),
+                ("evaluate.backend", Value::Str(backend.into())),
                 ("status", Value::Str("ok".into())),
                 ("prune.pattern", Value::Str(pattern.into())),
                 ("dense_model", Value::Str("chain".into())),
@@ -247,9 +265,14 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v))
             .collect()
         };
-        let sparse = row("vector", "s", 5.0);
+        let sparse = row("vector", "s", 5.0, "cpu");
+        // The dense model on another backend (whose rest is not timed) is not the reference.
         let mut exp = Experiment {
-            evaluate: vec![sparse.clone(), row("dense", "d", 7.0)],
+            evaluate: vec![
+                row("dense", "g", f64::NAN, "cuda"),
+                sparse.clone(),
+                row("dense", "d", 7.0, "cpu"),
+            ],
             pareto: vec![sparse],
             ..Default::default()
         };

@@ -154,17 +154,23 @@ fn batch_latency(at: &Batch, dense_where_faster: bool) -> Result<BatchLatency, S
         outside,
         ..
     } = timed;
-    // What ran each layer: its sparse matrix, or (kept dense, or run dense) its dense copy.
-    let layer_kernels = (0..layers.len())
+    // What ran each layer: its sparse matrix at its point, or (kept dense, or run dense) its
+    // dense copy at its dense point, as the passes ran them (`paired_passes`, `mixed`).
+    let ran: Vec<(&SparseMatrix, bool)> = (0..layers.len())
         .map(|i| {
-            let dense_here = ran_dense[i] || matches!(sparse[i], SparseMatrix::Dense(_));
-            let (m, fell) = if dense_here {
+            if ran_dense[i] || matches!(sparse[i], SparseMatrix::Dense(_)) {
                 (dense[i], dense_fell_back[i])
             } else {
                 (sparse[i], fell_back[i])
-            };
-            let kernel = kernels::cpu_space(&m.signature(), b * tokens[i]).kernel;
-            point_label(kernel, &ran_points[i], fell)
+            }
+        })
+        .collect();
+    let layer_kernels = ran
+        .iter()
+        .zip(&ran_points)
+        .zip(tokens)
+        .map(|((&(m, fell), p), &t)| {
+            point_label(kernels::cpu_space(&m.signature(), b * t).kernel, p, fell)
         })
         .collect();
     Ok(BatchLatency {
@@ -176,16 +182,8 @@ fn batch_latency(at: &Batch, dense_where_faster: bool) -> Result<BatchLatency, S
         per_layer: alone.sparse,
         per_layer_dense: alone.dense,
         per_layer_speedup: alone.speedup,
-        // A layer run dense ran its dense point.
-        fallbacks: (0..layers.len())
-            .filter(|&i| {
-                if ran_dense[i] {
-                    dense_fell_back[i]
-                } else {
-                    fell_back[i]
-                }
-            })
-            .count(),
+        // A layer run dense, or kept dense, ran its dense point.
+        fallbacks: ran.iter().filter(|(_, fell)| *fell).count(),
         dense_kernels: [way, way],
         ran_dense,
         layer_kernels,

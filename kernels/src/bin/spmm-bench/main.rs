@@ -372,14 +372,25 @@ fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64, budget: f
         gflops,
         dense / t.best,
         dense * 1e6,
-        budget * 100.0,
+        (budget * 1000.0).round() / 10.0,
         t.measured,
         t.space,
         point_str(&t.best_point)
     );
 }
 
-fn run(o: &mut Opts) -> Result<(), KernelError> {
+/// Creates `--dump`'s file with its header, once the arguments are known good.
+fn create_dump(path: &str) -> Result<std::fs::File, String> {
+    let mut f = std::fs::File::create(path).map_err(|e| format!("--dump {path}: {e}"))?;
+    writeln!(
+        f,
+        "rows,cols,n,pattern,threads,point,predicted_s,measured_s,space,confirmed_s,dense_s"
+    )
+    .map_err(|e| format!("--dump {path}: {e}"))?;
+    Ok(f)
+}
+
+fn run(o: &Opts, mut dump: Option<std::fs::File>) -> Result<(), KernelError> {
     println!("cpu: {}", cpu_fingerprint());
     let shapes: Vec<(usize, usize, usize)> = match (&o.shapes, o.full) {
         (Some(shapes), _) => shapes.clone(),
@@ -388,19 +399,6 @@ fn run(o: &mut Opts) -> Result<(), KernelError> {
             .flat_map(|(r, k)| [128, 512].map(|n| (r, k, n)))
             .collect(),
         (None, false) => vec![(3072, 768, 512)],
-    };
-    let mut dump = match &o.dump {
-        Some(path) => {
-            let mut f = std::fs::File::create(path)
-                .map_err(|e| KernelError::Backend(format!("{path}: {e}")))?;
-            writeln!(
-                f,
-                "rows,cols,n,pattern,threads,point,predicted_s,measured_s,space,confirmed_s,dense_s"
-            )
-            .map_err(|e| KernelError::Backend(format!("{path}: {e}")))?;
-            Some(f)
-        }
-        None => None,
     };
     for &(rows, cols, n) in &shapes {
         let mut patterns: Vec<(String, Pattern)> = Vec::new();
@@ -489,7 +487,7 @@ fn run(o: &mut Opts) -> Result<(), KernelError> {
 }
 
 fn main() {
-    let mut opts = match parse() {
+    let opts = match parse() {
         Ok(o) => o,
         Err(e) => {
             eprintln!("spmm-bench: {e}");
@@ -510,7 +508,15 @@ fn main() {
         }
         return;
     }
-    if let Err(e) = run(&mut opts) {
+    // A dump that cannot be written is bad usage, found before anything is measured.
+    let dump = match opts.dump.as_deref().map(create_dump).transpose() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("spmm-bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&opts, dump) {
         eprintln!("spmm-bench: {e}");
         std::process::exit(1);
     }

@@ -46,6 +46,8 @@ struct DumpGroup {
     points: Vec<(ParamPoint, f64)>,
     /// The size of the tuning's space, where the dump says it (dumps since 2026-12-07).
     space: Option<usize>,
+    /// The dump's rows of this tuning, with the points that failed or were not timed.
+    rows: usize,
 }
 
 fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
@@ -91,20 +93,25 @@ fn read_dump(path: &str) -> Result<Vec<DumpGroup>, String> {
         }
         let point = ParamPoint::from_pairs(p);
         let measured: f64 = f[7].parse().map_err(|_| bad())?;
-        // A point that failed or was not timed has nothing to rank.
-        if !(measured > 0.0 && measured.is_finite()) {
-            continue;
-        }
         let key = format!("{}x{}x{} {} t{}", dims[0], dims[1], dims[2], f[3], f[4]);
-        match groups.iter_mut().find(|g| g.key == key) {
-            Some(g) => g.points.push((point, measured)),
-            None => groups.push(DumpGroup {
-                key,
-                shape: (dims[0], dims[1], dims[2]),
-                sig,
-                points: vec![(point, measured)],
-                space,
-            }),
+        let at = match groups.iter().position(|g| g.key == key) {
+            Some(at) => at,
+            None => {
+                groups.push(DumpGroup {
+                    key,
+                    shape: (dims[0], dims[1], dims[2]),
+                    sig,
+                    points: vec![],
+                    space,
+                    rows: 0,
+                });
+                groups.len() - 1
+            }
+        };
+        groups[at].rows += 1;
+        // A point that failed or was not timed has nothing to rank.
+        if measured > 0.0 && measured.is_finite() {
+            groups[at].points.push((point, measured));
         }
     }
     Ok(groups)
@@ -124,6 +131,7 @@ fn with_joint_tunings(mut groups: Vec<DumpGroup>) -> Vec<DumpGroup> {
             Some((j, parts)) => {
                 j.points.extend(g.points.iter().cloned());
                 j.space = j.space.zip(g.space).map(|(a, b)| a + b);
+                j.rows += g.rows;
                 *parts += 1;
             }
             None => joint.push((
@@ -133,6 +141,7 @@ fn with_joint_tunings(mut groups: Vec<DumpGroup>) -> Vec<DumpGroup> {
                     sig: g.sig,
                     points: g.points.clone(),
                     space: g.space,
+                    rows: g.rows,
                 },
                 1,
             )),
@@ -191,14 +200,14 @@ pub(crate) fn rescore(
 ) -> Result<(), String> {
     let (groups, partial): (Vec<DumpGroup>, Vec<DumpGroup>) = with_joint_tunings(read_dump(path)?)
         .into_iter()
-        .partition(|g| g.space.is_none_or(|s| g.points.len() >= s));
+        .partition(|g| g.space.is_none_or(|s| g.rows >= s) && !g.points.is_empty());
     // A tuning that measured part of its space (a --full run's) has no measured best to
     // score a ranking against: its regret would be 0 by construction.
     for g in &partial {
         println!(
             "  {:<32} not scored: {} of its {} points measured (regret needs them all: a --targets dump)",
             g.key,
-            g.points.len(),
+            g.rows,
             g.space.unwrap_or(0)
         );
     }
