@@ -284,9 +284,21 @@ fn tune(
     } else {
         top.max(4).min(space)
     };
-    let mut times = Vec::with_capacity(measure_n);
-    for p in &points[..measure_n] {
-        times.push(time(reps, || spmm(a, &b, n, &mut c, p))?);
+    // Measured in a shuffled order (fixed seed): in the model's order its top points would
+    // always run first, in the same phase of the machine, and the regret would carry the
+    // drift between phases.
+    let mut order: Vec<usize> = (0..measure_n).collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ (measure_n as u64);
+    for i in (1..order.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        order.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    let mut times = vec![f64::NAN; measure_n];
+    for &i in &order {
+        let p = &points[i];
+        times[i] = time(reps, || spmm(a, &b, n, &mut c, p))?;
     }
     let (i, &best) = times
         .iter()
