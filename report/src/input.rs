@@ -295,7 +295,7 @@ pub fn model_labels(rows: &[Row]) -> BTreeMap<String, String> {
         for (name, keys) in named {
             for key in &keys {
                 let name = if keys.len() > 1 {
-                    format!("{name} #{}", &key[..key.len().min(6)])
+                    format!("{name} #{}", key.chars().take(6).collect::<String>())
                 } else {
                     name.clone()
                 };

@@ -298,6 +298,7 @@ mod tests {
             assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} {b}");
         }
     }
+
     /// Each layer's row entry names the kernel and point that ran it: the tuning's where one
     /// guides the batch, the cost model's (marked) where none does, and a dense-format layer's
     /// dense kernel.
