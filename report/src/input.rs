@@ -242,6 +242,11 @@ impl Experiment {
 /// The config columns that can tell two models of one [`point_label`] apart.
 const CONFIG_PREFIXES: [&str; 5] = ["dataset.", "model.", "train.", "prune.", "evaluate."];
 
+/// Whether `column` is one of the experiment's config columns (`train.lr`, `seed`, …).
+pub fn is_config_column(column: &str) -> bool {
+    CONFIG_PREFIXES.iter().any(|p| column.starts_with(p)) || column == "seed"
+}
+
 /// A config value as a label shows it.
 fn config_text(v: Option<&Value>) -> String {
     match v {
@@ -268,7 +273,7 @@ pub fn model_labels(rows: &[Row]) -> BTreeMap<String, String> {
         let columns: BTreeSet<&String> = group
             .iter()
             .flat_map(|r| r.keys())
-            .filter(|c| CONFIG_PREFIXES.iter().any(|p| c.starts_with(p)) || *c == "seed")
+            .filter(|c| is_config_column(c))
             .collect();
         let differ: Vec<&String> = columns
             .into_iter()

@@ -45,25 +45,14 @@ fn run(args: &[&str], stages: fn(&Path) -> StageTable) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-/// What the last run computed, from the run.json of the output folder's one experiment:
-/// (executed, cached).
-fn counts(out: &Path) -> (u64, u64) {
-    let runs: Vec<_> = std::fs::read_dir(out)
-        .expect("output folder")
-        .filter_map(|e| Some(e.ok()?.path().join("run.json")))
-        .filter(|p| p.is_file())
-        .collect();
-    assert_eq!(
-        runs.len(),
-        1,
-        "one experiment's output in {}",
-        out.display()
-    );
-    let summary = results::read_run_json(&runs[0]).expect("run.json");
-    summary
-        .stages
-        .values()
-        .fold((0, 0), |(e, c), s| (e + s.executed, c + s.cached))
+/// What the last run of `experiment` computed, over its stages: (executed, cached).
+fn counts(out: &Path, experiment: &str) -> (u64, u64) {
+    let run = e2e::harness::run_json(out, experiment);
+    let stages = run["stages"].as_object().expect("run.json stages");
+    stages.keys().fold((0, 0), |(e, c), stage| {
+        let (executed, cached, _) = e2e::harness::counts(&run, stage);
+        (e + executed, c + cached)
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -84,7 +73,7 @@ fn bench(name: &str, file: &str, dir: &std::path::Path, stages: fn(&Path) -> Sta
         .map(|_| {
             let t = run(&args, stages);
             // A no-op: every instance from the store, none computed.
-            let (executed, cached) = counts(&dir.join("out"));
+            let (executed, cached) = counts(&dir.join("out"), &plan.experiment);
             assert_eq!(executed, 0, "a re-run computed {executed} instance(s)");
             assert!(cached > 0, "a re-run found nothing in the store");
             t

@@ -1,7 +1,7 @@
 //! Per-layer latency of the front's models: each sparse GEMM, and everything else, stacked.
 
 use crate::figure::{bar_chart, bar_rows, colour, DrawError, Plot};
-use crate::input::{dense_run_layers, floats, num, strings, text, Experiment};
+use crate::input::{dense_run_layers, floats, is_config_column, num, strings, text, Experiment};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -76,15 +76,9 @@ impl Layers {
 /// Whether `a` and `b` share their data set, model, training, seed and evaluate backend (the
 /// config columns outside `prune.*`).
 fn same_model_config(a: &results::Row, b: &results::Row) -> bool {
-    let outside_prune = |c: &String| {
-        ["dataset.", "model.", "train.", "evaluate."]
-            .iter()
-            .any(|p| c.starts_with(p))
-            || c == "seed"
-    };
     a.keys()
         .chain(b.keys())
-        .filter(|c| outside_prune(c))
+        .filter(|c| is_config_column(c) && !c.starts_with("prune."))
         .all(|c| a.get(c) == b.get(c))
 }
 

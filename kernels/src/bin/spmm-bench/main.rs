@@ -63,9 +63,8 @@ struct Opts {
     shapes: Option<Vec<(usize, usize, usize)>>,
     /// `--rescore`: shapes whose rows calibrate the model.
     calibrate_on: Vec<(usize, usize, usize)>,
-    /// `--rescore`: fraction of each space the calibration samples (given: `sample_given`).
-    sample: f64,
-    sample_given: bool,
+    /// `--rescore`: fraction of each space the calibration samples (default 0.2).
+    sample: Option<f64>,
     /// `--rescore`: a second dump whose every row calibrates the model (a calibrate stage's
     /// sample, say), scoring every tuning of the first.
     calibrate_from: Option<String>,
@@ -132,8 +131,7 @@ fn parse() -> Result<Opts, String> {
         rescore: None,
         shapes: None,
         calibrate_on: vec![],
-        sample: 0.2,
-        sample_given: false,
+        sample: None,
         calibrate_from: None,
         picks: 0,
         only: None,
@@ -158,10 +156,7 @@ fn parse() -> Result<Opts, String> {
             "--only" => o.only = Some(val()?),
             "--calibrate-from" => o.calibrate_from = Some(val()?),
             "--picks" => o.picks = val()?.parse().map_err(|e| format!("--picks: {e}"))?,
-            "--sample" => {
-                o.sample = val()?.parse().map_err(|e| format!("--sample: {e}"))?;
-                o.sample_given = true;
-            }
+            "--sample" => o.sample = Some(val()?.parse().map_err(|e| format!("--sample: {e}"))?),
             "--dump" => o.dump = Some(val()?),
             "--help" | "-h" => {
                 let _ = std::io::stdout().write_all(USAGE.as_bytes());
@@ -186,17 +181,14 @@ fn parse() -> Result<Opts, String> {
             o.budget
         ));
     }
-    if o.sample_given && !(o.sample > 0.0 && o.sample <= 1.0) {
-        return Err(format!(
-            "--sample {}: a fraction, above 0 and at most 1",
-            o.sample
-        ));
+    if let Some(f) = o.sample.filter(|f| !(*f > 0.0 && *f <= 1.0)) {
+        return Err(format!("--sample {f}: a fraction, above 0 and at most 1"));
     }
     if o.rescore.is_none()
         && (o.calibrate_from.is_some()
             || !o.calibrate_on.is_empty()
             || o.picks > 0
-            || o.sample_given)
+            || o.sample.is_some())
     {
         return Err(
             "--calibrate-on, --calibrate-from, --sample and --picks go with --rescore".into(),
@@ -510,7 +502,7 @@ fn main() {
         if let Err(e) = rescore::rescore(
             &path,
             &opts.calibrate_on,
-            opts.sample,
+            opts.sample.unwrap_or(0.2),
             opts.calibrate_from.as_deref(),
             opts.picks,
         ) {
