@@ -7,6 +7,7 @@
 mod calibrate;
 mod cost;
 mod cpu;
+mod cpu_wait;
 pub mod cuda;
 mod dense;
 mod error;
@@ -31,6 +32,7 @@ pub use cpu::{
     exp_f32, gelu_f32, run_host_parts, spmm, spmm_with, with_isa, Activation, Epilogue, HostOp,
     HostParts, LineAligned,
 };
+pub use cpu_wait::{cpu_wait_during, CpuWait, Waited};
 pub use dense::{dense_gemm, dense_gemm_with};
 pub use error::KernelError;
 pub use family::{family_version, KernelFamily};

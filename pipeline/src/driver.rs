@@ -207,6 +207,8 @@ fn lead(
                 cached: c.cached,
                 failed: c.failed,
                 duration_s: c.duration_s,
+                busy: c.busy,
+                cpu_wait_max: c.cpu_wait_max,
             };
             if source.cumulative() {
                 let t = totals_so_far.entry(stage.into()).or_default();
@@ -214,6 +216,8 @@ fn lead(
                 t.cached += counts.cached;
                 t.failed += counts.failed;
                 t.duration_s += counts.duration_s;
+                t.busy += counts.busy;
+                t.cpu_wait_max = t.cpu_wait_max.max(counts.cpu_wait_max);
                 counts = t.clone();
             }
             summary.stages.insert(stage.into(), counts);

@@ -178,10 +178,7 @@ impl Engine {
             .table
             .get(node.stage)
             .ok_or(RunError::NoSuchStage { stage: node.stage })?;
-        let ctx = RunCtx {
-            out_dir: dir,
-            measure: &self.measure,
-        };
+        let ctx = RunCtx::new(dir, &self.measure);
         stage.run(node, &self.resolver(), &ctx)
     }
 }

@@ -147,6 +147,7 @@ fn write_sample(out: &Path) {
             cached: 0,
             failed: 1,
             duration_s: 1.0,
+            ..Default::default()
         },
     );
     write_run_json(&run_json_path(out, "quickstart").unwrap(), &summary).unwrap();

@@ -101,6 +101,8 @@ fn run_json_round_trips_and_is_written_atomically() {
             cached: 20,
             failed: 1,
             duration_s: 3.25,
+            busy: 2,
+            cpu_wait_max: 0.375,
         },
     );
     summary
@@ -111,6 +113,26 @@ fn run_json_round_trips_and_is_written_atomically() {
     write_run_json(&path, &summary).unwrap();
     assert_eq!(read_run_json(&path).unwrap(), summary);
     assert_eq!(dir_entries(path.parent().unwrap()), ["run.json"]);
+}
+
+/// A run.json written before the busy counts existed still reads, with none counted.
+#[test]
+fn an_older_run_json_without_busy_counts_reads() {
+    let out = tempfile::tempdir().unwrap();
+    let path = out.path().join("run.json");
+    let stage = r#"{"executed": 1, "cached": 2, "failed": 0, "duration_s": 0.5}"#;
+    let text = format!(
+        r#"{{"experiment": "e", "experiment_digest": "ab", "cotune_version": "0.1.0",
+            "started_at": "2026-12-01T00:00:00Z", "wall_s": 1.0, "workers": 1,
+            "processes": 1, "stages": {{"kernel_tune": {stage}}}}}"#
+    );
+    std::fs::write(&path, text).unwrap();
+    let read = read_run_json(&path).unwrap();
+    let c = &read.stages["kernel_tune"];
+    assert_eq!(
+        (c.executed, c.cached, c.busy, c.cpu_wait_max),
+        (1, 2, 0, 0.0)
+    );
 }
 
 #[test]

@@ -6,14 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output};
 use std::time::{Duration, Instant};
 
-/// Columns that differ between runs by design (provenance), left out of comparisons.
-pub const PROVENANCE: [&str; 6] = [
+/// Columns that differ between runs by design (provenance, and how busy the machine was while
+/// a stage measured), left out of comparisons.
+pub const PROVENANCE: [&str; 7] = [
     "host",
     "worker",
     "started_at",
     "duration_s",
     "cached",
     "cotune_version",
+    "cpu_wait",
 ];
 
 /// A small experiment on synthetic data (100 samples, 16 features, 4 classes; a 32-wide MLP

@@ -77,6 +77,7 @@ fn clocked(column: &str) -> bool {
                 | "best_predicted_rank"
                 | "faster_points"
                 | "max_rel_error"
+                | "cpu_wait"
         )
 }
 
@@ -98,6 +99,38 @@ fn f64s(r: &Row, column: &str) -> f64 {
     r.get(column)
         .and_then(Value::as_f64)
         .unwrap_or_else(|| panic!("no {column} in {r:?}"))
+}
+
+/// The stages that measure say how busy the machine was while they did (`cpu_wait`, a share in
+/// [0, 1], where Linux says), the others do not, and run.json counts the busy instances.
+fn busy_columns(out: &std::path::Path, name: &str) {
+    if !std::path::Path::new("/proc/self/task").exists() {
+        return;
+    }
+    let dir = results::current(out, "models").unwrap();
+    for stage in ["train", "prune", "calibrate", "kernel_tune", "evaluate"] {
+        let rows = results::read_table(&dir.join(stage)).unwrap();
+        let waits: Vec<Option<f64>> = rows
+            .iter()
+            .map(|r| r.get("cpu_wait").and_then(Value::as_f64))
+            .collect();
+        if matches!(stage, "train" | "prune") {
+            assert!(
+                waits.iter().all(Option::is_none),
+                "{name}: {stage} {waits:?}"
+            );
+        } else {
+            assert!(
+                waits.iter().any(Option::is_some),
+                "{name}: {stage} has no cpu_wait"
+            );
+            for w in waits.into_iter().flatten() {
+                assert!((0.0..=1.0).contains(&w), "{name}: {stage} cpu_wait {w}");
+            }
+        }
+        let report = run_json(out, "models");
+        assert!(report["stages"][stage]["busy"].is_u64(), "{name}: {report}");
+    }
 }
 
 #[test]
@@ -150,6 +183,7 @@ fn cnn_and_transformer_run_end_to_end_and_edits_equal_fresh_runs() {
                 );
             }
         }
+        busy_columns(&ws.path("fresh-out"), name);
         let evals = &a["evaluate"];
         assert_eq!(evals.len(), 5, "{name}: every prune evaluated");
         for e in evals {

@@ -371,6 +371,34 @@ fn cell(row: &Row, col: &str) -> String {
 /// (two fresh runs, Intel Emerald Rapids, 2026-12-05).
 const DRIFT_NOTE: f64 = 0.25;
 
+/// Says which measurements were taken on a busy machine (`cpu_wait` above
+/// [`crate::stage::BUSY_CPU_WAIT`]), if any were.
+fn busy_note(summary: &RunSummary, stages: &[&str]) {
+    let busy: Vec<String> = stages
+        .iter()
+        .filter_map(|&s| summary.stages.get(s).map(|c| (s, c)))
+        .filter(|(_, c)| c.busy > 0)
+        .map(|(s, c)| format!("{s} {}", c.busy))
+        .collect();
+    if busy.is_empty() {
+        return;
+    }
+    let most = summary
+        .stages
+        .values()
+        .map(|c| c.cpu_wait_max)
+        .fold(0.0, f64::max);
+    say!(
+        "(measured on a busy machine: {} instance(s), their threads waiting for a CPU up to \
+         {:.0} % of the time they could run (column `cpu_wait`). Another process took the \
+         cores: long products are preempted more than short ones, so their speedups read high. \
+         Their entries are in the store as measured; a fresh --store on a quiet machine \
+         measures them again)",
+        busy.join(", "),
+        100.0 * most
+    );
+}
+
 /// Prints the per-stage counts and the Pareto front as a small table.
 pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: &[&str]) {
     say!(
@@ -397,6 +425,7 @@ pub fn print_summary(summary: &RunSummary, pareto: &[Row], failed: u64, stages: 
         "wall time {:.2} s; {failed} failed instance(s)",
         summary.wall_s
     );
+    busy_note(summary, stages);
     if pareto.is_empty() {
         return;
     }

@@ -51,6 +51,11 @@ pub struct EpochCounts {
     pub failed: u64,
     /// Seconds spent computing the executed ones.
     pub duration_s: f64,
+    /// Instances, executed or cached, measured on a busy machine (`cpu_wait` above
+    /// [`crate::stage::BUSY_CPU_WAIT`]).
+    pub busy: u64,
+    /// The largest `cpu_wait` among the instances (0 where none has one).
+    pub cpu_wait_max: f64,
 }
 
 /// Per-epoch, per-stage counts (complete on worker 0).
@@ -71,7 +76,8 @@ impl Stats {
     }
 }
 
-type StatRecord = (String, AnyKey, bool, bool, u64);
+/// (stage, key, cached, failed, microseconds computing, `cpu_wait` in parts per million).
+type StatRecord = (String, AnyKey, bool, bool, u64, u64);
 
 /// Counts instances (not rows: a tuning has many) inserted in each epoch, on worker 0.
 pub fn stats_stream<'s>(
@@ -86,27 +92,38 @@ pub fn stats_stream<'s>(
             (false, Some(Value::F64(d))) => (d * 1e6) as u64,
             _ => 0,
         };
-        (stage.to_owned(), k, cached, failed, micros)
+        let wait_ppm = match row.get("cpu_wait") {
+            Some(Value::F64(w)) if w.is_finite() => (w * 1e6).round() as u64,
+            _ => 0,
+        };
+        (stage.to_owned(), k, cached, failed, micros, wait_ppm)
     })
     .distinct()
     .inner
     .exchange(|_| 0)
     .as_collection()
-    .inspect(move |((stage, _, cached, failed, micros), time, diff)| {
-        if *diff <= 0 {
-            return;
-        }
-        let mut counts = stats.counts.borrow_mut();
-        let c = counts.entry((*time, stage.clone())).or_default();
-        if *failed {
-            c.failed += 1;
-        } else if *cached {
-            c.cached += 1;
-        } else {
-            c.executed += 1;
-            c.duration_s += *micros as f64 / 1e6;
-        }
-    })
+    .inspect(
+        move |((stage, _, cached, failed, micros, wait_ppm), time, diff)| {
+            if *diff <= 0 {
+                return;
+            }
+            let mut counts = stats.counts.borrow_mut();
+            let c = counts.entry((*time, stage.clone())).or_default();
+            let wait = *wait_ppm as f64 / 1e6;
+            c.cpu_wait_max = c.cpu_wait_max.max(wait);
+            if wait > crate::stage::BUSY_CPU_WAIT {
+                c.busy += 1;
+            }
+            if *failed {
+                c.failed += 1;
+            } else if *cached {
+                c.cached += 1;
+            } else {
+                c.executed += 1;
+                c.duration_s += *micros as f64 / 1e6;
+            }
+        },
+    )
 }
 
 /// The union schema of each stage's table across all workers, broadcast to every worker so

@@ -25,9 +25,11 @@ use crate::fields::Fields;
 use crate::key::{AnyKey, CanonConfig};
 use crate::plan::{PlanError, Planner};
 use crate::store::{MeasureGuard, MeasureLock};
+use kernels::{CpuWait, Waited};
 use results::Row;
 use std::fmt::Debug;
 use std::path::Path;
+use std::sync::Mutex;
 
 /// A stage kind: its name, its trial type and its parents. Implemented by marker types
 /// (`enum Train {}`) next to their trial.
@@ -112,18 +114,64 @@ pub struct Outcome {
     pub rows: Vec<Row>,
 }
 
+/// The `cpu_wait` above which a measurement was taken on a busy machine: the run's summary
+/// says so. A quiet 2-core VM reads well under 1 %; one other busy process on it, ~50 %.
+pub const BUSY_CPU_WAIT: f64 = 0.05;
+
 /// Run-time context of one stage instance.
 pub struct RunCtx<'a> {
     /// Empty folder for the instance's artifacts.
     pub out_dir: &'a Path,
     pub(crate) measure: &'a MeasureLock,
+    /// What the process's threads ran and waited for a CPU while the instance held the
+    /// measurement lock ([`RunCtx::measuring`]); `None` until it is held, or where the system
+    /// does not say.
+    pub(crate) waited: Mutex<Option<Waited>>,
 }
 
-impl RunCtx<'_> {
+impl<'a> RunCtx<'a> {
+    pub(crate) fn new(out_dir: &'a Path, measure: &'a MeasureLock) -> Self {
+        RunCtx {
+            out_dir,
+            measure,
+            waited: Mutex::new(None),
+        }
+    }
+
     /// Holds the per-host measurement lock exclusively (for a stage with
-    /// [`Stage::MEASURES`], around its timings only).
-    pub fn measuring(&self) -> Result<MeasureGuard, StageError> {
-        self.measure.exclusive().map_err(StageError::MeasureLock)
+    /// [`Stage::MEASURES`], around its timings only). While it is held, the engine watches how
+    /// long the process's threads wait for a CPU: the instance's rows get `cpu_wait`.
+    pub fn measuring(&self) -> Result<Measuring<'_>, StageError> {
+        let lock = self.measure.exclusive().map_err(StageError::MeasureLock)?;
+        Ok(Measuring {
+            since: CpuWait::now(),
+            into: &self.waited,
+            _lock: lock,
+        })
+    }
+
+    /// The share of their runnable time the process's threads waited for a CPU while the
+    /// measurement lock was held (NaN where it never was, or the system does not say).
+    pub(crate) fn cpu_wait(&self) -> f64 {
+        let w = self.waited.lock().unwrap_or_else(|e| e.into_inner());
+        w.map_or(f64::NAN, |w| w.share())
+    }
+}
+
+/// The measurement lock, held ([`RunCtx::measuring`]). Released on drop, when what the
+/// process's threads ran and waited meanwhile is added to the instance's.
+pub struct Measuring<'a> {
+    since: Option<CpuWait>,
+    into: &'a Mutex<Option<Waited>>,
+    _lock: MeasureGuard,
+}
+
+impl Drop for Measuring<'_> {
+    fn drop(&mut self) {
+        if let (Some(before), Some(now)) = (self.since.take(), CpuWait::now()) {
+            let mut w = self.into.lock().unwrap_or_else(|e| e.into_inner());
+            *w.get_or_insert_with(Waited::default) += now.since(&before);
+        }
     }
 }
 

@@ -55,7 +55,15 @@ impl<S: Stage> ErasedStage for Entry<S> {
                     .map_err(super::StageError::MeasureLock)?,
             )
         };
-        Ok(self.0.run(ctx, &planned.trial, inputs)?)
+        let mut outcome = self.0.run(ctx, &planned.trial, inputs)?;
+        // A measuring stage's rows say how busy the machine was while it measured.
+        let waited = ctx.cpu_wait();
+        if S::MEASURES && waited.is_finite() {
+            for row in std::iter::once(&mut outcome.metrics).chain(&mut outcome.rows) {
+                row.insert("cpu_wait".into(), results::Value::F64(waited));
+            }
+        }
+        Ok(outcome)
     }
 }
 

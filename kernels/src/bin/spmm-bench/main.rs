@@ -364,14 +364,18 @@ fn point_str(p: &ParamPoint) -> String {
         .join(",")
 }
 
-fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64, budget: f64) {
+/// The share of their runnable time the measuring threads may wait for a CPU before a row is
+/// marked busy ([`cpu_wait_during`]; a quiet 2-core VM reads well under 1 %).
+const BUSY: f64 = 0.05;
+
+fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64, budget: f64, waited: f64) {
     let gflops = 2.0 * a.nnz() as f64 * n as f64 / t.best / 1e9;
     let regret = t
         .model_best
         .map(|m| format!("{:>6.1}%", (m / t.pass_best - 1.0) * 100.0))
         .unwrap_or_else(|| "     -".into());
     println!(
-        "  {label:<16} {:>9.1} us {:>7.1} GF/s {:>6.2}x of dense {:>9.1} us  model@{}% regret {regret}  ({}/{} pts) best: {}",
+        "  {label:<16} {:>9.1} us {:>7.1} GF/s {:>6.2}x of dense {:>9.1} us  model@{}% regret {regret}  ({}/{} pts) best: {}{}",
         t.best * 1e6,
         gflops,
         dense / t.best,
@@ -379,7 +383,12 @@ fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64, budget: f
         (budget * 1000.0).round() / 10.0,
         t.measured,
         t.space,
-        point_str(&t.best_point)
+        point_str(&t.best_point),
+        if waited > BUSY {
+            format!("  busy ({:.0} % waiting)", 100.0 * waited)
+        } else {
+            String::new()
+        }
     );
 }
 
@@ -438,6 +447,7 @@ fn run(o: &Opts, mut dump: Option<std::fs::File>) -> Result<(), KernelError> {
         for &threads in &o.threads {
             let (start_dense, faer, gemm) = dense_best(rows, cols, n, threads, o.reps)?;
             let (mut fastest_dense, mut slowest_dense) = (f64::INFINITY, 0.0f64);
+            let mut most_waited = 0.0f64;
             let dense_gf = 2.0 * (rows * cols * n) as f64 / start_dense / 1e9;
             println!(
                 "\n{rows}x{cols}x{n}, {threads} thread(s): dense at the start {:.1} us ({dense_gf:.1} GF/s; faer {:.1} us, gemm {:.1} us); each row against its own dense",
@@ -456,12 +466,17 @@ fn run(o: &Opts, mut dump: Option<std::fs::File>) -> Result<(), KernelError> {
                 };
                 let a = synthetic(&sig, 7)?;
                 // This pattern's dense: just before it and in its confirmation rounds.
-                let mut dense = dense_best(rows, cols, n, threads, o.reps)?.0;
-                let mut t = tune(&a, n, threads, o.reps, o.budget, !o.full)?;
-                confirm(&a, n, threads, o.reps, &mut t, &mut dense)?;
+                let (measured, waited) = cpu_wait_during(|| {
+                    let mut dense = dense_best(rows, cols, n, threads, o.reps)?.0;
+                    let mut t = tune(&a, n, threads, o.reps, o.budget, !o.full)?;
+                    confirm(&a, n, threads, o.reps, &mut t, &mut dense)?;
+                    Ok::<_, KernelError>((dense, t))
+                });
+                let (dense, t) = measured?;
                 fastest_dense = fastest_dense.min(dense);
                 slowest_dense = slowest_dense.max(dense);
-                row(label, &a, n, &t, dense, o.budget);
+                most_waited = most_waited.max(waited);
+                row(label, &a, n, &t, dense, o.budget, waited);
                 if let Some(f) = &mut dump {
                     for ((p, pred, meas), confirmed) in t.points.iter().zip(&t.confirmed) {
                         let confirmed = if confirmed.is_finite() {
@@ -483,6 +498,14 @@ fn run(o: &Opts, mut dump: Option<std::fs::File>) -> Result<(), KernelError> {
                     "  (the rows' dense times: {:.1} to {:.1} us; the spread is the machine's drift)",
                     fastest_dense * 1e6,
                     slowest_dense * 1e6
+                );
+            }
+            if most_waited > BUSY {
+                println!(
+                    "  (the machine was busy: this table's threads waited for a CPU up to {:.0} % of \
+                     the time they were runnable; long products are preempted more than short ones, \
+                     so the speedups of rows marked `busy` read high: measure again on a quiet machine)",
+                    100.0 * most_waited
                 );
             }
         }
