@@ -158,6 +158,15 @@ impl Calibration {
             .sum();
         predicted_cost(sig, n, p) * correction.exp()
     }
+
+    /// Whether the fit has a term for any feature of the point: where it has none (the
+    /// batch-1 and few-column kernels, a family it did not sample), [`Self::cost`] is the
+    /// analytical model's.
+    pub fn covers(&self, sig: &FormatSignature, n: usize, p: &ParamPoint) -> bool {
+        features(sig, n, p)
+            .iter()
+            .any(|f| self.terms.contains_key(f))
+    }
 }
 
 impl Calibration {

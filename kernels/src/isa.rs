@@ -90,19 +90,45 @@ pub fn isa() -> Isa {
     })
 }
 
-/// CPU model name (from `/proc/cpuinfo`, or "unknown cpu") and the chosen ISA, e.g.
-/// `"AMD EPYC 9R14 96-Core Processor / avx512"`. Part of the kernel-tune key.
+/// The environment switches that change which CPU kernel code runs (each read where it takes
+/// effect: `cpu/kernels/vnm.rs`, `cpu/few_columns.rs`), for comparing kernels at the same
+/// points. Where one is set, the fingerprint names it, so that what was measured with it never
+/// stands for the default kernels.
+const KERNEL_SWITCHES: [&str; 3] = [
+    "COTUNE_VNM_DIRECT",
+    "COTUNE_VNM_PAIRS",
+    "COTUNE_PANEL_COLUMNS",
+];
+
+/// The CPU as tunings see it: model name (from `/proc/cpuinfo`, or "unknown cpu") with its
+/// family and model numbers where given (a VM's "AMD EPYC" names several generations), the
+/// cores available to this process (the `threads` values of the spaces; `taskset` and cgroup
+/// limits change them), any kernel switch set, and the chosen ISA, e.g. `"AMD EPYC (family
+/// 25, model 17) / 2 cores / avx512"`. Part of the calibrate and kernel-tune keys.
 pub fn cpu_fingerprint() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown cpu".to_string());
-    format!("{model} / {}", isa())
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().map(str::trim) == Some(name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let mut model = field("model name").unwrap_or_else(|| "unknown cpu".to_string());
+    if let (Some(family), Some(number)) = (field("cpu family"), field("model")) {
+        model = format!("{model} (family {family}, model {number})");
+    }
+    let cores = match available_cores() {
+        1 => "1 core".to_string(),
+        n => format!("{n} cores"),
+    };
+    let mut parts = vec![model, cores];
+    parts.extend(
+        KERNEL_SWITCHES
+            .iter()
+            .filter_map(|v| std::env::var(v).ok().map(|x| format!("{v}={x}"))),
+    );
+    parts.push(isa().to_string());
+    parts.join(" / ")
 }
 
 /// Cores available to this process (asked once: on Linux the answer reads cgroup files, which

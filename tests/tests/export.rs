@@ -201,6 +201,30 @@ fn a_pruned_cnn_exports_its_weights_masks_and_record_and_bad_keys_are_refused() 
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("damaged"));
     assert!(!ws.path("damaged").exists());
+    // Nor into an empty folder, which a failed export leaves empty; and nothing is left
+    // beside it (an export is written beside `--to` and renamed to it once whole).
+    std::fs::create_dir(ws.path("empty")).unwrap();
+    let o = export(&ws, &prune, "empty");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_dir(ws.path("empty")).unwrap().count(), 0);
+    let beside: Vec<String> = std::fs::read_dir(ws.path(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".export-"))
+        .collect();
+    assert!(beside.is_empty(), "{beside:?}");
+    // A `--to` that cannot be made is refused before anything is read (it was a failed
+    // write, exit 1, after the checks).
+    #[cfg(target_os = "linux")]
+    {
+        let o = export(&ws, &evaluate, "/proc/cotune-export");
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("cannot write in"),
+            "{}",
+            text(&o.stderr)
+        );
+    }
 }
 
 #[test]

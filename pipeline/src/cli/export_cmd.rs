@@ -15,7 +15,8 @@ const ENTRY_JSON: &str = "entry.json";
 
 /// Exports the entry whose key starts with `key` from `entries` (the store's) to `to`; returns
 /// the exit code: 2 for a key that names no single entry or a `--to` that is not a new or
-/// empty folder outside the store, 1 for a damaged entry or a failed write.
+/// empty folder outside the store (or cannot be made), 1 for a damaged entry or a failed write
+/// (which leaves `to` as it was).
 pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path) -> u8 {
     let prefix = key.trim().to_ascii_lowercase();
     if !(6..=64).contains(&prefix.len()) || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -50,10 +51,24 @@ pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path
             return EXIT_USAGE;
         }
     };
-    if let Err(why) = check_destination(to, store.root()) {
-        eprintln!("error: --to {}: {why}", to.display());
-        return EXIT_USAGE;
+    let staged = check_destination(to, store.root()).and_then(|()| staging(to));
+    let stage_dir = match staged {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("error: --to {}: {why}", to.display());
+            return EXIT_USAGE;
+        }
+    };
+    // Written beside `to` and renamed to it once whole: a failed export leaves nothing there.
+    let code = export_into(store, k, dir, &stage_dir, to);
+    if code != EXIT_OK {
+        let _ = std::fs::remove_dir_all(&stage_dir);
     }
+    code
+}
+
+/// Exports entry `k` (stored in `dir`) into `stage_dir`, then renames that to `to`.
+fn export_into(store: &Store, k: &AnyKey, dir: &Path, stage_dir: &Path, to: &Path) -> u8 {
     let meta = match read_entry(dir, Some(k)) {
         EntryState::Valid(m) => m,
         EntryState::Damaged(why) => {
@@ -70,7 +85,12 @@ pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path
         }
     };
     let inputs = inputs(store, &meta);
-    match write(dir, &meta, &inputs, to) {
+    let written = write(dir, &meta, &inputs, stage_dir).and_then(|files| {
+        std::fs::rename(stage_dir, to)
+            .map(|()| files)
+            .map_err(|e| format!("moving the export into place: {e}"))
+    });
+    match written {
         Ok(files) => {
             say!(
                 "exported {} entry {} to {}: {}",
@@ -128,6 +148,33 @@ fn check_destination(to: &Path, store: &Path) -> Result<(), String> {
     }
 }
 
+/// A new folder beside `to` (its parents created) for the export to be written into before
+/// it is renamed to `to`.
+fn staging(to: &Path) -> Result<PathBuf, String> {
+    let to = if to.exists() {
+        to.canonicalize().map_err(|e| e.to_string())?
+    } else {
+        to.to_path_buf()
+    };
+    let (Some(parent), Some(name)) = (to.parent(), to.file_name()) else {
+        return Err("names no folder".into());
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    std::fs::create_dir_all(parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let dir = parent.join(format!(
+        ".{}.export-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::create_dir(&dir).map_err(|e| format!("cannot write in {}: {e}", parent.display()))?;
+    Ok(dir)
+}
+
 /// Copies the artifacts (each checked against its recorded blake3 once copied), the masks as
 /// safetensors, and the record; returns the files written.
 fn write(
@@ -136,7 +183,6 @@ fn write(
     inputs: &[(String, String)],
     to: &Path,
 ) -> Result<Vec<String>, String> {
-    std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
     let mut files = vec![];
     for (name, digest) in &meta.artifacts {
         let dest = to.join(name);

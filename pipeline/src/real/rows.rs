@@ -155,6 +155,13 @@ pub fn tune(
     for r in &mut rows {
         tune_notes(t, r);
     }
+    // A sparse format's CPU baseline is ranked by the analytical dense model, whatever ranked
+    // the sparse points.
+    if cpu && sig.kind != kernels::PatternKind::Dense {
+        for r in &mut rows[t.points.len()..] {
+            r.insert("ranking".into(), Value::Str("analytical".into()));
+        }
+    }
     let best = t.best();
     let regret_rank = t
         .points

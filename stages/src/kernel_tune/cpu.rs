@@ -175,12 +175,14 @@ pub(super) fn tune_cpu(spec: &TuneSpec) -> Result<Tuned, StageError> {
         spearman: kernels::spearman(&pred, &meas),
         points,
         dense_points,
-        ranking: spec.calibration.as_ref().map(|c| {
-            format!(
+        ranking: Some(match &spec.calibration {
+            Some(c) if ranked.iter().any(|(p, _)| c.covers(sig, n, p)) => format!(
                 "calibrated on this device ({} samples, {} terms)",
                 c.samples,
                 c.terms.len()
-            )
+            ),
+            Some(_) => "analytical (the calibration has no terms for these kernels)".into(),
+            None => "analytical".into(),
         }),
         fallback: None,
     })
@@ -361,5 +363,35 @@ mod tests {
             assert_eq!(m.analytical_s, analytical(&m.params));
         }
         assert!(t.ranking.unwrap().starts_with("calibrated on this device"));
+    }
+
+    /// `ranking` says calibrated only where the calibration ranked something: at batch 1 (the
+    /// matrix-vector kernels, which it has no terms for) and without one, analytical.
+    #[test]
+    fn the_ranking_says_analytical_where_no_calibration_applied() {
+        let sig = FormatSignature::for_pattern(&Pattern::Nm { n: 2, m: 8 }, 32, 64).unwrap();
+        let cal = Calibration {
+            terms: [("nm:tile_n=16".to_owned(), 1.0)].into_iter().collect(),
+            samples: 1,
+        };
+        let ranking = |n: usize, calibration: Option<Calibration>| {
+            tune(&TuneSpec {
+                sig,
+                n,
+                strategy: Strategy::Model { budget: 1 },
+                seconds_per_point: 0.0,
+                backend: Backend::Cpu,
+                calibration,
+            })
+            .unwrap()
+            .ranking
+            .unwrap()
+        };
+        assert!(ranking(64, Some(cal.clone())).starts_with("calibrated on this device"));
+        assert_eq!(
+            ranking(1, Some(cal)),
+            "analytical (the calibration has no terms for these kernels)"
+        );
+        assert_eq!(ranking(64, None), "analytical");
     }
 }

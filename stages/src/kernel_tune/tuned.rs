@@ -42,8 +42,8 @@ pub struct Tuned {
     /// Spearman correlation of predicted vs measured cost over the measured points (NaN with < 3,
     /// or without a cost model).
     pub spearman: f64,
-    /// What ranked the space, where that needs saying: on CUDA, the GPU the cost model assumed
-    /// and where its register counts came from (`None`: the CPU cost model).
+    /// What ranked the space: on the CPU the analytical model or its calibration on this
+    /// device, on CUDA the GPU the cost model assumed and where its register counts came from.
     pub ranking: Option<String>,
     /// Set when no kernel of the backend implements the format: what ran instead, and why.
     pub fallback: Option<String>,
