@@ -104,6 +104,33 @@ fn printed_ratios_are_the_dumps_and_rescore_scores_whole_spaces_only() {
     let scored = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(scored.matches("not scored").count(), 1, "{scored}");
 
+    // A calibration of one family (V:N:M) marks that family's tunings as in sample and no
+    // other's at the same shape, and says which tunings it has no term for.
+    let vnm: Vec<&str> = text
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| *i == 0 || l.contains(",V:N:M "))
+        .map(|(_, l)| l)
+        .collect();
+    assert!(vnm.len() > 1, "no V:N:M rows in\n{text}");
+    let vnm_file = dir.path().join("vnm.csv");
+    std::fs::write(&vnm_file, vnm.join("\n")).unwrap();
+    let o = bench(&[
+        "--rescore",
+        d,
+        "--calibrate-from",
+        vnm_file.to_str().unwrap(),
+    ]);
+    let scored = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{scored}");
+    let lines: Vec<&str> = scored.lines().filter(|l| l.contains("spearman")).collect();
+    assert!(lines.iter().any(|l| l.contains("N:M 2:8 t")), "{scored}");
+    for line in lines {
+        let vnm = line.contains("V:N:M");
+        assert_eq!(line.contains("(calibration shape)"), vnm, "{line}");
+        assert_eq!(line.contains("(no calibration term"), !vnm, "{line}");
+    }
+
     // Bad arguments: exit 2, and the dump is left as it was.
     for args in [
         vec!["--dump", d, "--bogus"],

@@ -225,10 +225,16 @@ pub(crate) fn rescore(
         Some(from) => (&[][..], 1.0, Some(read_dump(from)?)),
         None => (calibrate_on, sample, None),
     };
-    // The shapes the calibration saw: a tuning at one of them is scored in sample (marked).
-    let calibration_shapes: std::collections::BTreeSet<(usize, usize, usize)> = match &sampled {
-        Some(s) => s.iter().map(|g| g.shape).collect(),
-        None => calibrate_on.iter().copied().collect(),
+    // The (shape, format kind) the calibration saw: a tuning of one is scored in sample
+    // (marked). A calibration of another family at the same shape did not see it.
+    let seen = |g: &DumpGroup| (g.shape, format!("{:?}", g.sig.kind));
+    let calibration_shapes: std::collections::BTreeSet<_> = match &sampled {
+        Some(s) => s.iter().map(seen).collect(),
+        None => groups
+            .iter()
+            .filter(|g| calibrate_on.contains(&g.shape))
+            .map(seen)
+            .collect(),
     };
     let calibration = if calibrate_on.is_empty() && sampled.is_none() {
         None
@@ -285,8 +291,10 @@ pub(crate) fn rescore(
     // with the thread count tuned (`t*`) apart.
     let mut totals = [(0.0, 0.0, 0.0); 4];
     let mut cal_totals = [(0.0, 0.0, 0.0); 4];
+    // Per slot, the tunings the calibration has no term for (its ranking is the analytical).
+    let mut uncovered = [0usize; 4];
     for g in &groups {
-        let in_sample = calibration_shapes.contains(&g.shape);
+        let in_sample = calibration_shapes.contains(&seen(g));
         let slot = in_sample as usize + 2 * g.key.ends_with(" t*") as usize;
         let n = g.shape.2;
         let meas: Vec<f64> = g.points.iter().map(|(_, m)| *m).collect();
@@ -324,7 +332,9 @@ pub(crate) fn rescore(
                 regret * 100.0,
                 regret8 * 100.0
             ),
-            Some(_) => {
+            Some(cal) => {
+                let covered = g.points.iter().any(|(p, _)| cal.covers(&g.sig, n, p));
+                uncovered[slot] += usize::from(!covered);
                 let cp = &ranked;
                 let (cr, crho) = (regret_at_budget(cp, &meas, budget), spearman(cp, &meas));
                 let cr8 = regret_at_budget(cp, &meas, 8);
@@ -337,7 +347,11 @@ pub(crate) fn rescore(
                     cr * 100.0,
                     regret8 * 100.0,
                     cr8 * 100.0,
-                    if in_sample { "  (calibration shape)" } else { "" }
+                    match (in_sample, covered) {
+                        (true, _) => "  (calibration shape)",
+                        (false, false) => "  (no calibration term: analytical)",
+                        (false, true) => "",
+                    }
                 );
                 if in_sample {
                     continue;
@@ -378,11 +392,21 @@ pub(crate) fn rescore(
             );
         }
         if calibration.is_some() && cal_totals[i].2 > 0.0 {
+            let analytical = match uncovered[i] {
+                0 => String::new(),
+                u => format!(" ({u} of them with no calibration term, ranked analytically)"),
+            };
             println!(
-                "  calibrated model at {label}, geometric mean over {}",
+                "  calibrated model at {label}, geometric mean over {}{analytical}",
                 means(&cal_totals[i])
             );
         }
+    }
+    if calibration.is_some() && uncovered.iter().sum::<usize>() == groups.len() {
+        println!(
+            "  warning: the calibration has no term for any tuning of {path} (a sample of \
+             another kernel family, or of the batch-1 kernels?): its model is the analytical one here"
+        );
     }
     for (threads, (a, c)) in worst {
         println!(
