@@ -32,7 +32,7 @@ pub use cpu::{
     exp_f32, gelu_f32, run_host_parts, spmm, spmm_with, with_isa, Activation, Epilogue, HostOp,
     HostParts, LineAligned,
 };
-pub use cpu_wait::{cpu_wait_during, CpuWait, Waited};
+pub use cpu_wait::{cpu_wait_during, CpuWait, Waited, BUSY_SHARE};
 pub use dense::{dense_gemm, dense_gemm_with};
 pub use error::KernelError;
 pub use family::{family_version, KernelFamily};

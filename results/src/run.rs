@@ -21,9 +21,9 @@ pub struct StageCounts {
     /// Seconds spent computing this stage's instances, summed over workers.
     pub duration_s: f64,
     /// Instances of a measuring stage, computed in this run or found in the store, whose
-    /// threads waited for a CPU more than 5 % of their runnable time while they measured
-    /// (`cpu_wait`): timed on a busy machine. Absent in run.json files written before
-    /// 2026-12-07.
+    /// threads waited for a CPU more than 10 % of their runnable time while they measured
+    /// (`cpu_wait` above `kernels::BUSY_SHARE`): timed on a busy machine. Absent in run.json
+    /// files written before 2026-12-07.
     #[serde(default)]
     pub busy: u64,
     /// The largest `cpu_wait` among the instances (0 where none was measured).

@@ -52,7 +52,7 @@ pub struct EpochCounts {
     /// Seconds spent computing the executed ones.
     pub duration_s: f64,
     /// Instances, executed or cached, measured on a busy machine (`cpu_wait` above
-    /// [`crate::stage::BUSY_CPU_WAIT`]).
+    /// [`kernels::BUSY_SHARE`]).
     pub busy: u64,
     /// The largest `cpu_wait` among the instances (0 where none has one).
     pub cpu_wait_max: f64,
@@ -111,7 +111,7 @@ pub fn stats_stream<'s>(
             let c = counts.entry((*time, stage.clone())).or_default();
             let wait = *wait_ppm as f64 / 1e6;
             c.cpu_wait_max = c.cpu_wait_max.max(wait);
-            if wait > crate::stage::BUSY_CPU_WAIT {
+            if wait > kernels::BUSY_SHARE {
                 c.busy += 1;
             }
             if *failed {

@@ -114,10 +114,6 @@ pub struct Outcome {
     pub rows: Vec<Row>,
 }
 
-/// The `cpu_wait` above which a measurement was taken on a busy machine: the run's summary
-/// says so. A quiet 2-core VM reads well under 1 %; one other busy process on it, ~50 %.
-pub const BUSY_CPU_WAIT: f64 = 0.05;
-
 /// Run-time context of one stage instance.
 pub struct RunCtx<'a> {
     /// Empty folder for the instance's artifacts.

@@ -364,10 +364,6 @@ fn point_str(p: &ParamPoint) -> String {
         .join(",")
 }
 
-/// The share of their runnable time the measuring threads may wait for a CPU before a row is
-/// marked busy ([`cpu_wait_during`]; a quiet 2-core VM reads well under 1 %).
-const BUSY: f64 = 0.05;
-
 fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64, budget: f64, waited: f64) {
     let gflops = 2.0 * a.nnz() as f64 * n as f64 / t.best / 1e9;
     let regret = t
@@ -384,7 +380,7 @@ fn row(label: &str, a: &SparseMatrix, n: usize, t: &Tuned, dense: f64, budget: f
         t.measured,
         t.space,
         point_str(&t.best_point),
-        if waited > BUSY {
+        if waited > BUSY_SHARE {
             format!("  busy ({:.0} % waiting)", 100.0 * waited)
         } else {
             String::new()
@@ -500,7 +496,7 @@ fn run(o: &Opts, mut dump: Option<std::fs::File>) -> Result<(), KernelError> {
                     slowest_dense * 1e6
                 );
             }
-            if most_waited > BUSY {
+            if most_waited > BUSY_SHARE {
                 println!(
                     "  (the machine was busy: this table's threads waited for a CPU up to {:.0} % of \
                      the time they were runnable; long products are preempted more than short ones, \
