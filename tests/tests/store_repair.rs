@@ -47,6 +47,15 @@ fn damaged_entry_is_detected_and_recomputed() {
     assert!(String::from_utf8_lossy(&g.stdout).starts_with("removed 1 "));
     let v = ws.cotune(BIN, &["store", "verify", "--store", &copy], None);
     assert!(v.status.success(), "gc leaves no damaged entry");
+    // `plan` says the entry is damaged, not that its config is new.
+    let file = ws.path("exp.toml").display().to_string();
+    let p = ws.cotune(BIN, &["plan", &file, "--store", &store], None);
+    let said = String::from_utf8_lossy(&p.stdout).to_string();
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("  new train") && l.contains("stored entry damaged")),
+        "{said}"
+    );
     let o = run(&ws, "s", "o", &[]);
     assert!(o.status.success());
     assert!(

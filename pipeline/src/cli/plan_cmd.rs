@@ -125,16 +125,24 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &StageTable) -
             return EXIT_USAGE;
         }
     };
-    // Each entry is read and verified once; every check below uses this map.
-    let stored: BTreeMap<AnyKey, Meta> = store
+    // Each entry is read and verified once; every check below uses these maps. A damaged
+    // entry is computed again under its own key: the plan says so rather than why it is new.
+    let mut stored: BTreeMap<AnyKey, Meta> = BTreeMap::new();
+    let mut damaged: BTreeMap<AnyKey, String> = BTreeMap::new();
+    for (k, dir) in store
         .map(|s| s.entries().unwrap_or_default())
         .unwrap_or_default()
-        .iter()
-        .filter_map(|(k, dir)| match read_entry(dir, Some(k)) {
-            EntryState::Valid(m) => Some((*k, *m)),
-            _ => None,
-        })
-        .collect();
+    {
+        match read_entry(&dir, Some(&k)) {
+            EntryState::Valid(m) => {
+                stored.insert(k, *m);
+            }
+            EntryState::Damaged(why) => {
+                damaged.insert(k, why);
+            }
+            EntryState::Missing => {}
+        }
+    }
     let mut per: BTreeMap<&str, StageCounts> = BTreeMap::new();
     for (k, n) in &plan.nodes {
         let e = per.entry(n.stage).or_default();
@@ -170,12 +178,11 @@ pub fn plan(file: &Path, store_dir: &Path, verbose: bool, stages: &StageTable) -
             new.len().min(10)
         };
         for (k, n) in new.iter().take(shown) {
-            say!(
-                "  new {stage} {} [{}]: {}",
-                k.short(),
-                n.label(),
-                why_new(n, &plan, &stored)
-            );
+            let why = match damaged.get(k) {
+                Some(d) => format!("stored entry damaged ({d}): computed again"),
+                None => why_new(n, &plan, &stored),
+            };
+            say!("  new {stage} {} [{}]: {why}", k.short(), n.label());
         }
         if shown < new.len() {
             say!(
