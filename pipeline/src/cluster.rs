@@ -3,8 +3,8 @@
 //!
 //! timely's own set-up retries a missing peer forever, and a peer that dies takes down only the
 //! threads that talk to it while the rest wait for progress that never comes. So cotune connects
-//! the processes itself (each connects to the lower indices, sending its index, and accepts the
-//! higher ones) with a deadline, turns on TCP keep-alive so that a peer that vanishes silently is
+//! the processes itself (each connects to the lower indices, sending its index and what the
+//! processes must agree on, and accepts the higher ones; see [`connect_all`]) with a deadline, turns on TCP keep-alive so that a peer that vanishes silently is
 //! noticed within about 25 s, hands the sockets to timely, and watches timely's communication
 //! threads: when one fails, the process says which peer is gone and exits with code 1. Every
 //! instance finished before that is in the store, so the next run resumes.
@@ -31,6 +31,11 @@ pub struct Cluster {
     pub addresses: Vec<String>,
     /// How long to wait for the other processes to connect.
     pub connect_timeout: Duration,
+    /// What every process of the cluster must agree on, one `name value` per line (the
+    /// experiment and its plan, the process and worker counts, the hosts, the store and the
+    /// results folder): exchanged when the processes connect, and a process that differs is
+    /// refused, naming the line.
+    pub identity: String,
 }
 
 /// Why a cluster could not be formed.
@@ -56,6 +61,17 @@ pub enum ClusterError {
         address: String,
         /// What was wrong.
         what: String,
+    },
+    /// A process started differently (another experiment, store, worker count, …) or of
+    /// another cluster: refused.
+    #[error("cluster: refused to form with process {process} ({address}): {why}")]
+    Refused {
+        /// Its index.
+        process: usize,
+        /// Its address.
+        address: String,
+        /// The difference.
+        why: String,
     },
     /// A socket operation failed.
     #[error("cluster: {address}: {source}")]
@@ -91,6 +107,7 @@ impl Cluster {
         let sockets = connect_all(
             &self.addresses,
             self.process,
+            &self.identity,
             deadline,
             self.connect_timeout,
         )?;
@@ -121,10 +138,75 @@ fn io(address: &str) -> impl Fn(std::io::Error) -> ClusterError + '_ {
     }
 }
 
+/// The first bytes of every handshake: a connection that does not start with them is not a
+/// cotune process of this version (a port probe, another program) and is ignored.
+const MAGIC: &[u8; 8] = b"cotune\x00\x02";
+
+/// The longest identity or refusal a handshake reads.
+const MAX_TEXT: u64 = 64 * 1024;
+
+/// Writes `MAGIC`, then `index` and `text` (length-prefixed).
+fn send_hello(stream: &mut TcpStream, index: u64, text: &str) -> std::io::Result<()> {
+    let mut msg = MAGIC.to_vec();
+    msg.extend(index.to_be_bytes());
+    msg.extend((text.len() as u64).to_be_bytes());
+    msg.extend(text.as_bytes());
+    stream.write_all(&msg)
+}
+
+/// Reads what [`send_hello`] wrote: `None` where the bytes are not a cotune handshake.
+fn read_hello(stream: &mut TcpStream) -> std::io::Result<Option<(u64, String)>> {
+    let mut magic = [0u8; 8];
+    stream.read_exact(&mut magic)?;
+    if &magic != MAGIC {
+        return Ok(None);
+    }
+    let mut word = [0u8; 8];
+    stream.read_exact(&mut word)?;
+    let index = u64::from_be_bytes(word);
+    stream.read_exact(&mut word)?;
+    let len = u64::from_be_bytes(word);
+    if len > MAX_TEXT {
+        return Ok(None);
+    }
+    let mut text = vec![0u8; len as usize];
+    stream.read_exact(&mut text)?;
+    Ok(String::from_utf8(text).ok().map(|t| (index, t)))
+}
+
+/// The first line where two identities differ: `ours` (process `me`'s) against `theirs`
+/// (process `peer`'s).
+fn difference(ours: &str, theirs: &str, me: usize, peer: usize) -> Option<String> {
+    let (mut a, mut b) = (ours.lines(), theirs.lines());
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return None,
+            (x, y) if x == y => continue,
+            (x, y) => {
+                return Some(format!(
+                    "`{}` on process {me}, `{}` on process {peer}",
+                    x.unwrap_or("-"),
+                    y.unwrap_or("-")
+                ))
+            }
+        }
+    }
+}
+
+/// The reply to a hello: accepted (empty text) or refused, and why.
+const ACCEPTED: u64 = u64::MAX;
+
 /// A socket to every other process (`None` at `me`), or the first process that did not connect.
+///
+/// Each process connects to the lower indices and sends a hello (its index and `identity`),
+/// which the other answers (accepted, or refused with the reason); it accepts the higher
+/// indices. A connection that is not a cotune hello is closed and ignored; a hello of another
+/// cluster, of a process already connected, or with another identity is refused, and both
+/// processes stop naming the difference.
 fn connect_all(
     addresses: &[String],
     me: usize,
+    identity: &str,
     deadline: Instant,
     waited: Duration,
 ) -> Result<Vec<Option<TcpStream>>, ClusterError> {
@@ -135,6 +217,11 @@ fn connect_all(
         process,
         address: addresses[process].clone(),
         waited,
+    };
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100))
     };
     let mut sockets: Vec<Option<TcpStream>> = (0..addresses.len()).map(|_| None).collect();
     for (peer, address) in addresses.iter().enumerate().take(me) {
@@ -152,34 +239,73 @@ fn connect_all(
                 Err(_) => return Err(missing(peer)),
             }
         };
-        stream
-            .write_all(&(me as u64).to_be_bytes())
-            .map_err(io(address))?;
+        stream.set_read_timeout(Some(left())).map_err(io(address))?;
+        send_hello(&mut stream, me as u64, identity).map_err(io(address))?;
+        match read_hello(&mut stream) {
+            Ok(Some((ACCEPTED, _))) => {}
+            Ok(Some((_, why))) => {
+                return Err(ClusterError::Refused {
+                    process: peer,
+                    address: address.clone(),
+                    why,
+                })
+            }
+            Ok(None) | Err(_) => {
+                return Err(ClusterError::Handshake {
+                    address: address.clone(),
+                    what: format!(
+                        "no cotune process {peer} answered there (another program on that port?)"
+                    ),
+                })
+            }
+        }
+        stream.set_read_timeout(None).map_err(io(address))?;
         sockets[peer] = Some(stream);
     }
     let mut pending: BTreeSet<usize> = (me + 1..addresses.len()).collect();
     while let Some(&first) = pending.first() {
         match listener.accept() {
-            Ok((mut stream, _)) => {
+            Ok((mut stream, from)) => {
                 stream.set_nonblocking(false).map_err(io(mine))?;
-                let left = deadline.saturating_duration_since(Instant::now());
+                // A hello comes at once; a connection that sends nothing is not a peer.
                 stream
-                    .set_read_timeout(Some(left.max(Duration::from_millis(100))))
+                    .set_read_timeout(Some(left().min(Duration::from_secs(5))))
                     .map_err(io(mine))?;
-                let mut index = [0u8; 8];
-                stream
-                    .read_exact(&mut index)
-                    .map_err(|e| ClusterError::Handshake {
-                        address: mine.clone(),
-                        what: e.to_string(),
-                    })?;
-                let peer = u64::from_be_bytes(index) as usize;
-                if !pending.remove(&peer) {
-                    return Err(ClusterError::Handshake {
-                        address: mine.clone(),
-                        what: format!("index {peer} is not one still expected ({pending:?})"),
+                let Ok(Some((peer, theirs))) = read_hello(&mut stream) else {
+                    tell!("cluster: ignored a connection from {from} that is not a cotune process");
+                    continue;
+                };
+                let peer = peer as usize;
+                let refusal = if !pending.contains(&peer) {
+                    Some(format!(
+                        "process {me} ({mine}) expects processes {pending:?}, not {peer}: \
+                         two processes started with one --process, or one of another cluster"
+                    ))
+                } else {
+                    difference(identity, &theirs, me, peer).map(|d| {
+                        format!(
+                            "process {peer} was started differently from process {me}: {d}; \
+                             every process of a cluster runs the same experiment file, on \
+                             machines alike (the plan's keys name the CPU, its cores and ISA), \
+                             with the same --processes, --workers, hostfile, --store and --out"
+                        )
+                    })
+                };
+                let reply = refusal.as_deref().unwrap_or("");
+                let code = if refusal.is_some() {
+                    me as u64
+                } else {
+                    ACCEPTED
+                };
+                send_hello(&mut stream, code, reply).map_err(io(mine))?;
+                if let Some(why) = refusal {
+                    return Err(ClusterError::Refused {
+                        process: peer,
+                        address: from.to_string(),
+                        why,
                     });
                 }
+                pending.remove(&peer);
                 stream.set_read_timeout(None).map_err(io(mine))?;
                 sockets[peer] = Some(stream);
             }
@@ -193,7 +319,10 @@ fn connect_all(
         }
     }
     // A peer that vanishes without closing its socket (power loss, a cut link) is noticed by
-    // keep-alive probes: 10 s idle, then 3 probes 5 s apart.
+    // keep-alive probes: 10 s idle, then 3 probes 5 s apart. Keep-alive waits while sent data
+    // is unacknowledged, so a send that no one acknowledges for 25 s fails too (Linux's
+    // TCP_USER_TIMEOUT; without it a cut link went unnoticed by the sender for ~15 minutes of
+    // retransmissions).
     let keepalive = TcpKeepalive::new()
         .with_time(Duration::from_secs(10))
         .with_interval(Duration::from_secs(5))
@@ -203,6 +332,9 @@ fn connect_all(
             let sock = SockRef::from(s);
             sock.set_tcp_nodelay(true)
                 .and_then(|()| sock.set_tcp_keepalive(&keepalive))
+                .map_err(io(&addresses[peer]))?;
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            sock.set_tcp_user_timeout(Some(Duration::from_secs(25)))
                 .map_err(io(&addresses[peer]))?;
         }
     }

@@ -182,3 +182,68 @@ fn a_cluster_process_whose_peer_never_connects_names_it() {
         assert!(err.contains(&format!("cluster process {other}")), "{err}");
     }
 }
+
+// Regressions: the handshake sent only an index, so processes started differently ran
+// together (some instances failed "not in the plan", or a process waited 120 s for tables
+// written elsewhere), a bare port probe stopped a waiting process, and a process that reached
+// another program on its peer's port waited past its timeout.
+#[test]
+fn processes_started_differently_are_refused_and_strangers_ignored() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", ROB_EXPERIMENT);
+    let (p0, p1) = (free_port(), free_port());
+    ws.write("hosts", &format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n"));
+    let hosts = ws.path("hosts").display().to_string();
+    // Another --workers on process 1: both refuse, naming the difference (bad usage).
+    let mut first = cluster_process(&ws, "s", "o", &hosts, "0", &[]);
+    // A connection that says nothing (a port probe) is ignored by the waiting process.
+    let t0 = Instant::now();
+    let probe = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", p0)) {
+            Ok(s) => break s,
+            Err(_) if t0.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("process 0 never listened: {e}"),
+        }
+    };
+    drop(probe);
+    let mut second = cluster_process(&ws, "s", "o", &hosts, "1", &["--workers", "2"]);
+    for p in [&mut first, &mut second] {
+        let (status, _) = exit_within(p, Duration::from_secs(60));
+        let err = stderr_of(p);
+        assert_eq!(status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("`workers 1` on process 0, `workers 2` on process 1"),
+            "{err}"
+        );
+    }
+    // Another program on process 0's port: process 1 says so within its timeout.
+    let stranger = std::net::TcpListener::bind(("127.0.0.1", p0)).unwrap();
+    let mut lone = cluster_process(&ws, "s", "o", &hosts, "1", &["--connect-timeout", "3"]);
+    let (status, took) = exit_within(&mut lone, Duration::from_secs(30));
+    let err = stderr_of(&mut lone);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    assert!(err.contains("no cotune process 0 answered"), "{err}");
+    drop(stranger);
+
+    // A hostfile without --processes, and one address twice: bad usage.
+    let dup = format!("127.0.0.1:{p0}\n127.0.0.1:{p0}\n");
+    ws.write("dup", &dup);
+    let dup = ws.path("dup").display().to_string();
+    for (extra, why) in [
+        (vec!["--hostfile", hosts.as_str()], "without --processes"),
+        (
+            vec!["--processes", "2", "--hostfile", dup.as_str()],
+            "an address of its own",
+        ),
+    ] {
+        let o = run(&ws, "s", "o", &extra);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(why),
+            "{extra:?}"
+        );
+    }
+}

@@ -204,6 +204,7 @@ fn a_panicking_worker_stops_the_others_and_the_run_reports_it() {
         process: 0,
         addresses: vec![],
         connect_timeout: Duration::from_secs(5),
+        identity: String::new(),
     };
     let out = Output { out: ws.path("o") };
     let (tx, rx) = std::sync::mpsc::channel();

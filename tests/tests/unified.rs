@@ -452,3 +452,19 @@ fn a_killed_search_resumes_and_ends_as_a_fresh_one() {
     }
     assert_eq!(strip(a_search), strip(b_search));
 }
+
+// Regression: in a cluster, the processes other than 0 were never given the later rounds'
+// plans, and every instance sent to them failed ("not in the plan").
+#[test]
+fn a_search_in_a_cluster_is_refused() {
+    let ws = Workspace::new();
+    ws.write("exp.toml", &experiment("budget_epochs = 4\nper_round = 2"));
+    let o = ws.run_logged(BIN, "s", "o", &["--processes", "2", "--process", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("runs in one process"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!ws.path("s").exists(), "nothing ran");
+}

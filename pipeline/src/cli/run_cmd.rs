@@ -12,7 +12,7 @@ use crate::stage::StageTable;
 use crate::store::{MeasureLock, RunLock, Store};
 use results::{Row, RunSummary, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -122,7 +122,13 @@ impl PlanSource for Watch {
 
 fn addresses(args: &RunArgs) -> Result<Vec<String>, String> {
     if args.processes <= 1 {
-        return Ok(vec![]);
+        return match &args.hostfile {
+            Some(h) => Err(format!(
+                "--hostfile {} without --processes: a cluster needs both (one line per process)",
+                h.display()
+            )),
+            None => Ok(vec![]),
+        };
     }
     let Some(hostfile) = &args.hostfile else {
         return Ok((0..args.processes)
@@ -145,6 +151,18 @@ fn addresses(args: &RunArgs) -> Result<Vec<String>, String> {
         return Err(format!(
             "{}: `{bad}` is not host:port (a port below 65536)",
             hostfile.display()
+        ));
+    }
+    if let Some((i, dup)) = lines
+        .iter()
+        .enumerate()
+        .find(|(i, l)| lines[..*i].contains(l))
+    {
+        return Err(format!(
+            "{}: `{dup}` is on line {} and an earlier one: each process needs an address of \
+             its own",
+            hostfile.display(),
+            i + 1
         ));
     }
     if lines.len() != args.processes as usize {
@@ -203,6 +221,16 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
     };
     if watch && exp.search.is_some() {
         eprintln!("error: {WATCH_NO_SEARCH}");
+        return EXIT_USAGE;
+    }
+    // Its later rounds are planned on process 0 from the measured results, and the other
+    // processes cannot run instances they were never planned (they failed with "not in the
+    // plan").
+    if exp.search.is_some() && args.processes > 1 {
+        eprintln!(
+            "error: a unified search ([search]) runs in one process: its rounds are planned \
+             from the results as they come; use --workers for threads"
+        );
         return EXIT_USAGE;
     }
     // A grid is planned before the store is opened, so that a file the stages reject when they
@@ -292,12 +320,25 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         host,
         digest: RwLock::new(plan.digest()),
     });
+    // Where a path cannot be resolved (it should exist by now), as given.
+    let resolved = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let identity = format!(
+        "experiment {} (plan {})\nprocesses {}\nworkers {}\nhosts {}\nstore {}\nout {}",
+        plan.experiment,
+        plan.digest(),
+        args.processes,
+        args.workers,
+        addresses.join(" "),
+        resolved(&args.store).display(),
+        resolved(&args.out).display()
+    );
     let cluster = Cluster {
         workers: args.workers as usize,
         processes: args.processes as usize,
         process: args.process as usize,
         addresses,
         connect_timeout: Duration::from_secs(args.connect_timeout),
+        identity,
     };
     let source: Box<dyn PlanSource> = if let Some(u) = unified {
         Box::new(u)
@@ -349,6 +390,11 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
                 EXIT_OK
             }
         }
+        // Processes started differently: bad usage, and nothing ran.
+        Err(e @ driver::DriverError::Cluster(crate::cluster::ClusterError::Refused { .. })) => {
+            eprintln!("error: {e}");
+            EXIT_USAGE
+        }
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILED
@@ -372,7 +418,7 @@ fn cell(row: &Row, col: &str) -> String {
 const DRIFT_NOTE: f64 = 0.25;
 
 /// Says which measurements were taken on a busy machine (`cpu_wait` above
-/// [`crate::stage::BUSY_CPU_WAIT`]), if any were.
+/// [`kernels::BUSY_SHARE`]), if any were.
 fn busy_note(summary: &RunSummary, stages: &[&str]) {
     let busy: Vec<String> = stages
         .iter()
