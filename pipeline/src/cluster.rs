@@ -111,6 +111,9 @@ impl Cluster {
             deadline,
             self.connect_timeout,
         )?;
+        // Before timely's communication threads start: one whose peer is already gone fails
+        // at once, and must find the hook that stops this process.
+        watch_peers(self.addresses.clone());
         let hooks = Hooks::default();
         let local = ProcessBuilder::new_typed_vector(
             self.workers,
@@ -123,7 +126,6 @@ impl Cluster {
                 address: self.addresses[self.process].clone(),
                 source,
             })?;
-        watch_peers(self.addresses.clone());
         Ok((
             builders.into_iter().map(AllocatorBuilder::Tcp).collect(),
             Box::new(guard),

@@ -367,6 +367,14 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
             for e in &report.errors {
                 eprintln!("error writing results: {e}");
             }
+            // Process 0 prints the summary; another says why it exits 1, if it does.
+            if args.process > 0 && report.failed > 0 {
+                eprintln!(
+                    "cluster process {}: {} instance(s) computed or read here failed (their \
+                     rows say why; process 0 prints the run's summary)",
+                    args.process, report.failed
+                );
+            }
             if args.process == 0 && report.errors.is_empty() {
                 say!("results: {}", results_dir.display());
             } else if args.process == 0 {

@@ -119,6 +119,9 @@ pub struct RunCtx<'a> {
     /// Empty folder for the instance's artifacts.
     pub out_dir: &'a Path,
     pub(crate) measure: &'a MeasureLock,
+    /// The measurement lock held shared while the instance runs (given up while it holds it
+    /// exclusively, [`RunCtx::measuring`]).
+    pub(crate) shared: Mutex<Option<MeasureGuard>>,
     /// What the process's threads ran and waited for a CPU while the instance held the
     /// measurement lock ([`RunCtx::measuring`]); `None` until it is held, or where the system
     /// does not say.
@@ -130,19 +133,43 @@ impl<'a> RunCtx<'a> {
         RunCtx {
             out_dir,
             measure,
+            shared: Mutex::new(None),
             waited: Mutex::new(None),
         }
     }
 
+    /// Holds the measurement lock shared for the rest of the instance (the engine does, around
+    /// every stage's `run`): no timing on this host overlaps its work.
+    pub(crate) fn hold_shared(&self) -> Result<(), StageError> {
+        let guard = self.measure.shared().map_err(StageError::MeasureLock)?;
+        *self.shared.lock().unwrap_or_else(|e| e.into_inner()) = Some(guard);
+        Ok(())
+    }
+
+    /// Gives up the shared hold (at the end of the instance).
+    pub(crate) fn release(&self) {
+        drop(self.shared.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+
     /// Holds the per-host measurement lock exclusively (for a stage with
-    /// [`Stage::MEASURES`], around its timings only). While it is held, the engine watches how
-    /// long the process's threads wait for a CPU: the instance's rows get `cpu_wait`.
+    /// [`Stage::MEASURES`], around its timings only), in place of the instance's shared hold,
+    /// which it takes back when done. While it is held, the engine watches how long the
+    /// process's threads wait for a CPU: the instance's rows get `cpu_wait`.
     pub fn measuring(&self) -> Result<Measuring<'_>, StageError> {
+        // Its own shared hold (another open file of the lock) would keep the exclusive one
+        // waiting for ever.
+        let had_shared = self
+            .shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .is_some();
         let lock = self.measure.exclusive().map_err(StageError::MeasureLock)?;
         Ok(Measuring {
             since: CpuWait::now(),
             into: &self.waited,
-            _lock: lock,
+            lock: Some(lock),
+            back: had_shared.then_some((self.measure, &self.shared)),
         })
     }
 
@@ -159,7 +186,9 @@ impl<'a> RunCtx<'a> {
 pub struct Measuring<'a> {
     since: Option<CpuWait>,
     into: &'a Mutex<Option<Waited>>,
-    _lock: MeasureGuard,
+    lock: Option<MeasureGuard>,
+    /// Where to take the instance's shared hold back to, if it had one.
+    back: Option<(&'a MeasureLock, &'a Mutex<Option<MeasureGuard>>)>,
 }
 
 impl Drop for Measuring<'_> {
@@ -168,6 +197,14 @@ impl Drop for Measuring<'_> {
             let mut w = self.into.lock().unwrap_or_else(|e| e.into_inner());
             *w.get_or_insert_with(Waited::default) += now.since(&before);
         }
+        drop(self.lock.take());
+        // Where the shared hold cannot be taken back, the rest of the instance goes on
+        // without it, as it would have before shared holds existed.
+        if let Some((measure, slot)) = self.back {
+            if let Ok(guard) = measure.shared() {
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(guard);
+            }
+        }
     }
 }
 
@@ -175,9 +212,10 @@ impl Drop for Measuring<'_> {
 pub trait Stage: Send + Sync + 'static {
     /// The kind it implements.
     type Kind: StageKind;
-    /// True when the stage times things: it takes the measurement lock itself
-    /// ([`RunCtx::measuring`]) around its timings. Otherwise the engine holds the lock shared
-    /// while it runs, so that it never overlaps another stage's timing on this host.
+    /// True when the stage times things: it takes the measurement lock exclusively
+    /// ([`RunCtx::measuring`]) around its timings, and its rows get `cpu_wait`. Every stage's
+    /// other work holds the lock shared (the engine takes it around `run`), so that no work
+    /// overlaps a timing on this host.
     const MEASURES: bool = false;
 
     /// The stage version its keys cover: bump it when its results change meaning.
@@ -225,5 +263,45 @@ impl<K: StageKind> AnyPlanned for Planned<K> {
     }
     fn into_any(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn std::any::Any + Send + Sync> {
         self
+    }
+}
+
+#[cfg(test)]
+mod measuring_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A measuring instance gives up its shared hold while it times (or it would wait for
+    /// itself), waits for another instance's work to finish, and takes the hold back after.
+    #[test]
+    fn a_timing_waits_for_other_work_and_takes_its_shared_hold_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = MeasureLock::at(dir.path().join("measure.lock"));
+        let (a, b) = (
+            RunCtx::new(dir.path(), &lock),
+            RunCtx::new(dir.path(), &lock),
+        );
+        a.hold_shared().unwrap();
+        b.hold_shared().unwrap();
+        let b_done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                b_done.store(true, Ordering::SeqCst);
+                b.release();
+            });
+            let timing = a.measuring().unwrap();
+            assert!(b_done.load(Ordering::SeqCst), "timed while other work ran");
+            assert!(a.shared.lock().unwrap().is_none());
+            drop(timing);
+        });
+        assert!(
+            a.shared.lock().unwrap().is_some(),
+            "the shared hold is back"
+        );
+        a.release();
+        // With no hold of its own (a stage run outside the engine), none is taken after.
+        drop(a.measuring().unwrap());
+        assert!(a.shared.lock().unwrap().is_none());
     }
 }

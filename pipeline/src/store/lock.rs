@@ -168,12 +168,27 @@ pub struct MeasureGuard {
 }
 
 impl MeasureLock {
-    /// The lock for this host, kept in the system's temporary folder (it is per host, not per store).
+    /// The lock for this host, kept in the system's temporary folder (it is per host, not per
+    /// store), one per user id (from `/proc/self`; `$USER` elsewhere: two processes of one user
+    /// with different `$USER` took different locks and timed at once).
     pub fn for_host() -> MeasureLock {
-        let uid = std::env::var("USER").unwrap_or_else(|_| "user".into());
+        #[cfg(unix)]
+        let uid = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata("/proc/self").map(|m| m.uid().to_string())
+        };
+        #[cfg(not(unix))]
+        let uid: std::io::Result<String> = Err(std::io::ErrorKind::Unsupported.into());
+        let uid = uid.unwrap_or_else(|_| std::env::var("USER").unwrap_or_else(|_| "user".into()));
         MeasureLock {
             path: std::env::temp_dir().join(format!("cotune-measure-{uid}.lock")),
         }
+    }
+
+    /// A lock at `path` (tests: one that no other process shares).
+    #[cfg(test)]
+    pub(crate) fn at(path: PathBuf) -> MeasureLock {
+        MeasureLock { path }
     }
 
     /// Exclusive: held while timing.
