@@ -252,11 +252,21 @@ fn connect_all(
                     why,
                 })
             }
-            Ok(None) | Err(_) => {
+            Ok(None) => {
                 return Err(ClusterError::Handshake {
                     address: address.clone(),
                     what: format!(
-                        "no cotune process {peer} answered there (another program on that port?)"
+                        "what answered there is not cotune process {peer} (another program on \
+                         that port?)"
+                    ),
+                })
+            }
+            Err(e) => {
+                return Err(ClusterError::Handshake {
+                    address: address.clone(),
+                    what: format!(
+                        "no cotune process {peer} answered there ({e}: it stopped, refused \
+                         another process first, or another program holds that port)"
                     ),
                 })
             }

@@ -163,6 +163,25 @@ fn a_pruned_cnn_exports_its_weights_masks_and_record_and_bad_keys_are_refused() 
     let o = export(&ws, &evaluate, "eval");
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains(&format!("its input: prune {prune}")));
+    // Into an existing empty folder, and through a link to one: the folder stays what it was
+    // (the export is staged inside it) and holds the files alone.
+    std::fs::create_dir(ws.path("here")).unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(ws.path("here"), ws.path("link")).unwrap();
+    #[cfg(unix)]
+    let targets = ["link"];
+    #[cfg(not(unix))]
+    let targets = ["here"];
+    for to in targets {
+        let o = export(&ws, &evaluate, to);
+        assert!(o.status.success(), "{to}: {}", text(&o.stderr));
+        let mut names: Vec<String> = std::fs::read_dir(ws.path("here"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["entry.json", "evaluation.txt"], "{to}");
+    }
 
     #[cfg(unix)]
     std::os::unix::fs::symlink("nowhere", ws.path("dangling")).unwrap();

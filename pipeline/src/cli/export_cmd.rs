@@ -59,7 +59,7 @@ pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path
             return EXIT_USAGE;
         }
     };
-    // Written beside `to` and renamed to it once whole: a failed export leaves nothing there.
+    // Written aside and put in place once whole: a failed export leaves `to` as it was.
     let code = export_into(store, k, dir, &stage_dir, to);
     if code != EXIT_OK {
         let _ = std::fs::remove_dir_all(&stage_dir);
@@ -67,7 +67,7 @@ pub fn export(store: &Store, entries: &[(AnyKey, PathBuf)], key: &str, to: &Path
     code
 }
 
-/// Exports entry `k` (stored in `dir`) into `stage_dir`, then renames that to `to`.
+/// Exports entry `k` (stored in `dir`) into `stage_dir`, then puts it in place at `to`.
 fn export_into(store: &Store, k: &AnyKey, dir: &Path, stage_dir: &Path, to: &Path) -> u8 {
     let meta = match read_entry(dir, Some(k)) {
         EntryState::Valid(m) => m,
@@ -86,7 +86,7 @@ fn export_into(store: &Store, k: &AnyKey, dir: &Path, stage_dir: &Path, to: &Pat
     };
     let inputs = inputs(store, &meta);
     let written = write(dir, &meta, &inputs, stage_dir).and_then(|files| {
-        std::fs::rename(stage_dir, to)
+        put_in_place(stage_dir, to)
             .map(|()| files)
             .map_err(|e| format!("moving the export into place: {e}"))
     });
@@ -148,14 +148,17 @@ fn check_destination(to: &Path, store: &Path) -> Result<(), String> {
     }
 }
 
-/// A new folder beside `to` (its parents created) for the export to be written into before
-/// it is renamed to `to`.
+/// A new folder for the export to be written into before it is put in place
+/// ([`put_in_place`]): inside `to` where that is an existing (empty) folder, so that it stays
+/// the folder it was (a link, a mount point, `.`, its permissions); else beside `to`, its
+/// parents created.
 fn staging(to: &Path) -> Result<PathBuf, String> {
-    let to = if to.exists() {
-        to.canonicalize().map_err(|e| e.to_string())?
-    } else {
-        to.to_path_buf()
-    };
+    let hidden = format!(".export-{}", std::process::id());
+    if to.is_dir() {
+        let dir = to.join(hidden);
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot write in it: {e}"))?;
+        return Ok(dir);
+    }
     let (Some(parent), Some(name)) = (to.parent(), to.file_name()) else {
         return Err("names no folder".into());
     };
@@ -166,13 +169,23 @@ fn staging(to: &Path) -> Result<PathBuf, String> {
     };
     std::fs::create_dir_all(parent)
         .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-    let dir = parent.join(format!(
-        ".{}.export-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let dir = parent.join(format!(".{}{hidden}", name.to_string_lossy()));
     std::fs::create_dir(&dir).map_err(|e| format!("cannot write in {}: {e}", parent.display()))?;
     Ok(dir)
+}
+
+/// Puts a whole export in place: its files moved up into `to` where it was staged inside it,
+/// else the staging folder renamed to `to`.
+fn put_in_place(stage_dir: &Path, to: &Path) -> Result<(), String> {
+    let inside = to.is_dir() && stage_dir.parent().is_some_and(|p| p == to);
+    if !inside {
+        return std::fs::rename(stage_dir, to).map_err(|e| e.to_string());
+    }
+    for entry in std::fs::read_dir(stage_dir).map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        std::fs::rename(entry.path(), to.join(entry.file_name())).map_err(|e| e.to_string())?;
+    }
+    std::fs::remove_dir(stage_dir).map_err(|e| e.to_string())
 }
 
 /// Copies the artifacts (each checked against its recorded blake3 once copied), the masks as

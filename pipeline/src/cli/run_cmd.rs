@@ -159,10 +159,9 @@ fn addresses(args: &RunArgs) -> Result<Vec<String>, String> {
         .find(|(i, l)| lines[..*i].contains(l))
     {
         return Err(format!(
-            "{}: `{dup}` is on line {} and an earlier one: each process needs an address of \
-             its own",
-            hostfile.display(),
-            i + 1
+            "{}: `{dup}` is listed twice (as process {i} and an earlier one): each process needs \
+             an address of its own",
+            hostfile.display()
         ));
     }
     if lines.len() != args.processes as usize {

@@ -76,8 +76,9 @@ impl Stats {
     }
 }
 
-/// (stage, key, cached, failed, microseconds computing, `cpu_wait` in parts per million).
-type StatRecord = (String, AnyKey, bool, bool, u64, u64);
+/// (stage, key, cached, failed, microseconds computing, `cpu_wait` in parts per million,
+/// busy).
+type StatRecord = (String, AnyKey, bool, bool, u64, u64, bool);
 
 /// Counts instances (not rows: a tuning has many) inserted in each epoch, on worker 0.
 pub fn stats_stream<'s>(
@@ -92,28 +93,27 @@ pub fn stats_stream<'s>(
             (false, Some(Value::F64(d))) => (d * 1e6) as u64,
             _ => 0,
         };
-        let wait_ppm = match row.get("cpu_wait") {
-            Some(Value::F64(w)) if w.is_finite() => (w * 1e6).round() as u64,
-            _ => 0,
+        let (wait_ppm, busy) = match row.get("cpu_wait") {
+            Some(Value::F64(w)) if w.is_finite() => {
+                ((w * 1e6).round() as u64, *w > kernels::BUSY_SHARE)
+            }
+            _ => (0, false),
         };
-        (stage.to_owned(), k, cached, failed, micros, wait_ppm)
+        (stage.to_owned(), k, cached, failed, micros, wait_ppm, busy)
     })
     .distinct()
     .inner
     .exchange(|_| 0)
     .as_collection()
     .inspect(
-        move |((stage, _, cached, failed, micros, wait_ppm), time, diff)| {
+        move |((stage, _, cached, failed, micros, wait_ppm, busy), time, diff)| {
             if *diff <= 0 {
                 return;
             }
             let mut counts = stats.counts.borrow_mut();
             let c = counts.entry((*time, stage.clone())).or_default();
-            let wait = *wait_ppm as f64 / 1e6;
-            c.cpu_wait_max = c.cpu_wait_max.max(wait);
-            if wait > kernels::BUSY_SHARE {
-                c.busy += 1;
-            }
+            c.cpu_wait_max = c.cpu_wait_max.max(*wait_ppm as f64 / 1e6);
+            c.busy += u64::from(*busy);
             if *failed {
                 c.failed += 1;
             } else if *cached {

@@ -154,7 +154,8 @@ impl<'a> RunCtx<'a> {
     /// Holds the per-host measurement lock exclusively (for a stage with
     /// [`Stage::MEASURES`], around its timings only), in place of the instance's shared hold,
     /// which it takes back when done. While it is held, the engine watches how long the
-    /// process's threads wait for a CPU: the instance's rows get `cpu_wait`.
+    /// process's threads wait for a CPU: the instance's rows get `cpu_wait`. One at a time:
+    /// an instance that held two at once (nested, or from two threads) would wait for itself.
     pub fn measuring(&self) -> Result<Measuring<'_>, StageError> {
         // Its own shared hold (another open file of the lock) would keep the exclusive one
         // waiting for ever.
@@ -214,8 +215,9 @@ pub trait Stage: Send + Sync + 'static {
     type Kind: StageKind;
     /// True when the stage times things: it takes the measurement lock exclusively
     /// ([`RunCtx::measuring`]) around its timings, and its rows get `cpu_wait`. Every stage's
-    /// other work holds the lock shared (the engine takes it around `run`), so that no work
-    /// overlaps a timing on this host.
+    /// `run` otherwise holds the lock shared (the engine takes it), so that no stage's work
+    /// overlaps a timing on this host (the engine's own reading, hashing and writing of store
+    /// entries and tables does not hold it).
     const MEASURES: bool = false;
 
     /// The stage version its keys cover: bump it when its results change meaning.

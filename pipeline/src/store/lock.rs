@@ -168,9 +168,10 @@ pub struct MeasureGuard {
 }
 
 impl MeasureLock {
-    /// The lock for this host, kept in the system's temporary folder (it is per host, not per
-    /// store), one per user id (from `/proc/self`; `$USER` elsewhere: two processes of one user
-    /// with different `$USER` took different locks and timed at once).
+    /// The lock for this host (not per store), one per user id (from `/proc/self`; `$USER`
+    /// elsewhere), in `/tmp` where there is one, else the system's temporary folder: two runs
+    /// of one user with different `$USER` or `$TMPDIR` (a batch job's) took different locks
+    /// and timed at once.
     pub fn for_host() -> MeasureLock {
         #[cfg(unix)]
         let uid = {
@@ -181,7 +182,10 @@ impl MeasureLock {
         let uid: std::io::Result<String> = Err(std::io::ErrorKind::Unsupported.into());
         let uid = uid.unwrap_or_else(|_| std::env::var("USER").unwrap_or_else(|_| "user".into()));
         MeasureLock {
-            path: std::env::temp_dir().join(format!("cotune-measure-{uid}.lock")),
+            path: Some(Path::new("/tmp"))
+                .filter(|t| cfg!(unix) && t.is_dir())
+                .map_or_else(std::env::temp_dir, Path::to_path_buf)
+                .join(format!("cotune-measure-{uid}.lock")),
         }
     }
 
