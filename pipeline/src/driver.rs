@@ -241,6 +241,8 @@ fn lead(
         // The step is published only whole: every worker's parts, the aggregates and run.json;
         // not at all when this worker's own parts failed (the errors say why).
         let since = if source.cumulative() { run_t0 } else { t0 };
+        // Set before publishing (which may fail before run.json), again just before run.json.
+        summary.wall_s = since.elapsed().as_secs_f64();
         let published = if report.errors.is_empty() {
             generation
                 .wait_written(worker.peers(), PARTS_TIMEOUT, || abort.raised())
@@ -256,13 +258,8 @@ fn lead(
                 })
                 .and_then(|()| generation.publish())
         } else {
-            summary.wall_s = since.elapsed().as_secs_f64();
             Ok(None)
         };
-        // Also where publishing failed before run.json (the summary printed 0.00 s).
-        if summary.wall_s == 0.0 {
-            summary.wall_s = since.elapsed().as_secs_f64();
-        }
         match published {
             Err(e) => report.errors.push(e),
             // Not removed (it may hold more than tables), but the user should know it moved.

@@ -53,8 +53,12 @@ impl<S: Stage> ErasedStage for Entry<S> {
         ctx.release();
         let mut outcome = outcome?;
         // A measuring stage's rows say how busy the machine was while it measured.
-        let waited = ctx.cpu_wait();
-        if S::MEASURES && waited.is_finite() {
+        let waited = if S::MEASURES {
+            ctx.cpu_wait()
+        } else {
+            f64::NAN
+        };
+        if waited.is_finite() {
             for row in std::iter::once(&mut outcome.metrics).chain(&mut outcome.rows) {
                 row.insert("cpu_wait".into(), results::Value::F64(waited));
             }
