@@ -7,8 +7,9 @@ mod plan_cmd;
 mod report_cmd;
 mod run_cmd;
 mod store_cmd;
+mod summary;
 
-pub use run_cmd::print_summary;
+pub use summary::print_summary;
 
 use crate::stage::StageTable;
 use clap::{Parser, Subcommand};
