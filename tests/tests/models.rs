@@ -120,10 +120,11 @@ fn busy_columns(out: &std::path::Path, name: &str) {
                 "{name}: {stage} {waits:?}"
             );
         } else {
-            // A tuning of a small layer measures for less than the 0.1 s of runnable time
-            // the share needs; a calibration and an evaluation for longer.
+            // A tuning of a small layer, and an evaluation of the small ViT, can measure for
+            // less than the 0.1 s of runnable time the share needs; a calibration measures
+            // for seconds.
             assert!(
-                stage == "kernel_tune" || waits.iter().any(Option::is_some),
+                stage != "calibrate" || waits.iter().any(Option::is_some),
                 "{name}: {stage} has no cpu_wait"
             );
             for w in waits.into_iter().flatten() {
