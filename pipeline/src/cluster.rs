@@ -32,9 +32,9 @@ pub struct Cluster {
     /// How long to wait for the other processes to connect.
     pub connect_timeout: Duration,
     /// What every process of the cluster must agree on, one `name value` per line (the
-    /// experiment and its plan, the process and worker counts, the hosts, the store and the
-    /// results folder): exchanged when the processes connect, and a process that differs is
-    /// refused, naming the line.
+    /// experiment and its plan, the process and worker counts, the hosts, the store's id and
+    /// the results folder): exchanged when the processes connect, and a process that differs is
+    /// refused, naming the line. What follows [`NOTE`] on a line is shown, not compared.
     pub identity: String,
 }
 
@@ -176,14 +176,21 @@ fn read_hello(stream: &mut TcpStream) -> std::io::Result<Option<(u64, String)>> 
     Ok(String::from_utf8(text).ok().map(|t| (index, t)))
 }
 
+/// Where an identity line's note starts: what follows is shown in a refusal, never compared
+/// (the store's path beside its id, which may be mounted elsewhere on another host).
+pub const NOTE: &str = "  # ";
+
 /// The first line where two identities differ: `ours` (process `me`'s) against `theirs`
-/// (process `peer`'s).
+/// (process `peer`'s), each line compared up to its [`NOTE`].
 fn difference(ours: &str, theirs: &str, me: usize, peer: usize) -> Option<String> {
+    fn compared(line: Option<&str>) -> Option<&str> {
+        line.map(|l| l.split(NOTE).next().unwrap_or(l))
+    }
     let (mut a, mut b) = (ours.lines(), theirs.lines());
     loop {
         match (a.next(), b.next()) {
             (None, None) => return None,
-            (x, y) if x == y => continue,
+            (x, y) if compared(x) == compared(y) => continue,
             (x, y) => {
                 return Some(format!(
                     "`{}` on process {me}, `{}` on process {peer}",
@@ -299,7 +306,9 @@ fn connect_all(
                             "process {peer} was started differently from process {me}: {d}; \
                              every process of a cluster runs the same experiment file, on \
                              machines alike (the plan's keys name the CPU, its cores and ISA), \
-                             with the same --processes, --workers, hostfile, --store and --out"
+                             with the same --processes, --workers, hostfile and --out, and one \
+                             store (a `store` that differs is another folder: on several hosts, \
+                             the store must be on a file system they share)"
                         )
                     })
                 };
@@ -384,4 +393,37 @@ fn watch_peers(addresses: Vec<String>) {
         }
         previous(info);
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_are_compared_line_by_line_up_to_their_notes() {
+        let a = "experiment e\nworkers 1\nstore 01ab  # /mnt/a/store";
+        // The same store mounted elsewhere: the same identity.
+        assert_eq!(
+            difference(a, "experiment e\nworkers 1\nstore 01ab  # /b", 0, 1),
+            None
+        );
+        assert_eq!(
+            difference(
+                a,
+                "experiment e\nworkers 1\nstore 99ff  # /mnt/a/store",
+                0,
+                1
+            )
+            .unwrap(),
+            "`store 01ab  # /mnt/a/store` on process 0, `store 99ff  # /mnt/a/store` on process 1"
+        );
+        assert_eq!(
+            difference(a, "experiment e\nworkers 2\nstore 01ab", 1, 0).unwrap(),
+            "`workers 1` on process 1, `workers 2` on process 0"
+        );
+        assert_eq!(
+            difference(a, "experiment e\nworkers 1", 0, 1).unwrap(),
+            "`store 01ab  # /mnt/a/store` on process 0, `-` on process 1"
+        );
+    }
 }

@@ -183,8 +183,8 @@ fn a_cluster_process_whose_peer_never_connects_names_it() {
     }
 }
 
-// Regressions: the handshake sent only an index, so processes started differently ran
-// together (some instances failed "not in the plan", or a process waited 120 s for tables
+// Regressions: the handshake sent only an index, so processes started differently (or with a
+// store of their own each) ran together (some instances failed "not in the plan", or a process waited 120 s for tables
 // written elsewhere), a bare port probe stopped a waiting process, and a process that reached
 // another program on its peer's port waited past its timeout.
 #[test]
@@ -218,6 +218,23 @@ fn processes_started_differently_are_refused_and_strangers_ignored() {
             "{err}"
         );
     }
+    // Another store on process 1 (on two hosts: a store folder of its own at the same path):
+    // refused by the store's id, whatever the paths.
+    let mut first = cluster_process(&ws, "s", "o", &hosts, "0", &[]);
+    let mut second = cluster_process(&ws, "s2", "o", &hosts, "1", &[]);
+    for p in [&mut first, &mut second] {
+        let (status, _) = exit_within(p, Duration::from_secs(60));
+        let err = stderr_of(p);
+        assert_eq!(status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("`store ") && err.contains("a file system they share"),
+            "{err}"
+        );
+    }
+    let ids: Vec<String> = ["s", "s2"]
+        .map(|s| std::fs::read_to_string(ws.path(s).join("STORE-ID")).unwrap())
+        .to_vec();
+    assert_ne!(ids[0], ids[1]);
     // Another program on process 0's port: process 1 says so within its timeout.
     let stranger = std::net::TcpListener::bind(("127.0.0.1", p0)).unwrap();
     let mut lone = cluster_process(&ws, "s", "o", &hosts, "1", &["--connect-timeout", "3"]);

@@ -321,13 +321,27 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
     });
     // Where a path cannot be resolved (it should exist by now), as given.
     let resolved = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    // The store by its id, not its path: a store folder of its own on each host at the same
+    // path would split the work between stores (the path is shown, not compared).
+    let store_id = if args.processes > 1 {
+        match engine.store.id() {
+            Ok(id) => id,
+            Err(e) => {
+                eprintln!("{e}");
+                return EXIT_FAILED;
+            }
+        }
+    } else {
+        String::new()
+    };
     let identity = format!(
-        "experiment {} (plan {})\nprocesses {}\nworkers {}\nhosts {}\nstore {}\nout {}",
+        "experiment {} (plan {})\nprocesses {}\nworkers {}\nhosts {}\nstore {store_id}{}{}\nout {}",
         plan.experiment,
         plan.digest(),
         args.processes,
         args.workers,
         addresses.join(" "),
+        crate::cluster::NOTE,
         resolved(&args.store).display(),
         resolved(&args.out).display()
     );

@@ -10,6 +10,7 @@
 mod clock;
 mod entry;
 mod error;
+mod id;
 mod lock;
 mod meta;
 mod objects;
@@ -18,6 +19,7 @@ mod sweep;
 pub use clock::{nanos, unix_now};
 pub use entry::{hash_file, read_entry, EntryState, Fetched};
 pub use error::StoreError;
+pub use id::STORE_ID_FILE;
 pub use lock::{KeyLock, MeasureGuard, MeasureLock, RunLock};
 pub use meta::{value_from_json, value_to_json, Meta, Provenance, META_FORMAT};
 pub use objects::Store;
