@@ -73,18 +73,19 @@ struct Panels<'a> {
 }
 
 impl<'a> Panels<'a> {
-    /// The tiles `tiles` of B (only those are packed; [`Self::tile`] takes the same indices).
+    /// The tiles `tiles` of B, those from `packed_from` on packed (the others are read in
+    /// place; [`Self::tile`] takes the same indices).
     fn new(
         b: &'a [f32],
         cols: usize,
         (stride, width): (usize, usize),
         w: usize,
-        pack_all: bool,
+        packed_from: usize,
         tiles: Range<usize>,
         pack: dispatch::PackFn,
     ) -> Self {
         let (lo, tiles) = (tiles.start, tiles.end);
-        let first = if pack_all { lo } else { (width / w).max(lo) };
+        let first = packed_from.max(lo);
         // 16 spare floats so that the panels can start on a 64-byte line (vector loads that
         // straddle cache lines cost two accesses).
         let len = tiles.saturating_sub(first) * cols * w;
@@ -301,6 +302,22 @@ pub fn spmm_with(
     // streams past it.
     let a = pairs.unwrap_or(a);
     let tiles = width.div_ceil(w);
+    // A last tile narrower than `w` (the columns do not divide into tiles) is read in place by
+    // the kernel of its own width, where its columns are whole vectors and that width is
+    // instantiated, rather than copied into a padded panel of `w` on every call: at 10×256×256
+    // with `tile_n = 96` (a last tile of 64) the copy doubled the product's time, and the cost
+    // model had ranked that point first (Intel Xeon, AVX-512; kernels/BENCH.md, 2026-12-07).
+    let rest = width % w;
+    let rest_kernel = if !pack && rest > 0 && rest % kernel_isa.lanes() == 0 {
+        dispatch::select(kernel_isa, r, rest / kernel_isa.lanes())
+    } else {
+        None
+    };
+    let packed_from = match (pack, rest_kernel) {
+        (true, _) => 0,
+        (false, Some(_)) => tiles,
+        (false, None) => width / w,
+    };
     let how = split(threads, tiles, a.bytes(), 4 * a.cols() * n);
     let band = match a {
         SparseMatrix::Vnm(x) => {
@@ -386,6 +403,10 @@ pub fn spmm_with(
                     } else {
                         ct.plain()
                     };
+                    let kernel = match rest_kernel {
+                        Some(k) if (t + 1) * w > width => k,
+                        _ => kernel,
+                    };
                     let mut step = Step {
                         k: k.clone(),
                         first: i == 0,
@@ -396,7 +417,8 @@ pub fn spmm_with(
                     // SAFETY: `kernel` was selected for this process's ISA; the point was checked
                     // against the space (rows divides V for V:N:M and vector-wise, whose ranges
                     // and bands are aligned to V); every tile of `panels` has `w` readable floats
-                    // per row for `cols` rows; `cband` holds the rows of `band_rows`, n floats
+                    // per row for `cols` rows, but a last tile read in place, which has its
+                    // `rest` and runs `rest_kernel`, of that width; `cband` holds the rows of `band_rows`, n floats
                     // each, and the tile's `width` columns from t·w, which only this call
                     // writes (the callers hand each thread its own rows or tiles); chunks are
                     // aligned to M and visited in order from the first, with cursors reset at
@@ -410,12 +432,20 @@ pub fn spmm_with(
         Split::Tiles(parts) => {
             let c0 = SharedC(c.as_mut_ptr());
             pool::run_parts(parts.len(), threads, &|i| {
-                let panels = Panels::new(b, cols, (n, width), w, pack, parts[i].clone(), pack_fn);
+                let panels = Panels::new(
+                    b,
+                    cols,
+                    (n, width),
+                    w,
+                    packed_from,
+                    parts[i].clone(),
+                    pack_fn,
+                );
                 run(0..rows, parts[i].clone(), &panels, c0.get());
             });
         }
         Split::Rows => {
-            let panels = Panels::new(b, cols, (n, width), w, pack, 0..tiles, pack_fn);
+            let panels = Panels::new(b, cols, (n, width), w, packed_from, 0..tiles, pack_fn);
             let parts = partition(rows, unit, threads, prefix);
             let run_rows = |range: Range<usize>, cpart: &mut [f32]| {
                 run(range, 0..tiles, &panels, cpart.as_mut_ptr())
