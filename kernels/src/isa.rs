@@ -90,21 +90,14 @@ pub fn isa() -> Isa {
     })
 }
 
-/// The environment switches that change which CPU kernel code runs (each read where it takes
-/// effect: `cpu/kernels/vnm.rs`, `cpu/few_columns.rs`), for comparing kernels at the same
-/// points. Where one is set, the fingerprint names it, so that what was measured with it never
-/// stands for the default kernels.
-const KERNEL_SWITCHES: [&str; 3] = [
-    "COTUNE_VNM_DIRECT",
-    "COTUNE_VNM_PAIRS",
-    "COTUNE_PANEL_COLUMNS",
-];
-
 /// The CPU as tunings see it: model name (from `/proc/cpuinfo`, or "unknown cpu") with its
 /// family and model numbers where given (a VM's "AMD EPYC" names several generations), the
 /// cores available to this process (the `threads` values of the spaces; `taskset` and cgroup
-/// limits change them), any kernel switch set, and the chosen ISA, e.g. `"AMD EPYC (family
-/// 25, model 17) / 2 cores / avx512"`. Part of the calibrate and kernel-tune keys.
+/// limits change them), any kernel switch that changes which code runs (the environment
+/// variables read in `cpu/kernels/vnm.rs` and `cpu/few_columns.rs`, named only where set to
+/// something other than their default, so that what was measured with one never stands for
+/// the default kernels), and the chosen ISA, e.g. `"AMD EPYC (family 25, model 17) / 2 cores /
+/// avx512"`. Part of the calibrate and kernel-tune keys.
 pub fn cpu_fingerprint() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let field = |name: &str| {
@@ -122,11 +115,7 @@ pub fn cpu_fingerprint() -> String {
         n => format!("{n} cores"),
     };
     let mut parts = vec![model, cores];
-    parts.extend(
-        KERNEL_SWITCHES
-            .iter()
-            .filter_map(|v| std::env::var(v).ok().map(|x| format!("{v}={x}"))),
-    );
+    parts.extend(crate::cpu::switches_in_effect());
     parts.push(isa().to_string());
     parts.join(" / ")
 }

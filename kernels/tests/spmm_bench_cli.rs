@@ -153,3 +153,43 @@ fn printed_ratios_are_the_dumps_and_rescore_scores_whole_spaces_only() {
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty(), "nothing measured");
 }
+
+// Regression: a kernel switch set to its default (`COTUNE_VNM_PAIRS=1`) entered the device
+// fingerprint, so tunings made with it were keyed apart from the default kernels' tunings.
+#[test]
+fn the_fingerprint_names_only_switches_that_change_the_kernels() {
+    let cpu_line = |env: &[(&str, &str)]| {
+        let o = Command::new(BIN)
+            .args([
+                "--shapes",
+                "16x16x16",
+                "--only",
+                "N:M 2:8",
+                "--threads",
+                "1",
+            ])
+            .args(["--reps", "1"])
+            .envs(env.iter().copied())
+            .output()
+            .expect("spmm-bench runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        out.lines()
+            .find(|l| l.starts_with("cpu: "))
+            .expect("a cpu line")
+            .to_string()
+    };
+    let plain = cpu_line(&[]);
+    assert!(!plain.contains("COTUNE_"), "{plain}");
+    let defaults = [
+        ("COTUNE_VNM_PAIRS", "1"),
+        ("COTUNE_VNM_DIRECT", "yes"),
+        ("COTUNE_PANEL_COLUMNS", "32"),
+    ];
+    assert_eq!(cpu_line(&defaults), plain);
+    let off = cpu_line(&[("COTUNE_VNM_PAIRS", "0"), ("COTUNE_PANEL_COLUMNS", "1")]);
+    assert!(
+        off.contains(" / COTUNE_VNM_PAIRS=0 / COTUNE_PANEL_COLUMNS=1 / "),
+        "{off}"
+    );
+}

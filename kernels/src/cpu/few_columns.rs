@@ -89,7 +89,7 @@ pub(super) fn takes_panels(f: Format, n: usize, lanes: usize) -> bool {
 /// The most columns that take the panel kernels (`COTUNE_PANEL_COLUMNS` overrides it, for
 /// measuring where the tile kernels take over: 1 sends every product of 2 or more columns to
 /// them).
-fn max_columns() -> usize {
+pub(crate) fn max_columns() -> usize {
     static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *MAX.get_or_init(|| {
         std::env::var("COTUNE_PANEL_COLUMNS")

@@ -308,7 +308,7 @@ pub fn spmm_with(
     // with `tile_n = 96` (a last tile of 64) the copy doubled the product's time, and the cost
     // model had ranked that point first (Intel Xeon, AVX-512; kernels/BENCH.md, 2026-12-07).
     let rest = width % w;
-    let rest_kernel = if !pack && rest > 0 && rest % kernel_isa.lanes() == 0 {
+    let rest_kernel = if !pack && rest > 0 && rest.is_multiple_of(kernel_isa.lanes()) {
         dispatch::select(kernel_isa, r, rest / kernel_isa.lanes())
     } else {
         None
@@ -488,6 +488,27 @@ fn vnm_band(
     let v = v.max(1);
     let per_row = a_bytes.div_ceil(rows).max(1);
     (budget / per_row / v * v).max(v)
+}
+
+/// The kernel switches (environment variables that change which code runs, for measuring one
+/// kernel against another at the same points) that this process runs with, as `NAME=value`:
+/// only those that change something, so that a switch set to its default (`COTUNE_VNM_PAIRS=1`)
+/// keys nothing apart from the default kernels.
+pub(crate) fn switches_in_effect() -> Vec<String> {
+    let mut out = Vec::new();
+    if !kernels::direct_enabled() {
+        out.push("COTUNE_VNM_DIRECT=0".to_string());
+    }
+    if !kernels::pairs_enabled() {
+        out.push("COTUNE_VNM_PAIRS=0".to_string());
+    }
+    if few_columns::max_columns() != few_columns::MAX_COLUMNS {
+        out.push(format!(
+            "COTUNE_PANEL_COLUMNS={}",
+            few_columns::max_columns()
+        ));
+    }
+    out
 }
 
 /// How a product's work goes to its threads.

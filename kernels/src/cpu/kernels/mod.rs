@@ -27,7 +27,7 @@ pub(crate) use gemv_panels::{gemv_csr_panels, gemv_group_panels, gemv_vnm_panels
 pub(crate) use gemv_vector::gemv_vector;
 pub(crate) use nm::nm;
 pub(crate) use vector::vector;
-pub(crate) use vnm::{gathers_nothing, pairs_enabled, vnm};
+pub(crate) use vnm::{direct_enabled, gathers_nothing, pairs_enabled, vnm};
 
 use std::ops::Range;
 

@@ -143,7 +143,7 @@ fn reads_in_place(a: &VnmMatrix, r: usize, packed: bool) -> bool {
 
 /// Whether the row pairs may read a packed tile of B in place (`COTUNE_VNM_DIRECT=0` in the
 /// environment makes them gather it as before, to measure both at the same points).
-fn direct_enabled() -> bool {
+pub(crate) fn direct_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("COTUNE_VNM_DIRECT").map_or(true, |v| v != "0"))
 }
