@@ -308,6 +308,7 @@ fn follow(
         // generation fed at the last complete time.
         if let Some(f) = frontier.filter(|&f| f > 0 && written.is_none_or(|w| w < f)) {
             if let Some(token) = generations.at(f - 1) {
+                engine.catch_up(f - 1);
                 let digest = engine.digest.read().map(|d| d.clone()).unwrap_or_default();
                 report = match results::Generation::new(&output.out, &engine.experiment, &token) {
                     Ok(g) => write_parts(worker, &view, &schemas, engine, &g, &digest),

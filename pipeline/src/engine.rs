@@ -2,14 +2,14 @@
 //! through the store (called from inside the dataflow's `reduce` operators).
 
 use crate::key::AnyKey;
-use crate::plan::Node;
+use crate::plan::{Node, Plan};
 use crate::progress::Progress;
 use crate::stage::{Outcome, Resolver, RunCtx, RunError, StageTable};
 use crate::store::{MeasureLock, Meta, Provenance, Store};
 use results::{Row, Value};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// A parent's status as its children see it: (key, error if it failed).
 pub type Parent = (AnyKey, Option<String>);
@@ -35,6 +35,22 @@ pub struct Engine {
     pub host: String,
     /// Digest of the experiment as currently planned (written into every table).
     pub digest: RwLock<String>,
+    /// A unified search's later rounds, on a cluster process that does not lead the search.
+    pub later_rounds: Option<Mutex<Box<dyn LaterRounds>>>,
+}
+
+/// A unified search replayed on a cluster process other than 0. Process 0 plans each round
+/// from the last one's results and feeds it into the dataflow, but only its own registry
+/// learns the round's nodes; the other processes plan the same rounds again from the shared
+/// store, which holds every result of a round before any work of the next reaches them (the
+/// next round is planned only once the dataflow has finished the last, everywhere), so that
+/// they plan exactly what process 0 planned.
+pub trait LaterRounds: Send {
+    /// The round planned last (0 at the start).
+    fn round(&self) -> u64;
+    /// Observes the last round's results in the store and plans the next round; `None` where
+    /// the search ends there.
+    fn advance(&mut self) -> Option<Plan>;
 }
 
 fn s(v: impl Into<String>) -> Value {
@@ -42,8 +58,45 @@ fn s(v: impl Into<String>) -> Value {
 }
 
 impl Engine {
+    /// The planned node of `key`; on a process that replays a unified search, planning the
+    /// rounds up to the one that has it.
     fn node(&self, key: &AnyKey) -> Option<Node> {
-        self.registry.read().ok()?.get(key).cloned()
+        let known = || self.registry.read().ok()?.get(key).cloned();
+        if let Some(node) = known() {
+            return Some(node);
+        }
+        let mut rounds = self.later_rounds.as_ref()?.lock().ok()?;
+        loop {
+            if let Some(node) = known() {
+                return Some(node);
+            }
+            let plan = rounds.advance()?;
+            self.adopt(&plan);
+        }
+    }
+
+    /// On a process that replays a unified search, plans the rounds up to `round` (the
+    /// generation whose tables it is about to write), so that the tables carry that round's
+    /// plan digest as process 0's do.
+    pub(crate) fn catch_up(&self, round: u64) {
+        let Some(Ok(mut rounds)) = self.later_rounds.as_ref().map(Mutex::lock) else {
+            return;
+        };
+        while rounds.round() < round {
+            match rounds.advance() {
+                Some(plan) => self.adopt(&plan),
+                None => return,
+            }
+        }
+    }
+
+    fn adopt(&self, plan: &Plan) {
+        if let Ok(mut registry) = self.registry.write() {
+            registry.extend(plan.nodes.iter().map(|(k, n)| (*k, n.clone())));
+        }
+        if let Ok(mut digest) = self.digest.write() {
+            *digest = plan.digest();
+        }
     }
 
     fn resolver(&self) -> Resolver {

@@ -196,6 +196,7 @@ fn a_panicking_worker_stops_the_others_and_the_run_reports_it() {
         progress: pipeline::progress::Progress::new(true, table.names()),
         host: "localhost".into(),
         digest: RwLock::new(plan.digest()),
+        later_rounds: None,
         table,
     });
     let cluster = pipeline::cluster::Cluster {

@@ -13,7 +13,7 @@ use crate::store::{MeasureLock, RunLock, Store};
 use results::{Row, RunSummary};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 struct Once {
@@ -222,16 +222,6 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         eprintln!("error: {WATCH_NO_SEARCH}");
         return EXIT_USAGE;
     }
-    // Its later rounds are planned on process 0 from the measured results, and the other
-    // processes cannot run instances they were never planned (they failed with "not in the
-    // plan").
-    if exp.search.is_some() && args.processes > 1 {
-        eprintln!(
-            "error: a unified search ([search]) runs in one process: its rounds are planned \
-             from the results as they come; use --workers for threads"
-        );
-        return EXIT_USAGE;
-    }
     // A grid is planned before the store is opened, so that a file the stages reject when they
     // plan (a data set that cannot be built) leaves no store behind; a unified search plans its
     // first round from what the store holds.
@@ -309,6 +299,13 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
     let host = std::fs::read_to_string("/etc/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "localhost".into());
+    // A unified search's later rounds are planned on process 0 from the measured results; the
+    // other processes plan them again from the shared store as their work reaches them
+    // (`engine::LaterRounds`).
+    let (unified, later_rounds) = match unified {
+        Some(u) if args.process > 0 => (None, Some(Mutex::new(Box::new(u) as Box<_>))),
+        u => (u, None),
+    };
     let engine = Arc::new(Engine {
         store,
         table: stages.as_ref().clone(),
@@ -318,6 +315,7 @@ pub fn run(args: &RunArgs, stages: Arc<StageTable>, watch: bool) -> u8 {
         progress: Progress::new(args.quiet || args.process > 0, stages.names()),
         host,
         digest: RwLock::new(plan.digest()),
+        later_rounds,
     });
     // Where a path cannot be resolved (it should exist by now), as given.
     let resolved = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());

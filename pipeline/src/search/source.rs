@@ -169,6 +169,18 @@ impl Unified {
     }
 }
 
+/// On a cluster process other than 0: the same rounds, replayed from the shared store.
+impl crate::engine::LaterRounds for Unified {
+    fn round(&self) -> u64 {
+        self.round
+    }
+
+    fn advance(&mut self) -> Option<Plan> {
+        self.observe();
+        PlanSource::next(self, false, &|| false)
+    }
+}
+
 impl PlanSource for Unified {
     fn next(&mut self, first: bool, _stopped: &dyn Fn() -> bool) -> Option<Plan> {
         if first {
