@@ -104,7 +104,23 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     let (fma_tp, load_tp) = ports(isa);
     let (rows, k, nf) = (sig.rows as f64, sig.cols as f64, n as f64);
     let m = sig.m.max(1) as f64;
-    let tiles = (nf / w).ceil().max(1.0);
+    // A last tile narrower than `w` runs at its own width on B in place where `cpu::spmm` can
+    // (unpacked B, whole vectors of an instantiated width): its share of a tile. Otherwise it
+    // runs as a whole tile, on a padded copy of its columns made on every call.
+    let rest = nf - (nf / w).floor() * w;
+    let rest_in_place =
+        pack < 0.5 && rest > 0.0 && crate::cpu::rest_in_place(isa, r as usize, rest as usize);
+    let tiles = if rest_in_place {
+        (nf / w).floor() + rest / w
+    } else {
+        (nf / w).ceil()
+    }
+    .max(1.0);
+    let rest_copy = if pack < 0.5 && rest > 0.0 && !rest_in_place {
+        k * w * 8.0 / PACK_BYTES_PER_CYCLE
+    } else {
+        0.0
+    };
     let row_bytes = w * 4.0;
     let kc = if kc <= 0.0 || kc >= k {
         k.max(1.0)
@@ -245,7 +261,7 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     let pack_cycles = if pack > 0.5 {
         k * nf * 8.0 / PACK_BYTES_PER_CYCLE
     } else {
-        0.0
+        rest_copy
     };
     let work_units = match sig.kind {
         PatternKind::Vnm | PatternKind::Vector => rows / sig.v.max(1) as f64,

@@ -308,7 +308,7 @@ pub fn spmm_with(
     // with `tile_n = 96` (a last tile of 64) the copy doubled the product's time, and the cost
     // model had ranked that point first (Intel Xeon, AVX-512; kernels/BENCH.md, 2026-12-07).
     let rest = width % w;
-    let rest_kernel = if !pack && rest > 0 && rest.is_multiple_of(kernel_isa.lanes()) {
+    let rest_kernel = if !pack && rest_in_place(kernel_isa, r, rest) {
         dispatch::select(kernel_isa, r, rest / kernel_isa.lanes())
     } else {
         None
@@ -488,6 +488,15 @@ fn vnm_band(
     let v = v.max(1);
     let per_row = a_bytes.div_ceil(rows).max(1);
     (budget / per_row / v * v).max(v)
+}
+
+/// Whether a last tile of `columns` (fewer than the tile's) runs on B in place at its own
+/// width, with `rows` rows per step on `isa`: its columns are whole vectors and a kernel of
+/// that width is instantiated (see [`spmm_with`]; B unpacked).
+pub(crate) fn rest_in_place(isa: Isa, rows: usize, columns: usize) -> bool {
+    columns > 0
+        && columns.is_multiple_of(isa.lanes())
+        && dispatch::select(isa, rows, columns / isa.lanes()).is_some()
 }
 
 /// The kernel switches (environment variables that change which code runs, for measuring one
