@@ -195,44 +195,24 @@ impl MeasureLock {
         MeasureLock { path }
     }
 
-    /// The turnstile beside the lock: Linux grants a shared `flock` while an exclusive one
-    /// waits, so with several workers a timing waited until no work at all was left to start.
-    /// A timing takes the turnstile before the lock (and lets go once it has the lock); other
-    /// work passes through it before taking the lock shared, so none starts while a timing
-    /// waits (work that holds the lock already finishes first).
-    fn turnstile(&self) -> PathBuf {
-        self.path.with_extension("turn")
-    }
-
-    fn take(&self, path: &Path, exclusive: bool) -> Result<File, StoreError> {
-        let file = open(path)?;
-        let taken = if exclusive {
-            file.lock()
-        } else {
-            file.lock_shared()
-        };
-        taken.map_err(|source| StoreError::Io {
-            path: path.to_path_buf(),
+    /// Exclusive: held while timing.
+    pub fn exclusive(&self) -> Result<MeasureGuard, StoreError> {
+        let file = open(&self.path)?;
+        file.lock().map_err(|source| StoreError::Io {
+            path: self.path.clone(),
             source,
         })?;
-        Ok(file)
-    }
-
-    /// Exclusive: held while timing. One thread holds one hold at a time (a thread that held
-    /// the lock shared and asked for it again would wait behind a timing that waits for it).
-    pub fn exclusive(&self) -> Result<MeasureGuard, StoreError> {
-        let _turn = self.take(&self.turnstile(), true)?;
-        Ok(MeasureGuard {
-            _file: self.take(&self.path, true)?,
-        })
+        Ok(MeasureGuard { _file: file })
     }
 
     /// Shared: held by compute work that must not overlap a timing.
     pub fn shared(&self) -> Result<MeasureGuard, StoreError> {
-        let _turn = self.take(&self.turnstile(), false)?;
-        Ok(MeasureGuard {
-            _file: self.take(&self.path, false)?,
-        })
+        let file = open(&self.path)?;
+        file.lock_shared().map_err(|source| StoreError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(MeasureGuard { _file: file })
     }
 }
 
@@ -291,37 +271,5 @@ mod tests {
         assert!(said.load(SeqCst) && !run.is_finished());
         drop(held);
         run.join().unwrap().unwrap();
-    }
-
-    /// Regression: Linux grants a shared `flock` while an exclusive one waits, so with several
-    /// workers a timing waited until no work was left to start. Work that asks after a timing
-    /// now waits for it.
-    #[test]
-    fn work_that_asks_after_a_waiting_timing_waits_for_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let lock = MeasureLock::at(dir.path().join("measure.lock"));
-        let running = lock.shared().unwrap();
-        let order = std::sync::Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let timing = lock.exclusive().unwrap();
-                order.lock().unwrap().push("timing");
-                std::thread::sleep(Duration::from_millis(100));
-                drop(timing);
-            });
-            std::thread::sleep(Duration::from_millis(100));
-            s.spawn(|| {
-                let _work = lock.shared().unwrap();
-                order.lock().unwrap().push("later work");
-            });
-            std::thread::sleep(Duration::from_millis(200));
-            assert!(
-                order.lock().unwrap().is_empty(),
-                "{:?}",
-                order.lock().unwrap()
-            );
-            drop(running);
-        });
-        assert_eq!(*order.lock().unwrap(), ["timing", "later work"]);
     }
 }
