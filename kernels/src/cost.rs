@@ -104,20 +104,25 @@ pub fn predicted_cost(sig: &FormatSignature, n: usize, p: &ParamPoint) -> f64 {
     let (fma_tp, load_tp) = ports(isa);
     let (rows, k, nf) = (sig.rows as f64, sig.cols as f64, n as f64);
     let m = sig.m.max(1) as f64;
-    // A last tile narrower than `w` runs at its own width on B in place where `cpu::spmm` can
-    // (unpacked B, whole vectors of an instantiated width): its share of a tile. Otherwise it
-    // runs as a whole tile, on a padded copy of its columns made on every call.
-    let rest = nf - (nf / w).floor() * w;
+    // The tiles as `cpu::spmm` runs them: over the columns the tile kernels take, the point's
+    // tile narrowed to them where it is wider. A last tile narrower than that runs at its own
+    // width on B in place where it can (unpacked B, whole vectors of an instantiated width):
+    // its share of a tile. Otherwise it runs as a whole tile, on a padded copy of its columns
+    // made on every call.
+    let width = crate::cpu::tile_columns(isa, n);
+    let fitted = crate::cpu::fitted_tile(isa, r as usize, width, w as usize) as f64;
+    let width = width as f64;
+    let rest = width - (width / fitted).floor() * fitted;
     let rest_in_place =
         pack < 0.5 && rest > 0.0 && crate::cpu::rest_in_place(isa, r as usize, rest as usize);
     let tiles = if rest_in_place {
-        (nf / w).floor() + rest / w
+        (width / fitted).floor() + rest / fitted
     } else {
-        (nf / w).ceil()
+        (width / fitted).ceil()
     }
     .max(1.0);
     let rest_copy = if pack < 0.5 && rest > 0.0 && !rest_in_place {
-        k * w * 8.0 / PACK_BYTES_PER_CYCLE
+        k * fitted * 8.0 / PACK_BYTES_PER_CYCLE
     } else {
         0.0
     };

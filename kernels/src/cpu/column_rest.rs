@@ -19,12 +19,11 @@ pub(super) fn run(
     epilogue: &Epilogue,
     isa: Isa,
 ) -> Option<usize> {
-    let lanes = isa.lanes();
-    let rest = n % lanes;
-    if n < lanes || rest == 0 || 4 * rest > lanes || isa == Isa::Scalar {
+    let main = super::tile_columns(isa, n);
+    if main == n {
         return None;
     }
-    let (main, rows) = (n - rest, a.rows());
+    let (rest, rows) = (n - main, a.rows());
     let mut b_rest = Vec::with_capacity(a.cols() * rest);
     for row in b.chunks_exact(n) {
         b_rest.extend_from_slice(&row[main..]);

@@ -57,9 +57,10 @@ fn space_signature(a: &SparseMatrix) -> FormatSignature {
 }
 
 /// B laid out for the kernels: tile `t` covers columns `t·w .. t·w + w` of the first `width`
-/// (B's rows are `stride` floats apart). With packing, every tile is copied into a contiguous
-/// `cols × w` panel; without, full tiles are read in place and only a partial last tile is
-/// copied (zero-padded), so that every row of every tile has `w` floats.
+/// (B's rows are `stride` floats apart). The tiles from `packed_from` on are copied into
+/// contiguous `cols × w` panels (a partial last tile zero-padded, so that every row has `w`
+/// floats); the others are read in place: with packing, none; without, the full tiles, and a
+/// partial last tile too where a kernel of its own width runs it (`rest_in_place`).
 struct Panels<'a> {
     b: &'a [f32],
     stride: usize,
@@ -260,17 +261,7 @@ pub fn spmm_with(
     // A few columns past whole vectors go to those kernels too (see `column_rest`); the tile
     // kernels compute the first `width` columns.
     let width = column_rest::run(a, b, n, c, threads, &epilogue, kernel_isa).unwrap_or(n);
-    // A tile no wider than the columns left (the point's tile was chosen for all n): the
-    // fewest instantiated vectors that still cover them (5, 7, 9, 10 and 11 are not: 72
-    // columns at AVX-512 take 6 vectors, one partial tile).
-    let lanes = kernel_isa.lanes();
-    let (need, have) = (width.div_ceil(lanes), w / lanes);
-    if need < have {
-        let u = (need..have)
-            .find(|&u| dispatch::select(kernel_isa, r, u).is_some())
-            .unwrap_or(have);
-        w = u * lanes;
-    }
+    w = fitted_tile(kernel_isa, r, width, w);
     // Fewer columns than a vector's lanes (batch 1 and other GEMV-like products): the space
     // offers one tile of one vector, which would waste most lanes; the scalar kernels run
     // instead, with a tile of the next instantiated width ≥ n and the largest instantiated row
@@ -490,6 +481,33 @@ fn vnm_band(
     (budget / per_row / v * v).max(v)
 }
 
+/// The columns of `n` that the tile kernels take on `isa`: all of them, but a rest of at
+/// most a quarter vector past whole vectors, which `column_rest` computes (where a kernel for
+/// that many columns runs the format; the cost model assumes it does).
+pub(crate) fn tile_columns(isa: Isa, n: usize) -> usize {
+    let (lanes, rest) = (isa.lanes(), n % isa.lanes());
+    if n < lanes || rest == 0 || 4 * rest > lanes || isa == Isa::Scalar {
+        n
+    } else {
+        n - rest
+    }
+}
+
+/// The tile width that runs `width` columns with the point's `w`: no wider than the columns
+/// (the point's tile was chosen for all n), the fewest instantiated vectors that still cover
+/// them (5, 7, 9, 10 and 11 are not: 72 columns at AVX-512 take 6 vectors, one partial tile).
+pub(crate) fn fitted_tile(isa: Isa, rows: usize, width: usize, w: usize) -> usize {
+    let lanes = isa.lanes();
+    let (need, have) = (width.div_ceil(lanes), w / lanes);
+    if need >= have {
+        return w;
+    }
+    let u = (need..have)
+        .find(|&u| dispatch::select(isa, rows, u).is_some())
+        .unwrap_or(have);
+    u * lanes
+}
+
 /// Whether a last tile of `columns` (fewer than the tile's) runs on B in place at its own
 /// width, with `rows` rows per step on `isa`: its columns are whole vectors and a kernel of
 /// that width is instantiated (see [`spmm_with`]; B unpacked).
@@ -505,7 +523,8 @@ pub(crate) fn rest_in_place(isa: Isa, rows: usize, columns: usize) -> bool {
 /// keys nothing apart from the default kernels.
 pub(crate) fn switches_in_effect() -> Vec<String> {
     let mut out = Vec::new();
-    if !kernels::direct_enabled() {
+    // The direct reads are the row pairs' own: with the pairs off they change nothing.
+    if !kernels::direct_enabled() && kernels::pairs_enabled() {
         out.push("COTUNE_VNM_DIRECT=0".to_string());
     }
     if !kernels::pairs_enabled() {

@@ -8,8 +8,8 @@
 //! per V-block, over a panel of the block's gathered columns (see `vnm`). Each format's kernel
 //! has its own file: editing one re-tunes only that format's tunings (`crate::family`). B is read through a
 //! [`BTile`] whose every
-//! row has `U · LANES` readable floats (the caller pads a partial last tile), so there is no tail
-//! loop over N.
+//! row has `U · LANES` readable floats (the caller pads a partial last tile, or runs it with a
+//! kernel of its own width where that reads B in place), so there is no tail loop over N.
 
 mod csr;
 mod gemm_panels;

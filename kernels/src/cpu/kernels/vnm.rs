@@ -15,7 +15,8 @@ use crate::VnmMatrix;
 ///
 /// With `R = 2` and an even V, the rows go in pairs through [`RowPairs`] instead
 /// (`vnm_pair`): a column the two rows share in a group is loaded once for both. Where B's tile
-/// is packed (`pack_b = 1`, or a partial last tile), or always at V = 2 (N:M 2:M in pairs:
+/// is packed (`pack_b = 1`, or a partial last tile copied because no kernel of its own width
+/// runs it in place), or always at V = 2 (N:M 2:M in pairs:
 /// [`gathers_nothing`]), K is a multiple of M ≤ 16 and the layout's direct entries exist, the
 /// pairs read the kept rows from the tile itself and nothing is gathered: the copy cost
 /// 15–20 % of a V = 16 product (4/V of the row work, and stores).
