@@ -192,4 +192,36 @@ fn the_fingerprint_names_only_switches_that_change_the_kernels() {
         off.contains(" / COTUNE_VNM_PAIRS=0 / COTUNE_PANEL_COLUMNS=1 / "),
         "{off}"
     );
+    // The direct reads are the row pairs': named with the pairs on, not with them off.
+    let direct = cpu_line(&[("COTUNE_VNM_DIRECT", "0")]);
+    assert!(direct.contains(" / COTUNE_VNM_DIRECT=0 / "), "{direct}");
+    let both = cpu_line(&[("COTUNE_VNM_DIRECT", "0"), ("COTUNE_VNM_PAIRS", "0")]);
+    assert!(
+        both.contains(" / COTUNE_VNM_PAIRS=0 / ") && !both.contains("DIRECT"),
+        "{both}"
+    );
+}
+
+// Regression: piped into `head`, spmm-bench panicked ("failed printing to stdout: Broken
+// pipe"); it now stops as other Unix tools do.
+#[test]
+fn a_closed_pipe_stops_it_without_a_panic() {
+    let mut child = Command::new(BIN)
+        .args([
+            "--shapes",
+            "16x16x16",
+            "--only",
+            "N:M 2:8",
+            "--threads",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spmm-bench runs");
+    // The reader goes away before the first line is written.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
 }

@@ -510,6 +510,14 @@ fn run(o: &Opts, mut dump: Option<std::fs::File>) -> Result<(), KernelError> {
 }
 
 fn main() {
+    // Piped into `head`, stop quietly as other Unix tools do (Rust ignores SIGPIPE, so the
+    // next print panicked with "Broken pipe").
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of one signal before any thread starts; no
+    // handler of ours is involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let opts = match parse() {
         Ok(o) => o,
         Err(e) => {
