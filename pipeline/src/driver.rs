@@ -319,6 +319,10 @@ fn follow(
                 };
             }
             written = frontier;
+            // Plan the next round now, from the same store that process 0 is about to plan it
+            // from, rather than when its work arrives: a run sharing the store could change
+            // what it holds meanwhile (a no-op without a unified search to replay).
+            engine.catch_up(f);
         }
         if probe.done() || abort.raised() {
             break;

@@ -1,8 +1,10 @@
 //! [`Store::id`]: a name drawn once per store, so that the processes of a cluster can tell one
 //! shared store from a store of their own at the same path on each host.
 
-use std::fs;
-use std::io::Read;
+use std::fs::{self, OpenOptions};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::clock::nanos;
 use super::entry::{sync_dir, write_synced};
@@ -19,38 +21,62 @@ impl Store {
     ///
     /// Two processes asking at once for a new store's id get the same one: the id is written
     /// under a name of its own and hard-linked into place, and whoever links second reads the
-    /// first's.
+    /// first's. On a file system without hard links the file is created in place instead
+    /// (only one creation succeeds), and a reader that finds it still empty waits for its
+    /// writer a moment. An id file left empty for longer is an error that names it: drawing a
+    /// new one could give two processes two ids.
     pub fn id(&self) -> Result<String, StoreError> {
         let path = self.root.join(STORE_ID_FILE);
-        match fs::read_to_string(&path) {
-            Ok(text) if !text.trim().is_empty() => return Ok(text.trim().to_owned()),
-            // An empty file (a write cut short before the first sync) is drawn again.
-            Ok(_) => match fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(StoreError::Io { path, source: e })
-                }
-                _ => {}
-            },
+        match fs::metadata(&path) {
+            Ok(_) => return read_id(&path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(StoreError::Io { path, source: e }),
         }
-        // Beside the id, not in `tmp/`, which another process's sweep may empty meanwhile.
+        let id = format!("{}\n", draw());
+        // Beside the id, not in `tmp/`, which another process's sweep may empty meanwhile;
+        // named by process, time and a counter (threads of one process ask at once in tests).
+        static DRAWS: AtomicU64 = AtomicU64::new(0);
         let tmp = self.root.join(format!(
-            ".{STORE_ID_FILE}.{}.{}",
+            ".{STORE_ID_FILE}.{}.{}.{}",
             std::process::id(),
-            nanos()
+            nanos(),
+            DRAWS.fetch_add(1, Ordering::Relaxed)
         ));
-        write_synced(&tmp, format!("{}\n", draw()).as_bytes())?;
+        write_synced(&tmp, id.as_bytes())?;
         let linked = fs::hard_link(&tmp, &path);
         let _ = fs::remove_file(&tmp);
         match linked {
             Ok(()) => sync_dir(&self.root)?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(StoreError::Io { path, source: e }),
+            // No hard links here: create it in place, once.
+            Err(_) => match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut f) => {
+                    io(&path, f.write_all(id.as_bytes()))?;
+                    io(&path, f.sync_all())?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(StoreError::Io { path, source: e }),
+            },
         }
-        let text = io(&path, fs::read_to_string(&path))?;
-        Ok(text.trim().to_owned())
+        read_id(&path)
     }
+}
+
+/// The id in `path`, waiting up to a second for a writer that created it in place.
+fn read_id(path: &Path) -> Result<String, StoreError> {
+    for _ in 0..50 {
+        let text = io(path, fs::read_to_string(path))?;
+        if !text.trim().is_empty() {
+            return Ok(text.trim().to_owned());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Err(StoreError::Io {
+        path: path.to_owned(),
+        source: std::io::Error::other(
+            "the store's id file is empty; remove it (every process of a cluster must then start again, to read the new one)",
+        ),
+    })
 }
 
 /// 128 random bits in hex: from the kernel's generator, or where it cannot be read, a digest
@@ -106,12 +132,11 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_id_file_is_drawn_again() {
+    fn an_empty_id_file_is_an_error_that_names_it() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         fs::write(dir.path().join(STORE_ID_FILE), "").unwrap();
-        let id = store.id().unwrap();
-        assert_eq!(id.len(), 32);
-        assert_eq!(store.id().unwrap(), id);
+        let e = store.id().unwrap_err().to_string();
+        assert!(e.contains(STORE_ID_FILE) && e.contains("empty"), "{e}");
     }
 }
