@@ -154,20 +154,23 @@ fn printed_ratios_are_the_dumps_and_rescore_scores_whole_spaces_only() {
     assert!(o.stdout.is_empty(), "nothing measured");
 }
 
+/// A run that measures one small shape on one thread.
+const TINY: [&str; 6] = [
+    "--shapes",
+    "16x16x16",
+    "--only",
+    "N:M 2:8",
+    "--threads",
+    "1",
+];
+
 // Regression: a kernel switch set to its default (`COTUNE_VNM_PAIRS=1`) entered the device
 // fingerprint, so tunings made with it were keyed apart from the default kernels' tunings.
 #[test]
 fn the_fingerprint_names_only_switches_that_change_the_kernels() {
     let cpu_line = |env: &[(&str, &str)]| {
         let o = Command::new(BIN)
-            .args([
-                "--shapes",
-                "16x16x16",
-                "--only",
-                "N:M 2:8",
-                "--threads",
-                "1",
-            ])
+            .args(TINY)
             .args(["--reps", "1"])
             .envs(env.iter().copied())
             .output()
@@ -207,14 +210,7 @@ fn the_fingerprint_names_only_switches_that_change_the_kernels() {
 #[test]
 fn a_closed_pipe_stops_it_without_a_panic() {
     let mut child = Command::new(BIN)
-        .args([
-            "--shapes",
-            "16x16x16",
-            "--only",
-            "N:M 2:8",
-            "--threads",
-            "1",
-        ])
+        .args(TINY)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

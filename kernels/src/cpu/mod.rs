@@ -409,11 +409,11 @@ pub fn spmm_with(
                     // against the space (rows divides V for V:N:M and vector-wise, whose ranges
                     // and bands are aligned to V); every tile of `panels` has `w` readable floats
                     // per row for `cols` rows, but a last tile read in place, which has its
-                    // `rest` and runs `rest_kernel`, of that width; `cband` holds the rows of `band_rows`, n floats
-                    // each, and the tile's `width` columns from t·w, which only this call
-                    // writes (the callers hand each thread its own rows or tiles); chunks are
-                    // aligned to M and visited in order from the first, with cursors reset at
-                    // the start of each tile.
+                    // `rest` and runs `rest_kernel`, of that width; `cband` holds the rows of
+                    // `band_rows`, n floats each, and the tile's `width` columns from t·w, which
+                    // only this call writes (the callers hand each thread its own rows or
+                    // tiles); chunks are aligned to M and visited in order from the first, with
+                    // cursors reset at the start of each tile.
                     unsafe { kernel(a, band_rows.clone(), &mut step, panels.tile(t), ct) };
                 }
             }
