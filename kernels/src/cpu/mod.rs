@@ -14,9 +14,12 @@ mod line_aligned;
 pub(crate) mod panel_layout;
 mod pool;
 mod simd;
+mod tiles;
 mod transpose;
 
 pub(crate) use pool::run_parts;
+pub(crate) use tiles::{fitted_tile, rest_in_place, tile_columns};
+use tiles::{rest_kernel, Panels};
 
 pub use activation::{exp_f32, gelu_f32, Activation};
 pub use epilogue::Epilogue;
@@ -29,7 +32,7 @@ use crate::reference::check_shapes;
 use crate::{
     cpu_space, dense_gemm_with, isa, FormatSignature, Isa, KernelError, ParamPoint, SparseMatrix,
 };
-use kernels::{BTile, CTile, Step};
+use kernels::{CTile, Step};
 
 /// The signature fields the CPU space depends on, without the O(nnz) density count.
 fn space_signature(a: &SparseMatrix) -> FormatSignature {
@@ -53,90 +56,6 @@ fn space_signature(a: &SparseMatrix) -> FormatSignature {
         rows: a.rows(),
         cols: a.cols(),
         density_ppm: 0,
-    }
-}
-
-/// B laid out for the kernels: tile `t` covers columns `t·w .. t·w + w` of the first `width`
-/// (B's rows are `stride` floats apart). The tiles from `packed_from` on are copied into
-/// contiguous `cols × w` panels (a partial last tile zero-padded, so that every row has `w`
-/// floats); the others are read in place: with packing, none; without, the full tiles, and a
-/// partial last tile too where a kernel of its own width runs it (`rest_in_place`).
-struct Panels<'a> {
-    b: &'a [f32],
-    stride: usize,
-    cols: usize,
-    w: usize,
-    packed: Vec<f32>,
-    /// Offset of the first panel in `packed`.
-    align: usize,
-    /// The first tile in `packed` (tiles before it are read in place).
-    first: usize,
-}
-
-impl<'a> Panels<'a> {
-    /// The tiles `tiles` of B, those from `packed_from` on packed (the others are read in
-    /// place; [`Self::tile`] takes the same indices).
-    fn new(
-        b: &'a [f32],
-        cols: usize,
-        (stride, width): (usize, usize),
-        w: usize,
-        packed_from: usize,
-        tiles: Range<usize>,
-        pack: dispatch::PackFn,
-    ) -> Self {
-        let (lo, tiles) = (tiles.start, tiles.end);
-        let first = packed_from.max(lo);
-        // 16 spare floats so that the panels can start on a 64-byte line (vector loads that
-        // straddle cache lines cost two accesses).
-        let len = tiles.saturating_sub(first) * cols * w;
-        let mut packed = vec![0.0f32; len + 16];
-        let align = packed.as_ptr().align_offset(64).min(16);
-        for t in first..tiles {
-            let (c0, real) = (t * w, w.min(width - t * w));
-            let at = align + (t - first) * cols * w;
-            let panel = &mut packed[at..at + cols * w];
-            if cols > 0 {
-                // The last row's `real` floats exist on both sides (the rows before it lie
-                // below them).
-                assert!(
-                    (cols - 1) * stride + c0 + real <= b.len()
-                        && (cols - 1) * w + real <= panel.len()
-                );
-                // SAFETY: `pack` was selected for this process's ISA (or is scalar); rows
-                // 0..cols of the tile hold `real` floats on each side (asserted just above),
-                // and `packed` is a fresh buffer.
-                unsafe { pack(b[c0..].as_ptr(), stride, panel.as_mut_ptr(), w, cols, real) };
-            }
-        }
-        Panels {
-            b,
-            stride,
-            cols,
-            w,
-            packed,
-            align,
-            first,
-        }
-    }
-
-    fn tile(&self, t: usize) -> BTile {
-        let first_packed = self.first;
-        if t >= first_packed {
-            BTile {
-                // `wrapping_add` keeps this safe; the offset is inside `packed` whenever it is read.
-                ptr: self
-                    .packed
-                    .as_ptr()
-                    .wrapping_add(self.align + (t - first_packed) * self.cols * self.w),
-                stride: self.w,
-            }
-        } else {
-            BTile {
-                ptr: self.b.as_ptr().wrapping_add(t * self.w),
-                stride: self.stride,
-            }
-        }
     }
 }
 
@@ -299,10 +218,10 @@ pub fn spmm_with(
     // with `tile_n = 96` (a last tile of 64) the copy doubled the product's time, and the cost
     // model had ranked that point first (Intel Xeon, AVX-512; kernels/BENCH.md, 2026-12-07).
     let rest = width % w;
-    let rest_kernel = if !pack && rest_in_place(kernel_isa, r, rest) {
-        dispatch::select(kernel_isa, r, rest / kernel_isa.lanes())
-    } else {
+    let rest_kernel = if pack {
         None
+    } else {
+        rest_kernel(kernel_isa, r, rest)
     };
     let packed_from = match (pack, rest_kernel) {
         (true, _) => 0,
@@ -479,42 +398,6 @@ fn vnm_band(
     let v = v.max(1);
     let per_row = a_bytes.div_ceil(rows).max(1);
     (budget / per_row / v * v).max(v)
-}
-
-/// The columns of `n` that the tile kernels take on `isa`: all of them, but a rest of at
-/// most a quarter vector past whole vectors, which `column_rest` computes (where a kernel for
-/// that many columns runs the format; the cost model assumes it does).
-pub(crate) fn tile_columns(isa: Isa, n: usize) -> usize {
-    let (lanes, rest) = (isa.lanes(), n % isa.lanes());
-    if n < lanes || rest == 0 || 4 * rest > lanes || isa == Isa::Scalar {
-        n
-    } else {
-        n - rest
-    }
-}
-
-/// The tile width that runs `width` columns with the point's `w`: no wider than the columns
-/// (the point's tile was chosen for all n), the fewest instantiated vectors that still cover
-/// them (5, 7, 9, 10 and 11 are not: 72 columns at AVX-512 take 6 vectors, one partial tile).
-pub(crate) fn fitted_tile(isa: Isa, rows: usize, width: usize, w: usize) -> usize {
-    let lanes = isa.lanes();
-    let (need, have) = (width.div_ceil(lanes), w / lanes);
-    if need >= have {
-        return w;
-    }
-    let u = (need..have)
-        .find(|&u| dispatch::select(isa, rows, u).is_some())
-        .unwrap_or(have);
-    u * lanes
-}
-
-/// Whether a last tile of `columns` (fewer than the tile's) runs on B in place at its own
-/// width, with `rows` rows per step on `isa`: its columns are whole vectors and a kernel of
-/// that width is instantiated (see [`spmm_with`]; B unpacked).
-pub(crate) fn rest_in_place(isa: Isa, rows: usize, columns: usize) -> bool {
-    columns > 0
-        && columns.is_multiple_of(isa.lanes())
-        && dispatch::select(isa, rows, columns / isa.lanes()).is_some()
 }
 
 /// The kernel switches (environment variables that change which code runs, for measuring one

@@ -29,6 +29,7 @@ const CPU: &[&str] = &[
     "src/cpu/panel_layout.rs",
     "src/cpu/pool.rs",
     "src/cpu/simd.rs",
+    "src/cpu/tiles.rs",
     "src/cpu/transpose.rs",
     "src/isa.rs",
     "src/space.rs",
