@@ -1,8 +1,8 @@
 //! Kernel families: the kernel code a tuning measures, and its version.
 //!
 //! A tuning's key covers the digests of the families it measured (the format's kernel and the
-//! dense baseline), computed at build time from those families' source files with comments and
-//! formatting removed ([`normalize`]). Editing one kernel therefore re-tunes only the tunings
+//! dense baseline), computed from the texts of those families' source files compiled into the
+//! crate, with comments and formatting removed ([`normalize`]). Editing one kernel therefore re-tunes only the tunings
 //! that measured it, and editing a comment re-tunes nothing. Which files belong to which family
 //! is one table, [`sources::FAMILY_SOURCES`]; a test fails when a source file is in no family
 //! and not listed as unmeasured.
@@ -12,8 +12,7 @@ pub mod sources;
 
 use keytag::Tagged;
 use std::collections::BTreeMap;
-
-include!(concat!(env!("OUT_DIR"), "/family_digests.rs"));
+use std::sync::OnceLock;
 
 keytag::tagged_enum! {
     /// A family of kernels that tunings measure.
@@ -38,21 +37,32 @@ keytag::tagged_enum! {
 }
 
 impl KernelFamily {
-    /// The digest of the family's sources this crate was built from (16 hex digits).
+    /// The digest of the family's sources this crate was built from (16 hex digits), computed
+    /// once per process from their compiled-in texts.
     pub fn digest(self) -> &'static str {
-        FAMILY_DIGESTS
-            .iter()
-            .find(|(tag, _)| *tag == self.tag())
-            .map_or("unknown", |(_, d)| d)
+        static BUILT: OnceLock<BTreeMap<KernelFamily, String>> = OnceLock::new();
+        BUILT
+            .get_or_init(|| {
+                KernelFamily::ALL
+                    .iter()
+                    .map(|&f| (f, normalize::family_digest(f.texts())))
+                    .collect()
+            })
+            .get(&self)
+            .map_or("unknown", String::as_str)
     }
 
     /// The family's source files, relative to the crate.
     pub fn sources(self) -> Vec<&'static str> {
+        self.texts().map(|(path, _)| path).collect()
+    }
+
+    /// The family's source files with their texts as this crate was compiled.
+    fn texts(self) -> impl Iterator<Item = (&'static str, &'static str)> {
         sources::FAMILY_SOURCES
             .iter()
-            .find(|(tag, _)| *tag == self.tag())
-            .map(|(_, groups)| groups.iter().flat_map(|g| g.iter().copied()).collect())
-            .unwrap_or_default()
+            .filter(move |(tag, _)| *tag == self.tag())
+            .flat_map(|(_, groups)| groups.iter().flat_map(|g| g.iter().copied()))
     }
 }
 
@@ -74,7 +84,7 @@ pub fn family_version_with(
 }
 
 /// Every family's digest computed from source texts (`read` gives a file's text by its path
-/// relative to the crate), as `build.rs` computes them.
+/// relative to the crate), as [`KernelFamily::digest`] computes them from the compiled-in texts.
 pub fn digests_from<E>(
     mut read: impl FnMut(&str) -> Result<String, E>,
 ) -> Result<BTreeMap<KernelFamily, String>, E> {

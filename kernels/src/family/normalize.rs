@@ -1,7 +1,5 @@
 //! Source text with comments and formatting removed, and its digest: what a kernel family's
 //! version is computed from, so that editing a comment or reformatting changes no key.
-//!
-//! Used by `build.rs` too (through `#[path]`), so it depends on nothing.
 
 /// `text` without `//` and `/* */` comments, with whitespace runs dropped (kept as one space
 /// only between two word characters) and trailing commas before a closing bracket dropped.

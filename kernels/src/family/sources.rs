@@ -1,12 +1,23 @@
 //! Which source files make up each kernel family (paths relative to the `kernels` crate).
 //!
-//! Plain data, read by `build.rs` (which embeds each family's digest) and by the family tests.
+//! Each listed file's text is compiled into the crate (`include_str!`), so a family's digest is
+//! always that of the code built beside it: no build script can be skipped and leave it stale.
 //! A file shared by several families is listed in each; a file that no tuning's results depend
 //! on is in [`NOT_MEASURED`]. A test fails when a source file of the crate is in neither.
 
+/// A source file: its path relative to the crate, and its text as this crate was compiled.
+pub type Source = (&'static str, &'static str);
+
+/// [`Source`]s from paths relative to the crate.
+macro_rules! sources {
+    ($($path:literal),* $(,)?) => {
+        &[$(($path, include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $path)))),*]
+    };
+}
+
 /// Code every family runs: matrix types, patterns, masks and the synthetic weights tunings
 /// are measured on.
-const COMMON: &[&str] = &[
+const COMMON: &[Source] = sources![
     "src/format/mod.rs",
     "src/mask/mod.rs",
     "src/mask/select.rs",
@@ -16,7 +27,7 @@ const COMMON: &[&str] = &[
 ];
 
 /// The CPU kernels' driver, SIMD layer, parameter spaces and cost model (with its calibration).
-const CPU: &[&str] = &[
+const CPU: &[Source] = sources![
     "src/calibrate.rs",
     "src/cpu/batch_one.rs",
     "src/cpu/column_rest.rs",
@@ -36,7 +47,7 @@ const CPU: &[&str] = &[
 ];
 
 /// The CUDA device, compilation, launch geometry, spaces and cost model.
-const CUDA: &[&str] = &[
+const CUDA: &[Source] = sources![
     "src/cuda/config.rs",
     "src/cuda/cost.rs",
     "src/cuda/device.rs",
@@ -52,17 +63,17 @@ const CUDA: &[&str] = &[
 ];
 
 /// Each family's tag and its files (groups concatenated in order).
-pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
+pub const FAMILY_SOURCES: &[(&str, &[&[Source]])] = &[
     (
         "cpu-dense",
-        &[COMMON, CPU, &["src/dense.rs", "src/format/dense.rs"]],
+        &[COMMON, CPU, sources!["src/dense.rs", "src/format/dense.rs"]],
     ),
     (
         "cpu-csr",
         &[
             COMMON,
             CPU,
-            &[
+            sources![
                 "src/cpu/kernels/csr.rs",
                 "src/cpu/kernels/gemm_panels.rs",
                 "src/cpu/kernels/gemv.rs",
@@ -77,7 +88,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
         &[
             COMMON,
             CPU,
-            &[
+            sources![
                 "src/cpu/kernels/gemm_panels.rs",
                 "src/cpu/kernels/gemv.rs",
                 "src/cpu/kernels/gemv_panels.rs",
@@ -96,7 +107,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
         &[
             COMMON,
             CPU,
-            &[
+            sources![
                 "src/cpu/kernels/gemm_panels.rs",
                 "src/cpu/kernels/gemv.rs",
                 "src/cpu/kernels/gemv_panels.rs",
@@ -112,7 +123,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
         &[
             COMMON,
             CPU,
-            &[
+            sources![
                 "src/cpu/kernels/gemv_vector.rs",
                 "src/cpu/kernels/vector.rs",
                 "src/format/vector.rs",
@@ -124,7 +135,7 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
         &[
             COMMON,
             CUDA,
-            &[
+            sources![
                 "cuda/spmm_vnm_f16.cu",
                 "cuda/spmm_vnm_wgmma_f16.cu",
                 "cuda/ptxas_resources.csv",
@@ -142,9 +153,13 @@ pub const FAMILY_SOURCES: &[(&str, &[&[&str]])] = &[
     ),
     (
         "cuda-csr",
-        &[COMMON, CUDA, &["cuda/spmm_csr_f32.cu", "src/format/csr.rs"]],
+        &[
+            COMMON,
+            CUDA,
+            sources!["cuda/spmm_csr_f32.cu", "src/format/csr.rs"],
+        ],
     ),
-    ("cuda-dense", &[COMMON, CUDA, &["src/cuda/blas.rs"]]),
+    ("cuda-dense", &[COMMON, CUDA, sources!["src/cuda/blas.rs"]]),
 ];
 
 /// Source files that no tuning's results depend on: re-exports, messages, the scalar reference

@@ -31,7 +31,11 @@ fn every_family_has_sources_and_a_built_digest() {
     // The digests built into this binary are those of the sources on disk now.
     let now = digests_from(read).unwrap();
     for (f, d) in &now {
-        assert_eq!(d, f.digest(), "{f}: stale build digest");
+        assert_eq!(
+            d,
+            f.digest(),
+            "{f}: the compiled-in sources differ from those on disk"
+        );
     }
 }
 
