@@ -235,15 +235,20 @@ fn chain<T: Real>(
         _ => None,
     };
     let mut cur = match image {
-        Some((_, h, wd)) => regroup(x, samples, h * wd, false),
-        None => x.to_vec(),
+        Some((_, h, wd)) => regroup(x, samples, h * wd, false, gemm.take(x.len())),
+        None => {
+            let mut cur = gemm.take(x.len());
+            cur.copy_from_slice(x);
+            cur
+        }
     };
     let last = w.layers.len().saturating_sub(1);
     for (i, l) in w.layers.iter().enumerate() {
         match l.kind {
             LayerKind::Linear => {
                 if let Some((_, h, wd)) = image.take() {
-                    cur = regroup(&cur, samples, h * wd, true);
+                    let flat = regroup(&cur, samples, h * wd, true, gemm.take(cur.len()));
+                    gemm.recycle(std::mem::replace(&mut cur, flat));
                 }
                 let out = gemm.gemm(i, &cur, samples, relu_unless(i == last))?;
                 gemm.recycle(std::mem::replace(&mut cur, out));
@@ -257,12 +262,15 @@ fn chain<T: Real>(
                 };
                 let k = l.shape[2];
                 let (oh, ow) = (h + 2 * padding + 1 - k, wd + 2 * padding + 1 - k);
-                let patches = im2col(&cur, c, h, wd, samples, k, padding);
+                let patches = gemm.take(c * k * k * samples * oh * ow);
+                let patches = im2col(&cur, (c, h, wd), samples, (k, padding), patches);
                 let out = gemm.gemm(i, &patches, samples * oh * ow, relu_unless(i == last))?;
+                gemm.recycle(patches);
                 gemm.recycle(std::mem::replace(&mut cur, out));
                 image = Some((l.rows(), oh, ow));
                 if pool {
-                    let pooled = max_pool2(&cur, l.rows(), oh, ow, samples);
+                    let pooled = gemm.take(l.rows() * samples * (oh / 2) * (ow / 2));
+                    let pooled = max_pool2(&cur, (l.rows(), oh, ow), samples, pooled);
                     gemm.recycle(std::mem::replace(&mut cur, pooled));
                     image = Some((l.rows(), oh / 2, ow / 2));
                 }
@@ -273,11 +281,11 @@ fn chain<T: Real>(
 }
 
 /// Between `(c·hw) × s` (flat features in (channel, position) order, a column per sample) and
-/// `c × (s·hw)` (a column per sample and position): `flatten` goes to the former.
+/// `c × (s·hw)` (a column per sample and position): `flatten` goes to the former. Into `out`
+/// (as long as `x`; every value overwritten).
 #[inline(always)]
-fn regroup<T: Real>(x: &[T], samples: usize, hw: usize, flatten: bool) -> Vec<T> {
+fn regroup<T: Real>(x: &[T], samples: usize, hw: usize, flatten: bool, mut out: Vec<T>) -> Vec<T> {
     let c = x.len() / (samples * hw).max(1);
-    let mut out = vec![T::default(); x.len()];
     for ch in 0..c {
         for s in 0..samples {
             for p in 0..hw {
@@ -294,20 +302,21 @@ fn regroup<T: Real>(x: &[T], samples: usize, hw: usize, flatten: bool) -> Vec<T>
 }
 
 /// The im2col matrix `(c·k·k) × (s·oh·ow)` of `x` (`c × (s·h·w)`), stride 1, zero `padding`;
-/// rows in the weight's (channel, ky, kx) order.
+/// rows in the weight's (channel, ky, kx) order. Into `out` (of that size, any contents).
 #[inline(always)]
 fn im2col<T: Real>(
     x: &[T],
-    c: usize,
-    h: usize,
-    w: usize,
+    (c, h, w): (usize, usize, usize),
     samples: usize,
-    k: usize,
-    padding: usize,
+    (k, padding): (usize, usize),
+    mut out: Vec<T>,
 ) -> Vec<T> {
     let (oh, ow) = (h + 2 * padding + 1 - k, w + 2 * padding + 1 - k);
     let n = samples * oh * ow;
-    let mut out = vec![T::default(); c * k * k * n];
+    if padding > 0 {
+        // The positions over the padding are skipped below.
+        out.fill(T::default());
+    }
     for ch in 0..c {
         for ky in 0..k {
             for kx in 0..k {
@@ -333,11 +342,17 @@ fn im2col<T: Real>(
     out
 }
 
-/// 2×2 max-pooling, stride 2 (odd edges dropped, as candle does), of `c × (s·h·w)`.
+/// 2×2 max-pooling, stride 2 (odd edges dropped, as candle does), of `c × (s·h·w)`, into
+/// `out` (of that size, every value overwritten).
 #[inline(always)]
-fn max_pool2<T: Real>(x: &[T], c: usize, h: usize, w: usize, samples: usize) -> Vec<T> {
+fn max_pool2<T: Real>(
+    x: &[T],
+    (c, h, w): (usize, usize, usize),
+    samples: usize,
+    mut out: Vec<T>,
+) -> Vec<T> {
     let (ph, pw) = (h / 2, w / 2);
-    let mut out = Vec::with_capacity(c * samples * ph * pw);
+    let mut at = 0;
     for ch in 0..c {
         for s in 0..samples {
             let src = &x[ch * samples * h * w + s * h * w..][..h * w];
@@ -353,7 +368,8 @@ fn max_pool2<T: Real>(x: &[T], c: usize, h: usize, w: usize, samples: usize) -> 
                             m = v;
                         }
                     }
-                    out.push(m);
+                    out[at] = m;
+                    at += 1;
                 }
             }
         }

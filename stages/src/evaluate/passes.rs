@@ -109,7 +109,8 @@ pub(super) fn paired_passes(
             let mut buffers = Buffers::default();
             passes.push(Box::new(move || {
                 let mut t = 0.0;
-                run_cpu(model, (sparse, pts), x, b, &mut buffers, &mut t)?;
+                let out = run_cpu(model, (sparse, pts), x, b, &mut buffers, &mut t)?;
+                buffers.give(out);
                 g.push(t);
                 Ok(())
             }));
@@ -117,7 +118,9 @@ pub(super) fn paired_passes(
         for (_, pts) in &ways {
             let mut buffers = Buffers::default();
             passes.push(Box::new(move || {
-                run_cpu(model, (dense, pts), x, b, &mut buffers, &mut 0.0).map(drop)
+                let out = run_cpu(model, (dense, pts), x, b, &mut buffers, &mut 0.0)?;
+                buffers.give(out);
+                Ok(())
             }));
         }
         let mut refs: Vec<&mut dyn FnMut() -> Result<(), StageError>> =
@@ -174,26 +177,34 @@ pub(super) struct Buffers {
 
 impl Buffers {
     /// Buffers kept at most; more are dropped.
-    const KEEP: usize = 16;
+    const KEEP: usize = 32;
 
     /// A buffer of `len` floats with unspecified contents, which the kernels overwrite: the
-    /// last kept one of exactly `len` floats (a pass asks in the same order every round, so a
-    /// layer mostly gets a buffer it wrote in an earlier round), else the largest kept, resized.
+    /// last kept one of exactly `len` floats, else a fresh one. A pass asks for the same
+    /// lengths in the same order every round and gives every buffer back (its output too,
+    /// [`Self::give`]), so from the second round on every product writes into a buffer a
+    /// product wrote in the round before. Resizing another kept buffer instead (as this did
+    /// until 2026-12-07) zeroed its new part on the calling thread every round: in the MLP's
+    /// pass the output of its last layer (10 rows) took the first layer's buffer, which came
+    /// back 10 rows long, and the 256×256 layer's output was then grown from it, 240 KiB
+    /// zeroed per pass.
     fn take(&mut self, len: usize) -> Vec<f32> {
-        let at = self
-            .free
-            .iter()
-            .rposition(|v| v.len() == len)
-            .or_else(|| (0..self.free.len()).max_by_key(|&i| self.free[i].capacity()));
-        let mut v = at.map(|i| self.free.swap_remove(i)).unwrap_or_default();
-        v.resize(len, 0.0);
-        v
+        match self.free.iter().rposition(|v| v.len() == len) {
+            Some(at) => self.free.swap_remove(at),
+            None => vec![0.0; len],
+        }
     }
 
-    fn give(&mut self, v: Vec<f32>) {
-        if self.free.len() < Self::KEEP && v.capacity() > 0 {
-            self.free.push(v);
+    /// Keeps `v` for a later [`Self::take`] of its length (the oldest kept is dropped when
+    /// [`Self::KEEP`] are).
+    pub(super) fn give(&mut self, v: Vec<f32>) {
+        if v.is_empty() {
+            return;
         }
+        if self.free.len() == Self::KEEP {
+            self.free.remove(0);
+        }
+        self.free.push(v);
     }
 }
 
@@ -381,8 +392,28 @@ mod tests {
             };
             let fresh = pass(&mut Buffers::default());
             let mut kept = Buffers::default();
-            pass(&mut kept);
+            let out = pass(&mut kept);
+            kept.give(out);
             assert!(!kept.free.is_empty(), "{spec:?}: no buffer kept");
+            // From the second pass on, every buffer a pass takes is one it gave back: the same
+            // allocations, none grown or zeroed anew.
+            let held = |b: &Buffers| {
+                let mut v: Vec<(usize, usize)> = b
+                    .free
+                    .iter()
+                    .map(|v| (v.as_ptr() as usize, v.len()))
+                    .collect();
+                v.sort_unstable();
+                v
+            };
+            let before = held(&kept);
+            let out = pass(&mut kept);
+            kept.give(out);
+            assert_eq!(
+                held(&kept),
+                before,
+                "{spec:?}: a pass took a buffer it did not give back"
+            );
             for v in &mut kept.free {
                 v.iter_mut().for_each(|x| *x = f32::NAN);
             }
