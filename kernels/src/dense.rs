@@ -67,6 +67,14 @@ pub fn dense_gemm_with(
         return Ok(());
     }
     if let Some(bands) = column_bands(threads, (rows, cols, n)) {
+        // A large C's bias and activation go over contiguous rows once every band is done (a
+        // second pass of the pool), not over each thread's columns of every row: there the
+        // threads read and wrote alternate 512-byte stretches of each 1 KiB row at once, and
+        // the bias and ReLU of a 256×256 C took 15 µs where its product took 27 (Intel Xeon,
+        // AVX-512, 2 threads, family 6 model 167). By rows, the quickstart MLP's dense pass at
+        // batch 256 took 11 % less (kernels/BENCH.md, 2026-12-07); a small C keeps it in its
+        // bands, where a second pass would cost more than it saves.
+        let by_rows = !epilogue.is_none() && rows * n >= EPILOGUE_BY_ROWS_FROM;
         let c0 = SharedC(c.as_mut_ptr());
         run_parts(bands.len(), threads, &|i| {
             let cols_of = bands[i].clone();
@@ -80,16 +88,24 @@ pub fn dense_gemm_with(
                     (b.as_ptr().add(cols_of.start), n),
                     (c0.get().add(cols_of.start), n),
                 );
-                epilogue.apply_columns(c0.get(), rows, n, cols_of);
+                if !by_rows {
+                    epilogue.apply_columns(c0.get(), rows, n, cols_of);
+                }
             }
         });
+        if by_rows {
+            split_rows(
+                &row_bands(rows, threads),
+                n,
+                c,
+                threads,
+                &|_, _| {},
+                &epilogue,
+            );
+        }
         return Ok(());
     }
-    let band = rows.div_ceil(threads.max(1));
-    let parts: Vec<std::ops::Range<usize>> = (0..rows)
-        .step_by(band.max(1))
-        .map(|r| r..(r + band).min(rows))
-        .collect();
+    let parts = row_bands(rows, threads);
     let run = |range: std::ops::Range<usize>, c: &mut [f32]| {
         let a = &a[range.start * cols..range.end * cols];
         // SAFETY: `b` holds cols × n floats and `c` the range's rows × n (checked above).
@@ -105,6 +121,18 @@ pub fn dense_gemm_with(
     };
     split_rows(&parts, n, c, threads, &run, &epilogue);
     Ok(())
+}
+
+/// The size of C (floats) from which a column-band product applies its epilogue by rows.
+const EPILOGUE_BY_ROWS_FROM: usize = 16 * 1024;
+
+/// `threads` ranges of consecutive rows covering `0..rows` (fewer when rows are few).
+fn row_bands(rows: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let band = rows.div_ceil(threads.max(1)).max(1);
+    (0..rows)
+        .step_by(band)
+        .map(|r| r..(r + band).min(rows))
+        .collect()
 }
 
 /// Bands of N for the threads, as the sparse kernels split their tiles (see `cpu::split`):

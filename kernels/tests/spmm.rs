@@ -522,6 +522,8 @@ fn every_thread_split_gives_the_one_thread_result_bit_for_bit() {
         (16, 63, 64),
         (64, 255, 96),
         (48, 130, 128),
+        // The dense baseline's bands with the epilogue by rows (C of 16 Ki floats).
+        (128, 40, 128),
         (7, 9, 32),
         (16, 40, 50),
         (48, 130, 1),
