@@ -29,7 +29,9 @@ pub fn dense_gemm(
     dense_gemm_with(a, rows, cols, b, n, c, p, Epilogue::default())
 }
 
-/// [`dense_gemm`], then `epilogue` on each thread's band of rows as soon as it is computed.
+/// [`dense_gemm`], then `epilogue`: on each thread's band as soon as it is computed, or, after
+/// a product split into column bands with a C of 16 Ki floats or more, over contiguous rows once
+/// every band is done.
 #[allow(clippy::too_many_arguments)] // dense_gemm's operands and the epilogue.
 pub fn dense_gemm_with(
     a: &[f32],
@@ -72,8 +74,8 @@ pub fn dense_gemm_with(
         // threads read and wrote alternate 512-byte stretches of each 1 KiB row at once, and
         // the bias and ReLU of a 256×256 C took 15 µs where its product took 27 (Intel Xeon,
         // AVX-512, 2 threads, family 6 model 167). By rows, the quickstart MLP's dense pass at
-        // batch 256 took 11 % less (kernels/BENCH.md, 2026-12-07); a small C keeps it in its
-        // bands, where a second pass would cost more than it saves.
+        // batch 256 took 9-10 % less time (kernels/BENCH.md, 2026-12-07); a small C keeps it
+        // in its bands, where a second pass would cost more than it saves.
         let by_rows = !epilogue.is_none() && rows * n >= EPILOGUE_BY_ROWS_FROM;
         let c0 = SharedC(c.as_mut_ptr());
         run_parts(bands.len(), threads, &|i| {

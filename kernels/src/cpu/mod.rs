@@ -144,7 +144,8 @@ pub fn spmm(
     spmm_with(a, b, n, c, p, Epilogue::default())
 }
 
-/// [`spmm`], then `epilogue` on each thread's rows as soon as they are computed.
+/// [`spmm`] with `epilogue`: the sparse kernels apply it as they store C; the dense baseline
+/// as [`crate::dense_gemm_with`] does.
 pub fn spmm_with(
     a: &SparseMatrix,
     b: &[f32],

@@ -63,7 +63,9 @@ impl Stage for EvaluateStage {
         // 9: a transformer's LayerNorm, attention heads and GELU on the layers' threads.
         // 10: layers_speedup_b{B} is the harmonic mean of the layers' speedups (was arithmetic).
         // 11: a transformer's GELU fused into its up-projection's epilogue (kernels' GELU).
-        11
+        // 12: every buffer of a pass comes back to it (none resized and zeroed per pass), and
+        // the dense baseline's epilogue runs over rows after a column-band product.
+        12
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

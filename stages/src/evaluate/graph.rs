@@ -478,6 +478,38 @@ mod tests {
     use crate::model::net::Net;
     use crate::ModelSpec;
 
+    /// The host steps that write into a recycled buffer (any contents) write every value:
+    /// im2col with and without padding, pooling and regrouping give into a NaN-filled buffer
+    /// what they give into a zeroed one.
+    #[test]
+    fn host_steps_overwrite_their_recycled_buffers() {
+        let (c, h, w, s) = (3, 6, 5, 2);
+        let x: Vec<f32> = (0..c * s * h * w)
+            .map(|i| (i as f32 * 0.37).sin())
+            .collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let nan = |len| vec![f32::NAN; len];
+        for (k, padding) in [(3, 0), (3, 1), (2, 0), (1, 0)] {
+            let (oh, ow) = (h + 2 * padding + 1 - k, w + 2 * padding + 1 - k);
+            let len = c * k * k * s * oh * ow;
+            let zeroed = im2col(&x, (c, h, w), s, (k, padding), vec![0.0; len]);
+            let reused = im2col(&x, (c, h, w), s, (k, padding), nan(len));
+            assert_eq!(
+                bits(&reused),
+                bits(&zeroed),
+                "im2col k={k} padding={padding}"
+            );
+        }
+        let len = c * s * (h / 2) * (w / 2);
+        let pooled = max_pool2(&x, (c, h, w), s, vec![0.0; len]);
+        assert_eq!(bits(&max_pool2(&x, (c, h, w), s, nan(len))), bits(&pooled));
+        for flatten in [false, true] {
+            let zeroed = regroup(&x, s, h * w, flatten, vec![0.0; x.len()]);
+            let reused = regroup(&x, s, h * w, flatten, nan(x.len()));
+            assert_eq!(bits(&reused), bits(&zeroed), "regroup flatten={flatten}");
+        }
+    }
+
     /// `w`'s GEMMs in f64 from its own weights.
     fn dense_gemm(
         w: &Weights,

@@ -173,6 +173,9 @@ pub(super) fn epilogue(model: &Weights, i: usize, activation: Activation) -> ker
 #[derive(Default)]
 pub(super) struct Buffers {
     free: Vec<Vec<f32>>,
+    /// Buffers allocated because none of the length was kept (read by the tests).
+    #[cfg(test)]
+    fresh: usize,
 }
 
 impl Buffers {
@@ -183,15 +186,21 @@ impl Buffers {
     /// last kept one of exactly `len` floats, else a fresh one. A pass asks for the same
     /// lengths in the same order every round and gives every buffer back (its output too,
     /// [`Self::give`]), so from the second round on every product writes into a buffer a
-    /// product wrote in the round before. Resizing another kept buffer instead (as this did
-    /// until 2026-12-07) zeroed its new part on the calling thread every round: in the MLP's
-    /// pass the output of its last layer (10 rows) took the first layer's buffer, which came
-    /// back 10 rows long, and the 256×256 layer's output was then grown from it, 240 KiB
-    /// zeroed per pass.
+    /// product wrote in the round before. Until 2026-12-07 a take of a length none had resized
+    /// the largest kept buffer and the pass's output was dropped: in the MLP's pass the 256×256
+    /// layer's output was grown every round from the 16 Ki-float input copy, 192 KiB zeroed on
+    /// the calling thread per pass (kernels/BENCH.md, fortieth session).
     fn take(&mut self, len: usize) -> Vec<f32> {
         match self.free.iter().rposition(|v| v.len() == len) {
-            Some(at) => self.free.swap_remove(at),
-            None => vec![0.0; len],
+            // `remove`, not `swap_remove`: `free` stays in the order the buffers came back.
+            Some(at) => self.free.remove(at),
+            None => {
+                #[cfg(test)]
+                {
+                    self.fresh += 1;
+                }
+                vec![0.0; len]
+            }
         }
     }
 
