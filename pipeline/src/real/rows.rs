@@ -208,6 +208,10 @@ pub fn tune(
 /// [`Evaluation::layers_speedup`]; each layer
 /// timed alone, without its bias and ReLU) and `speedup_of_layers_b{B}` the model's speedup
 /// divided by it: how much of its kernels' speedup the model keeps end to end.
+/// `layer_pass_us` and `layer_dense_pass_us` are each layer's time inside the sparse and the
+/// dense passes (median over the rounds, bias and activation included), beside
+/// `layer_latency_us` and `layer_dense_latency_us`, its time alone (empty lists on CUDA; rows
+/// stored before 2026-12-07 lack them).
 /// `layer_names` names the entries of the `layer_*` lists; `dense_layers_b{B}` the layers that
 /// ran dense at batch B (`[evaluate] dense_where_faster`; empty without it). Rows stored before
 /// 2026-12-06 lack both (the evaluate version did not change: nothing else did).
@@ -239,6 +243,19 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
         r.insert(
             "layer_dense_latency_us".into(),
             Value::ListF64(big.per_layer_dense.iter().map(|t| t.median_us).collect()),
+        );
+        r.insert(
+            "layer_pass_us".into(),
+            Value::ListF64(big.per_layer_in_pass.iter().map(|t| t.median_us).collect()),
+        );
+        r.insert(
+            "layer_dense_pass_us".into(),
+            Value::ListF64(
+                big.per_layer_dense_in_pass
+                    .iter()
+                    .map(|t| t.median_us)
+                    .collect(),
+            ),
         );
         r.insert("non_gemm_us".into(), f(big.non_gemm.median_us));
     }
@@ -459,6 +476,8 @@ mod tests {
             per_layer: vec![t(), t()],
             per_layer_dense: vec![t(), t()],
             per_layer_speedup: vec![Speedup::UNMEASURED; 2],
+            per_layer_in_pass: vec![t(), t()],
+            per_layer_dense_in_pass: vec![t(), t()],
             fallbacks: 0,
             dense_kernels: ["tuned", "tuned"],
             layer_kernels: vec![format!("cpu-nm rows={batch}"), "dense threads=1".into()],
@@ -476,6 +495,9 @@ mod tests {
         };
         let r = evaluate(&ev, "avx512");
         let names = |c: &str| r.get(c).cloned();
+        for c in ["layer_pass_us", "layer_dense_pass_us"] {
+            assert_eq!(names(c), Some(Value::ListF64(vec![1.5, 1.5])), "{c}");
+        }
         assert_eq!(
             names("layer_names"),
             Some(Value::ListStr(vec!["fc0".into(), "fc1".into()]))

@@ -102,9 +102,14 @@ pub fn evaluation(
         weight_bytes: num(&row, "weight_bytes")?,
         dense_latency_us: num(&row, &format!("dense_latency_us_b{batch}")),
         non_gemm_us: num(&row, &format!("non_gemm_us_b{batch}")),
-        // The in-pass layer times are recorded for the largest batch size only.
-        layer_us: match row.get("layer_latency_us") {
-            Some(Value::ListF64(v)) if largest => Some(v.clone()),
+        // The layer times are recorded for the largest batch size only: inside the pass where
+        // the row has them (rows stored before 2026-12-07 have only each layer's time alone).
+        layer_us: match (row.get("layer_pass_us"), row.get("layer_latency_us")) {
+            (Some(Value::ListF64(v)), _) | (_, Some(Value::ListF64(v)))
+                if largest && !v.is_empty() =>
+            {
+                Some(v.clone())
+            }
             _ => None,
         },
         speedup: num(&row, &format!("speedup_vs_dense_b{batch}")).filter(|s| *s > 0.0),

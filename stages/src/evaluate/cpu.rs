@@ -34,7 +34,7 @@ pub fn evaluate(
     let mut buffers = passes::Buffers::default();
     let agree = agreement(data, model, layers, |xt, b| {
         let (points, _) = points_at(layers, &tokens, b, false);
-        run_cpu(model, (&sparse, &points), xt, b, &mut buffers, &mut 0.0)
+        run_cpu(model, (&sparse, &points), xt, b, &mut buffers, &mut vec![])
     })?;
     let correct = agree.correct;
     let max_rel_error = agree.max_err / agree.max_ref.max(1.0);
@@ -152,6 +152,8 @@ fn batch_latency(at: &Batch, dense_where_faster: bool) -> Result<BatchLatency, S
         e2e,
         dense_e2e,
         outside,
+        layer_us,
+        dense_layer_us,
         ..
     } = timed;
     // What ran each layer: its sparse matrix at its point, or (kept dense, or run dense) its
@@ -182,6 +184,8 @@ fn batch_latency(at: &Batch, dense_where_faster: bool) -> Result<BatchLatency, S
         per_layer: alone.sparse,
         per_layer_dense: alone.dense,
         per_layer_speedup: alone.speedup,
+        per_layer_in_pass: layer_us.into_iter().map(summarise).collect(),
+        per_layer_dense_in_pass: dense_layer_us.into_iter().map(summarise).collect(),
         // A layer run dense, or kept dense, ran its dense point.
         fallbacks: ran.iter().filter(|(_, fell)| *fell).count(),
         dense_kernels: [way, way],
@@ -287,9 +291,24 @@ mod tests {
             paired_passes(&w, (&run, &run_points), (&d, &dense_points), &x, 8, 0.0).unwrap();
         assert_eq!(timed.points[0], points[0]);
         assert_eq!(timed.points[1], timed.dense_points[1]);
+        // Each layer's time inside a pass: one per layer and sample, together within the pass.
+        for (layers, e2e) in [
+            (&timed.layer_us, &timed.e2e),
+            (&timed.dense_layer_us, &timed.dense_e2e),
+        ] {
+            assert_eq!(layers.len(), 2);
+            assert!(layers.iter().all(|l| l.len() == e2e.len()));
+            for (r, &pass) in e2e.iter().enumerate() {
+                let gemms: f64 = layers.iter().map(|l| l[r]).sum();
+                assert!(
+                    layers.iter().all(|l| l[r] > 0.0) && gemms <= pass,
+                    "{gemms} > {pass}"
+                );
+            }
+        }
         // The mixed pass computes what the all-sparse one does, within rounding.
         let mut buffers = passes::Buffers::default();
-        let mut t = 0.0;
+        let mut t = vec![];
         let out = run_cpu(&w, (&run, &timed.points), &x, 8, &mut buffers, &mut t).unwrap();
         let mut b2 = passes::Buffers::default();
         let all = run_cpu(&w, (&s, &points), &x, 8, &mut b2, &mut t).unwrap();

@@ -177,6 +177,8 @@ pub fn evaluate_cuda(
             per_layer,
             per_layer_dense: dense.into_iter().map(summarise).collect(),
             per_layer_speedup,
+            per_layer_in_pass: vec![],
+            per_layer_dense_in_pass: vec![],
             fallbacks,
             dense_kernels: ["tuned", "cublas"],
             ran_dense: vec![false; run.len()],

@@ -52,6 +52,12 @@ pub struct BatchLatency {
     pub per_layer_dense: Vec<Timing>,
     /// Per layer, `dense / sparse` from the alternating pairs.
     pub per_layer_speedup: Vec<Speedup>,
+    /// Per layer, its GEMM's time inside the sparse passes above (with its bias and
+    /// activation), beside `per_layer`, its time alone: where a model loses its layers'
+    /// speedup. Empty on CUDA.
+    pub per_layer_in_pass: Vec<Timing>,
+    /// The same inside the dense passes.
+    pub per_layer_dense_in_pass: Vec<Timing>,
     /// How many layers ran a point tuned at another batch size that was not valid at this one
     /// (the cost model's best valid point was used instead).
     pub fallbacks: usize,

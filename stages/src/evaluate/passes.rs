@@ -59,6 +59,10 @@ pub(super) struct PairedPasses {
     pub dense_e2e: Vec<f64>,
     /// Each sparse sample's time outside the GEMMs, µs.
     pub outside: Vec<f64>,
+    /// Per layer, its GEMM's time inside each sparse sample's pass, µs.
+    pub layer_us: Vec<Vec<f64>>,
+    /// Per layer, its GEMM's time inside each dense sample's pass, µs.
+    pub dense_layer_us: Vec<Vec<f64>>,
 }
 
 /// Times the sparse and the dense pass of one batch in rounds, for `seconds` in all.
@@ -101,25 +105,23 @@ pub(super) fn paired_passes(
             });
         sparse_of.push(at);
     }
-    let mut gemm_us: Vec<Vec<f64>> = vec![vec![]; sparse_ways.len()];
+    // Per pass way, per call, each layer's time in its GEMM.
+    let mut gemm_us: Vec<Vec<Vec<f64>>> = vec![vec![]; sparse_ways.len() + ways.len()];
+    let (sparse_gemm_us, dense_gemm_us) = gemm_us.split_at_mut(sparse_ways.len());
     let samples = {
         let mut passes: Vec<Box<dyn FnMut() -> Result<(), StageError> + '_>> = vec![];
         // Each pass keeps its own buffers, so that a layer writes where it wrote last round.
-        for (pts, g) in sparse_ways.iter().zip(gemm_us.iter_mut()) {
+        let runs = sparse_ways
+            .iter()
+            .map(|pts| (sparse, pts))
+            .chain(ways.iter().map(|(_, pts)| (dense, pts)));
+        for ((matrices, pts), g) in runs.zip(sparse_gemm_us.iter_mut().chain(dense_gemm_us)) {
             let mut buffers = Buffers::default();
             passes.push(Box::new(move || {
-                let mut t = 0.0;
-                let out = run_cpu(model, (sparse, pts), x, b, &mut buffers, &mut t)?;
+                let mut t = vec![];
+                let out = run_cpu(model, (matrices, pts), x, b, &mut buffers, &mut t)?;
                 buffers.give(out);
                 g.push(t);
-                Ok(())
-            }));
-        }
-        for (_, pts) in &ways {
-            let mut buffers = Buffers::default();
-            passes.push(Box::new(move || {
-                let out = run_cpu(model, (dense, pts), x, b, &mut buffers, &mut 0.0)?;
-                buffers.give(out);
                 Ok(())
             }));
         }
@@ -141,8 +143,22 @@ pub(super) fn paired_passes(
     let outside: Vec<f64> = samples[s]
         .iter()
         .zip(gemm_us[s].iter().skip(1))
-        .map(|(t, g)| t - g)
+        .map(|(t, g)| t - g.iter().sum::<f64>())
         .collect();
+    let layers_of = |calls: &[Vec<f64>]| -> Vec<Vec<f64>> {
+        let layers = calls.iter().map(Vec::len).max().unwrap_or(0);
+        (0..layers)
+            .map(|i| {
+                calls
+                    .iter()
+                    .skip(1)
+                    .map(|c| c.get(i).copied().unwrap_or(0.0))
+                    .collect()
+            })
+            .collect()
+    };
+    let layer_us = layers_of(&gemm_us[s]);
+    let dense_layer_us = layers_of(&gemm_us[n_sparse + best]);
     let (way, dense_points) = ways.into_iter().nth(best).expect("in range");
     Ok(PairedPasses {
         way,
@@ -151,6 +167,8 @@ pub(super) fn paired_passes(
         dense_e2e: std::mem::take(&mut samples[n_sparse + best]),
         e2e: std::mem::take(&mut samples[s]),
         outside,
+        layer_us,
+        dense_layer_us,
     })
 }
 
@@ -224,7 +242,7 @@ struct KernelGemm<'a> {
     matrices: &'a [&'a SparseMatrix],
     points: &'a [ParamPoint],
     buffers: &'a mut Buffers,
-    gemm_us: &'a mut f64,
+    gemm_us: &'a mut Vec<f64>,
 }
 
 impl graph::Gemm<f32> for KernelGemm<'_> {
@@ -240,7 +258,10 @@ impl graph::Gemm<f32> for KernelGemm<'_> {
         let mut out = self.buffers.take(m.rows() * n);
         let epilogue = epilogue(self.model, i, activation);
         kernels::spmm_with(m, x, n, &mut out, &self.points[i], epilogue)?;
-        *self.gemm_us += start.elapsed().as_secs_f64() * 1e6;
+        if self.gemm_us.len() <= i {
+            self.gemm_us.resize(i + 1, 0.0);
+        }
+        self.gemm_us[i] += start.elapsed().as_secs_f64() * 1e6;
         Ok(out)
     }
 
@@ -263,15 +284,15 @@ impl graph::Gemm<f32> for KernelGemm<'_> {
 }
 
 /// One forward pass through `matrices` at `points` (the layers' GEMMs by the CPU kernels, each
-/// with its bias and ReLU fused, into `buffers`' recycled outputs); adds the time spent in the
-/// GEMMs to `gemm_us`.
+/// with its bias and ReLU fused, into `buffers`' recycled outputs); adds the time layer `i`
+/// spent in its GEMM to `gemm_us[i]` (grown as needed).
 pub(super) fn run_cpu(
     model: &Weights,
     (matrices, points): (&[&SparseMatrix], &[ParamPoint]),
     xt: &[f32],
     b: usize,
     buffers: &mut Buffers,
-    gemm_us: &mut f64,
+    gemm_us: &mut Vec<f64>,
 ) -> Result<Vec<f32>, StageError> {
     let mut gemm = KernelGemm {
         model,
@@ -397,7 +418,7 @@ mod tests {
             let (points, _) = points_at(&runs, &w.layer_tokens(), samples, false);
             let x = kernels::random_values(64 * samples, 2);
             let pass = |buffers: &mut Buffers| {
-                run_cpu(&w, (&refs, &points), &x, samples, buffers, &mut 0.0).unwrap()
+                run_cpu(&w, (&refs, &points), &x, samples, buffers, &mut vec![]).unwrap()
             };
             let fresh = pass(&mut Buffers::default());
             let mut kept = Buffers::default();
