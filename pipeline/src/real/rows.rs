@@ -210,8 +210,8 @@ pub fn tune(
 /// divided by it: how much of its kernels' speedup the model keeps end to end.
 /// `layer_pass_us` and `layer_dense_pass_us` are each layer's time inside the sparse and the
 /// dense passes (median over the rounds, bias and activation included), beside
-/// `layer_latency_us` and `layer_dense_latency_us`, its time alone (empty lists on CUDA; rows
-/// stored before 2026-12-07 lack them).
+/// `layer_latency_us` and `layer_dense_latency_us`, its time alone (empty lists on CUDA;
+/// earlier rows lack them).
 /// `layer_names` names the entries of the `layer_*` lists; `dense_layers_b{B}` the layers that
 /// ran dense at batch B (`[evaluate] dense_where_faster`; empty without it). Rows stored before
 /// 2026-12-06 lack both (the evaluate version did not change: nothing else did).

@@ -95,6 +95,11 @@ pub fn evaluation(
         (e.parents.0.any() == prune && e.trial.backend == backend).then_some(n.key)
     })?;
     let row = metrics(store, &key)?;
+    let ran_dense = matches!(
+        row.get(&format!("dense_layers_b{batch}")),
+        Some(Value::ListStr(v)) if !v.is_empty()
+    );
+    let in_pass = row.get("layer_pass_us").filter(|_| !ran_dense);
     Some(Measured {
         accuracy: num(&row, "accuracy")?,
         latency_us: num(&row, &format!("latency_us_b{batch}"))
@@ -103,8 +108,9 @@ pub fn evaluation(
         dense_latency_us: num(&row, &format!("dense_latency_us_b{batch}")),
         non_gemm_us: num(&row, &format!("non_gemm_us_b{batch}")),
         // The layer times are recorded for the largest batch size only: inside the pass where
-        // the row has them (rows stored before 2026-12-07 have only each layer's time alone).
-        layer_us: match (row.get("layer_pass_us"), row.get("layer_latency_us")) {
+        // the row has them and ran every layer at its own kernel (a layer run dense spent its
+        // dense copy's time there), else each layer's time alone (earlier rows have only that).
+        layer_us: match (in_pass, row.get("layer_latency_us")) {
             (Some(Value::ListF64(v)), _) | (_, Some(Value::ListF64(v)))
                 if largest && !v.is_empty() =>
             {

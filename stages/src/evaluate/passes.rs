@@ -65,6 +65,9 @@ pub(super) struct PairedPasses {
     pub dense_layer_us: Vec<Vec<f64>>,
 }
 
+/// The most rounds [`paired_passes`] times.
+const MAX_ROUNDS: usize = 400;
+
 /// Times the sparse and the dense pass of one batch in rounds, for `seconds` in all.
 ///
 /// Every way of `dense_variants` runs the dense pass, and the sparse pass runs its dense-format
@@ -117,8 +120,10 @@ pub(super) fn paired_passes(
             .chain(ways.iter().map(|(_, pts)| (dense, pts)));
         for ((matrices, pts), g) in runs.zip(sparse_gemm_us.iter_mut().chain(dense_gemm_us)) {
             let mut buffers = Buffers::default();
+            // Room for every round's times, so that no timed pass grows a vector.
+            g.reserve(MAX_ROUNDS + 1);
             passes.push(Box::new(move || {
-                let mut t = vec![];
+                let mut t = Vec::with_capacity(matrices.len());
                 let out = run_cpu(model, (matrices, pts), x, b, &mut buffers, &mut t)?;
                 buffers.give(out);
                 g.push(t);
@@ -127,7 +132,7 @@ pub(super) fn paired_passes(
         }
         let mut refs: Vec<&mut dyn FnMut() -> Result<(), StageError>> =
             passes.iter_mut().map(|p| &mut **p as _).collect();
-        paired::rounds(&mut refs, 5, 400, seconds)?
+        paired::rounds(&mut refs, 5, MAX_ROUNDS, seconds)?
     };
     let mut samples = samples;
     let n_sparse = sparse_ways.len();
@@ -258,10 +263,11 @@ impl graph::Gemm<f32> for KernelGemm<'_> {
         let mut out = self.buffers.take(m.rows() * n);
         let epilogue = epilogue(self.model, i, activation);
         kernels::spmm_with(m, x, n, &mut out, &self.points[i], epilogue)?;
+        let us = start.elapsed().as_secs_f64() * 1e6;
         if self.gemm_us.len() <= i {
             self.gemm_us.resize(i + 1, 0.0);
         }
-        self.gemm_us[i] += start.elapsed().as_secs_f64() * 1e6;
+        self.gemm_us[i] += us;
         Ok(out)
     }
 
@@ -436,13 +442,17 @@ mod tests {
                 v.sort_unstable();
                 v
             };
-            let before = held(&kept);
+            let (before, allocated) = (held(&kept), kept.fresh);
             let out = pass(&mut kept);
             kept.give(out);
             assert_eq!(
                 held(&kept),
                 before,
                 "{spec:?}: a pass took a buffer it did not give back"
+            );
+            assert_eq!(
+                kept.fresh, allocated,
+                "{spec:?}: a buffer of the last pass did not come back"
             );
             for v in &mut kept.free {
                 v.iter_mut().for_each(|x| *x = f32::NAN);
