@@ -24,7 +24,8 @@ pub struct Measured {
     pub dense_latency_us: Option<f64>,
     /// Time outside the GEMMs per pass, µs, if it says.
     pub non_gemm_us: Option<f64>,
-    /// Each GEMM layer's time inside the pass (forward order), µs, if it says for this batch.
+    /// Each GEMM layer's time (forward order), µs, if it says for this batch: inside the pass,
+    /// or alone where the row has no in-pass times or ran a layer dense.
     pub layer_us: Option<Vec<f64>>,
     /// The speedup over the dense model measured in pairs with it, if it says.
     pub speedup: Option<f64>,
