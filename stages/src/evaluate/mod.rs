@@ -20,6 +20,7 @@ mod encoder_ops;
 #[cfg(test)]
 mod fixtures;
 mod graph;
+mod image_ops;
 mod measured;
 mod paired;
 mod passes;
