@@ -50,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         image_shape: Some((1, 8, 8)),
     };
     println!(
-        "pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  kernels_x  of_kernels  dense_kernels"
+        "pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  kernels_x  of_kernels  slices  dense_kernels"
     );
     for pattern in [
         Pattern::Dense,
@@ -94,7 +94,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let gemm = b.sparse.median_us - b.non_gemm.median_us;
             let kernels_x = ev.layers_speedup(b);
             println!(
-                "{:<12} {:>5} {:>7.0} {:>8.0} {:>12.0} {:>17.2} {:>10.2} {:>11.2}  {:?}",
+                "{:<12} {:>5} {:>7.0} {:>8.0} {:>12.0} {:>17.2} {:>10.2} {:>11.2} {:>7}  {:?}",
                 pattern.to_string(),
                 b.batch,
                 b.sparse.median_us,
@@ -103,6 +103,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 b.speedup.median,
                 kernels_x,
                 b.speedup.median / kernels_x,
+                b.pass_slices,
                 b.dense_kernels
             );
             println!(

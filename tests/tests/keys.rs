@@ -310,9 +310,8 @@ const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
     "137c23d5255b5f7099a476e5468c2029a304d8699154daaa1347f6fbf5d9177d",
     // kernel_tune version 4 (a dense format its own baseline) reading that calibration.
     "4370766812150a72122afc9197eb40813b4cb015d455dd22b320209511edd099",
-    // evaluate version 12 (every buffer of a pass comes back; the dense baseline's epilogue
-    // over rows after a column-band product).
-    "a7a3d84db5e34c59f52db21cbf3623da5865f7735749b2a3dae4fe939ae7fe25",
+    // evaluate version 13 (both passes also timed cut into slices of samples, one per thread).
+    "5190d77d3b67c0ec7a799ac5bd2c877a1b9caedec6bb9d214c53830b204bd760",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

@@ -66,6 +66,7 @@ fn clocked(column: &str) -> bool {
     .any(|c| column.contains(c))
         || column.starts_with("param")
         || column.starts_with("dense_kernels")
+        || column.starts_with("pass_slices")
         || column.starts_with("dense_layers")
         || column.starts_with("layer_kernels")
         || matches!(

@@ -65,7 +65,9 @@ impl Stage for EvaluateStage {
         // 11: a transformer's GELU fused into its up-projection's epilogue (kernels' GELU).
         // 12: every buffer of a pass comes back to it (none resized and zeroed per pass), and
         // the dense baseline's epilogue runs over rows after a column-band product.
-        12
+        // 13: both passes also timed cut into slices of samples, one per thread
+        // (pass_slices_b{B}), the faster way kept.
+        13
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

@@ -284,6 +284,10 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
             )),
         );
         r.insert(
+            format!("pass_slices_b{}", l.batch),
+            Value::I64(l.pass_slices as i64),
+        );
+        r.insert(
             format!("dense_layers_b{}", l.batch),
             Value::ListStr(
                 l.ran_dense
@@ -480,6 +484,7 @@ mod tests {
             per_layer_dense_in_pass: vec![t(), t()],
             fallbacks: 0,
             dense_kernels: ["tuned", "tuned"],
+            pass_slices: batch.min(2),
             layer_kernels: vec![format!("cpu-nm rows={batch}"), "dense threads=1".into()],
             ran_dense,
         };
@@ -503,6 +508,8 @@ mod tests {
             Some(Value::ListStr(vec!["fc0".into(), "fc1".into()]))
         );
         assert_eq!(names("dense_layers_b1"), Some(Value::ListStr(vec![])));
+        assert_eq!(names("pass_slices_b1"), Some(Value::I64(1)));
+        assert_eq!(names("pass_slices_b4"), Some(Value::I64(2)));
         assert_eq!(
             names("dense_layers_b4"),
             Some(Value::ListStr(vec!["fc1".into()]))

@@ -181,6 +181,7 @@ pub fn evaluate_cuda(
             per_layer_dense_in_pass: vec![],
             fallbacks,
             dense_kernels: ["tuned", "cublas"],
+            pass_slices: 1,
             ran_dense: vec![false; run.len()],
             layer_kernels,
         });

@@ -66,6 +66,11 @@ pub struct BatchLatency {
     /// sparse pass runs its dense-format layers as the dense pass does); on CUDA, `tuned` and
     /// `cublas`.
     pub dense_kernels: [&'static str; 2],
+    /// How many slices of samples both passes were cut into, each slice run through the whole
+    /// model on one thread at the same time as the others (the evaluation times both ways and
+    /// keeps the faster; see `evaluate::slices`); 1: every product shared by the threads, and
+    /// always on CUDA.
+    pub pass_slices: usize,
     /// Per layer, whether the passes ran it through its dense kernel (evaluate's
     /// `dense_where_faster`: its sparse kernel lost to it alone, and the model ran faster with
     /// such layers dense; `cpu::batch_latency`). The end-to-end figures are then that mixed

@@ -8,7 +8,8 @@
 //! the same code for the sparse kernels and for the f64 masked dense reference.
 //!
 //! Timing: `paired` measures passes in shuffled rounds and derives paired speedups;
-//! `passes` times a model against its dense baseline with them.
+//! `passes` times a model against its dense baseline with them, each pass whole (every product
+//! shared by the threads) and cut into slices of samples, one per thread (`slices`).
 //!
 //! [`evaluate`] runs the CPU kernels; [`cuda::evaluate_cuda`] the CUDA kernels (fp16, its own
 //! tolerance and latency definition, see there).
@@ -26,6 +27,7 @@ mod paired;
 mod passes;
 mod points;
 mod reference;
+mod slices;
 
 pub use cpu::evaluate;
 pub use measured::{BatchLatency, Evaluation, LayerRun, LayerTuning};

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use super::slices::{fits, slice_count, SlicedPass};
 use super::{graph, paired};
 use crate::kernel_tune::summarise;
 use crate::model::Weights;
@@ -49,7 +50,10 @@ fn dense_variants(
 pub(super) struct PairedPasses {
     /// How both passes ran their dense-format layers (see [`dense_variants`]).
     pub way: &'static str,
-    /// The points the sparse pass ran.
+    /// How many slices of samples both passes were cut into (1: each product shared by the
+    /// threads; see [`super::slices`]).
+    pub slices: usize,
+    /// The points the sparse pass ran (cut into slices, each slice ran them on one thread).
     pub points: Vec<ParamPoint>,
     /// The points the dense pass ran.
     pub dense_points: Vec<ParamPoint>,
@@ -73,7 +77,9 @@ const MAX_ROUNDS: usize = 400;
 /// Every way of `dense_variants` runs the dense pass, and the sparse pass runs its dense-format
 /// layers the same way, so that a dense model's two passes are the same computation (chosen
 /// apart, they read 0.77-1.35× of each other) and a sparse model differs from its baseline
-/// only where it is sparse. All of these passes run once per round ([`paired::rounds`]): a way
+/// only where it is sparse. Each of those ways runs both whole, every product shared by the
+/// threads, and (where the points use more than one thread) cut into slices of samples, one per
+/// thread ([`super::slices`]); both passes of a pair run the same way. All of these passes run once per round ([`paired::rounds`]): a way
 /// chosen by a probe run on its own was 35 % slower in alternation with the sparse pass than
 /// in the probe, so the way is chosen by the dense pass's median inside the same rounds, and
 /// the speedup pairs that way's passes of each round.
@@ -85,28 +91,40 @@ pub(super) fn paired_passes(
     b: usize,
     seconds: f64,
 ) -> Result<PairedPasses, StageError> {
-    let ways = dense_variants(dense, dense_points);
-    // The sparse pass per way; one when the sparse model has no dense-format layer.
-    let mut sparse_ways: Vec<Vec<ParamPoint>> = vec![];
+    let slices = slice_count(&[points, dense_points], b);
+    let cuts: &[usize] = if slices > 1 { &[1, slices] } else { &[1] };
+    // Each way: its name, the dense pass's points and how many slices.
+    let mut ways: Vec<(&'static str, Vec<ParamPoint>, usize)> = vec![];
+    // The sparse pass per way (points and slices); one per cut when the sparse model has no
+    // dense-format layer.
+    let mut sparse_ways: Vec<(Vec<ParamPoint>, usize)> = vec![];
     let mut sparse_of: Vec<usize> = vec![];
-    for (_, d) in &ways {
+    for (name, d) in dense_variants(dense, dense_points) {
         let pts: Vec<ParamPoint> = points
             .iter()
-            .zip(d)
+            .zip(&d)
             .zip(sparse)
             .map(|((p, d), m)| match m {
                 SparseMatrix::Dense(_) => d.clone(),
                 _ => p.clone(),
             })
             .collect();
-        let at = sparse_ways
-            .iter()
-            .position(|s| *s == pts)
-            .unwrap_or_else(|| {
-                sparse_ways.push(pts);
-                sparse_ways.len() - 1
-            });
-        sparse_of.push(at);
+        for &cut in cuts {
+            if cut > 1 && !(fits(model, (dense, &d), b, cut) && fits(model, (sparse, &pts), b, cut))
+            {
+                continue;
+            }
+            let key = (pts.clone(), cut);
+            let at = sparse_ways
+                .iter()
+                .position(|s| *s == key)
+                .unwrap_or_else(|| {
+                    sparse_ways.push(key);
+                    sparse_ways.len() - 1
+                });
+            sparse_of.push(at);
+            ways.push((name, d.clone(), cut));
+        }
     }
     // Per pass way, per call, each layer's time in its GEMM.
     let mut gemm_us: Vec<Vec<Vec<f64>>> = vec![vec![]; sparse_ways.len() + ways.len()];
@@ -116,12 +134,22 @@ pub(super) fn paired_passes(
         // Each pass keeps its own buffers, so that a layer writes where it wrote last round.
         let runs = sparse_ways
             .iter()
-            .map(|pts| (sparse, pts))
-            .chain(ways.iter().map(|(_, pts)| (dense, pts)));
-        for ((matrices, pts), g) in runs.zip(sparse_gemm_us.iter_mut().chain(dense_gemm_us)) {
-            let mut buffers = Buffers::default();
+            .map(|(pts, cut)| (sparse, pts, *cut))
+            .chain(ways.iter().map(|(_, pts, cut)| (dense, pts, *cut)));
+        for ((matrices, pts, cut), g) in runs.zip(sparse_gemm_us.iter_mut().chain(dense_gemm_us)) {
             // Room for every round's times, so that no timed pass grows a vector.
             g.reserve(MAX_ROUNDS + 1);
+            if cut > 1 {
+                let mut sliced = SlicedPass::new(model, (matrices, pts), x, b, cut)?;
+                passes.push(Box::new(move || {
+                    let mut t = Vec::with_capacity(matrices.len());
+                    sliced.run(&mut t)?;
+                    g.push(t);
+                    Ok(())
+                }));
+                continue;
+            }
+            let mut buffers = Buffers::default();
             passes.push(Box::new(move || {
                 let mut t = Vec::with_capacity(matrices.len());
                 let out = run_cpu(model, (matrices, pts), x, b, &mut buffers, &mut t)?;
@@ -164,10 +192,11 @@ pub(super) fn paired_passes(
     };
     let layer_us = layers_of(&gemm_us[s]);
     let dense_layer_us = layers_of(&gemm_us[n_sparse + best]);
-    let (way, dense_points) = ways.into_iter().nth(best).expect("in range");
+    let (way, dense_points, slices) = ways.into_iter().nth(best).expect("in range");
     Ok(PairedPasses {
         way,
-        points: sparse_ways.swap_remove(s),
+        slices,
+        points: sparse_ways.swap_remove(s).0,
         dense_points,
         dense_e2e: std::mem::take(&mut samples[n_sparse + best]),
         e2e: std::mem::take(&mut samples[s]),
