@@ -27,3 +27,16 @@ pub(super) fn runs(w: &Weights, ms: &[SparseMatrix]) -> Vec<LayerRun> {
         })
         .collect()
 }
+
+/// A 16→32→4 MLP, its layers packed dense, and packed with the first layer 2:4 and the 4-row
+/// head dense.
+pub(super) fn small_mlp() -> (Weights, Vec<SparseMatrix>, Vec<SparseMatrix>) {
+    let spec = crate::ModelSpec::Mlp { hidden: vec![32] };
+    let w = Weights::init(&spec, 16, None, 4, 3).unwrap();
+    let dense: Vec<SparseMatrix> = (0..2).map(|i| pack(&w, i, &Pattern::Dense)).collect();
+    let mixed = vec![
+        pack(&w, 0, &Pattern::Nm { n: 2, m: 4 }),
+        pack(&w, 1, &Pattern::Dense),
+    ];
+    (w, dense, mixed)
+}

@@ -68,8 +68,8 @@ pub struct BatchLatency {
     pub dense_kernels: [&'static str; 2],
     /// How many slices of samples both passes were cut into, each slice run through the whole
     /// model on one thread at the same time as the others (the evaluation times both ways and
-    /// keeps the faster; see `evaluate::slices`); 1: every product shared by the threads, and
-    /// always on CUDA.
+    /// keeps the one whose dense pass was faster; see `evaluate::slices`); 1: the passes ran
+    /// whole (every product shared by the threads, or on one thread), and always on CUDA.
     pub pass_slices: usize,
     /// Per layer, whether the passes ran it through its dense kernel (evaluate's
     /// `dense_where_faster`: its sparse kernel lost to it alone, and the model ran faster with

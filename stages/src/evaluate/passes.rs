@@ -53,7 +53,8 @@ pub(super) struct PairedPasses {
     /// How many slices of samples both passes were cut into (1: each product shared by the
     /// threads; see [`super::slices`]).
     pub slices: usize,
-    /// The points the sparse pass ran (cut into slices, each slice ran them on one thread).
+    /// The points the sparse pass ran, as tuned for the batch (a pass cut into slices ran them
+    /// on one thread per slice).
     pub points: Vec<ParamPoint>,
     /// The points the dense pass ran.
     pub dense_points: Vec<ParamPoint>,
@@ -69,36 +70,35 @@ pub(super) struct PairedPasses {
     pub dense_layer_us: Vec<Vec<f64>>,
 }
 
-/// The most rounds [`paired_passes`] times.
-const MAX_ROUNDS: usize = 400;
+/// Every way [`paired_passes`] runs the passes.
+struct Ways {
+    /// Each way: its name ([`dense_variants`]), the dense pass's points and how many slices
+    /// both passes are cut into (1: whole).
+    ways: Vec<(&'static str, Vec<ParamPoint>, usize)>,
+    /// The sparse passes: points and slices (one per way, or fewer: ways that differ only in
+    /// dense-format layers the sparse model does not have share one).
+    sparse_ways: Vec<(Vec<ParamPoint>, usize)>,
+    /// Per way, its sparse pass's index in `sparse_ways`.
+    sparse_of: Vec<usize>,
+}
 
-/// Times the sparse and the dense pass of one batch in rounds, for `seconds` in all.
-///
-/// Every way of `dense_variants` runs the dense pass, and the sparse pass runs its dense-format
-/// layers the same way, so that a dense model's two passes are the same computation (chosen
-/// apart, they read 0.77-1.35× of each other) and a sparse model differs from its baseline
-/// only where it is sparse. Each of those ways runs both whole, every product shared by the
-/// threads, and (where the points use more than one thread) cut into slices of samples, one per
-/// thread ([`super::slices`]); both passes of a pair run the same way. All of these passes run once per round ([`paired::rounds`]): a way
-/// chosen by a probe run on its own was 35 % slower in alternation with the sparse pass than
-/// in the probe, so the way is chosen by the dense pass's median inside the same rounds, and
-/// the speedup pairs that way's passes of each round.
-pub(super) fn paired_passes(
+/// The ways of running the passes: each of [`dense_variants`] whole and, where both passes'
+/// points fit a slice ([`fits`]), cut into as many slices as the points use threads; the
+/// sparse pass runs its dense-format layers at the dense pass's points of the same way, and
+/// every sparse pass is cut as its dense pass is.
+fn pass_ways(
     model: &Weights,
     (sparse, points): (&[&SparseMatrix], &[ParamPoint]),
     (dense, dense_points): (&[&SparseMatrix], &[ParamPoint]),
-    x: &[f32],
     b: usize,
-    seconds: f64,
-) -> Result<PairedPasses, StageError> {
+) -> Ways {
     let slices = slice_count(&[points, dense_points], b);
     let cuts: &[usize] = if slices > 1 { &[1, slices] } else { &[1] };
-    // Each way: its name, the dense pass's points and how many slices.
-    let mut ways: Vec<(&'static str, Vec<ParamPoint>, usize)> = vec![];
-    // The sparse pass per way (points and slices); one per cut when the sparse model has no
-    // dense-format layer.
-    let mut sparse_ways: Vec<(Vec<ParamPoint>, usize)> = vec![];
-    let mut sparse_of: Vec<usize> = vec![];
+    let mut out = Ways {
+        ways: vec![],
+        sparse_ways: vec![],
+        sparse_of: vec![],
+    };
     for (name, d) in dense_variants(dense, dense_points) {
         let pts: Vec<ParamPoint> = points
             .iter()
@@ -110,22 +110,54 @@ pub(super) fn paired_passes(
             })
             .collect();
         for &cut in cuts {
-            if cut > 1 && !(fits(model, (dense, &d), b, cut) && fits(model, (sparse, &pts), b, cut))
-            {
+            let fit = |m, p| fits(model, (m, p), b, cut);
+            if cut > 1 && !(fit(dense, &d) && fit(sparse, &pts)) {
                 continue;
             }
             let key = (pts.clone(), cut);
-            let at = sparse_ways
-                .iter()
-                .position(|s| *s == key)
-                .unwrap_or_else(|| {
-                    sparse_ways.push(key);
-                    sparse_ways.len() - 1
-                });
-            sparse_of.push(at);
-            ways.push((name, d.clone(), cut));
+            let at = match out.sparse_ways.iter().position(|s| *s == key) {
+                Some(at) => at,
+                None => {
+                    out.sparse_ways.push(key);
+                    out.sparse_ways.len() - 1
+                }
+            };
+            out.sparse_of.push(at);
+            out.ways.push((name, d.clone(), cut));
         }
     }
+    out
+}
+
+/// The most rounds [`paired_passes`] times.
+const MAX_ROUNDS: usize = 400;
+
+/// Times the sparse and the dense pass of one batch in rounds, for `seconds` in all.
+///
+/// Every way of `dense_variants` runs the dense pass, and the sparse pass runs its dense-format
+/// layers the same way, so that a dense model's two passes are the same computation (chosen
+/// apart, they read 0.77-1.35× of each other) and a sparse model differs from its baseline
+/// only where it is sparse. Each of those ways runs both whole, every product shared by the
+/// threads, and (where the points use more than one thread) cut into slices of samples, one per
+/// thread ([`super::slices`]); both passes of a pair run the same way ([`pass_ways`]). All of
+/// these passes run once per round ([`paired::rounds`]), so cutting halves the rounds each pass
+/// gets within `seconds` (and doubles the time of the five-round minimum): a way
+/// chosen by a probe run on its own was 35 % slower in alternation with the sparse pass than
+/// in the probe, so the way is chosen by the dense pass's median inside the same rounds, and
+/// the speedup pairs that way's passes of each round.
+pub(super) fn paired_passes(
+    model: &Weights,
+    (sparse, points): (&[&SparseMatrix], &[ParamPoint]),
+    (dense, dense_points): (&[&SparseMatrix], &[ParamPoint]),
+    x: &[f32],
+    b: usize,
+    seconds: f64,
+) -> Result<PairedPasses, StageError> {
+    let Ways {
+        ways,
+        mut sparse_ways,
+        sparse_of,
+    } = pass_ways(model, (sparse, points), (dense, dense_points), b);
     // Per pass way, per call, each layer's time in its GEMM.
     let mut gemm_us: Vec<Vec<Vec<f64>>> = vec![vec![]; sparse_ways.len() + ways.len()];
     let (sparse_gemm_us, dense_gemm_us) = gemm_us.split_at_mut(sparse_ways.len());
@@ -231,6 +263,12 @@ pub(super) struct Buffers {
 }
 
 impl Buffers {
+    /// How many buffers were allocated because none of the length was kept.
+    #[cfg(test)]
+    pub(super) fn fresh(&self) -> usize {
+        self.fresh
+    }
+
     /// Buffers kept at most; more are dropped.
     const KEEP: usize = 32;
 
@@ -497,15 +535,8 @@ mod tests {
     /// read 0.77-1.35x of itself).
     #[test]
     fn dense_format_layers_run_as_the_dense_pass_runs_them() {
-        let spec = crate::ModelSpec::Mlp { hidden: vec![32] };
-        let w = Weights::init(&spec, 16, None, 4, 3).unwrap();
-        let pack = |i: usize, p: &Pattern| fixtures::pack(&w, i, p);
-        let dense: Vec<SparseMatrix> = (0..2).map(|i| pack(i, &Pattern::Dense)).collect();
         // The first layer 2:4, the 4-row head dense.
-        let mixed = [
-            pack(0, &Pattern::Nm { n: 2, m: 4 }),
-            pack(1, &Pattern::Dense),
-        ];
+        let (w, dense, mixed) = fixtures::small_mlp();
         let runs = |ms: &[SparseMatrix]| fixtures::runs(&w, ms);
         let x = kernels::random_values(16 * 8, 5);
         let tokens = w.layer_tokens();
@@ -538,6 +569,60 @@ mod tests {
                 }
             }
             assert_eq!((e2e.len(), dense_e2e.len(), outside.len()), (5, 5, 5));
+        }
+    }
+
+    /// Where the points use two threads, every way runs whole and cut in two, and each dense
+    /// pass is paired with the sparse pass of the same cut, whose dense-format layers run at
+    /// that way's dense points; at one thread nothing is cut.
+    #[test]
+    fn every_way_runs_whole_and_cut_pairing_passes_of_the_same_cut() {
+        let (w, dense, mixed) = fixtures::small_mlp();
+        let tokens = w.layer_tokens();
+        let b = 8;
+        let at_threads = |ps: Vec<ParamPoint>, t: i64| -> Vec<ParamPoint> {
+            ps.into_iter()
+                .map(|mut p| {
+                    p.0.insert("threads".into(), t);
+                    p
+                })
+                .collect()
+        };
+        let refs: Vec<&SparseMatrix> = mixed.iter().collect();
+        let dense_refs: Vec<&SparseMatrix> = dense.iter().collect();
+        let threads = kernels::available_cores().min(2) as i64;
+        for t in [1, threads] {
+            let points = at_threads(
+                points_at(&fixtures::runs(&w, &mixed), &tokens, b, false).0,
+                t,
+            );
+            let dense_points = at_threads(
+                points_at(&fixtures::runs(&w, &dense), &tokens, b, true).0,
+                t,
+            );
+            let Ways {
+                ways,
+                sparse_ways,
+                sparse_of,
+            } = pass_ways(&w, (&refs, &points), (&dense_refs, &dense_points), b);
+            let cut = t as usize;
+            assert!(!ways.is_empty());
+            for (name, d, _) in &ways {
+                for c in [1, cut] {
+                    let n = ways
+                        .iter()
+                        .filter(|(m, e, k)| m == name && e == d && *k == c)
+                        .count();
+                    assert_eq!(n, 1, "{name}, {c} slices, at {t} threads");
+                }
+            }
+            assert!(ways.iter().all(|w| w.2 == 1 || w.2 == cut));
+            assert_eq!(sparse_of.len(), ways.len());
+            for ((_, d, c), &s) in ways.iter().zip(&sparse_of) {
+                let (sp, sc) = &sparse_ways[s];
+                assert_eq!(sc, c);
+                assert_eq!((&sp[0], &sp[1]), (&points[0], &d[1]));
+            }
         }
     }
 }

@@ -5,12 +5,13 @@
 //!
 //! Why both: when the threads share every product, each layer reads an input that both threads
 //! have just written, and fetching the other core's lines is not free. On the quickstart's
-//! 64→256→256→10 MLP at batch 256 (Intel Xeon, AVX-512, 2 cores; kernels/BENCH.md, forty-first
-//! session) the three products took 150 µs inside the dense pass against 118 µs alone; cut into
-//! two slices of 128 samples, the dense pass took 141–145 µs against 171–177 µs and a 2:8 one
-//! 72–74 µs against 109–112 µs. A slice's activations never leave the core that computes them,
-//! and the threads meet once per pass instead of once per product. Where the layers are large
-//! (a ViT at DeiT-tiny widths) the two ways cost about the same.
+//! 64→256→256→10 MLP at batch 256 (Intel Xeon, AVX-512, 2 cores) the three products took 150 µs
+//! inside the dense pass against 118 µs alone (kernels/BENCH.md, fortieth session); cut into
+//! two slices of 128 samples, the dense pass took 149–150 µs against 171–177 µs whole and a 2:8
+//! one 79 µs against 109–112 µs (forty-first session). A slice's activations never leave the
+//! core that computes them, and the threads meet once per pass instead of once per product.
+//! Where the layers are large (a ViT at DeiT-tiny widths) cutting gained less: 3 % on the dense
+//! pass, 7–9 % on sparse ones.
 //!
 //! Every slice runs each layer at the point the whole batch's pass runs it, on one thread (a
 //! point whose parameters do not fit a slice's columns rules the way out). The slices' inputs
@@ -119,6 +120,7 @@ impl<'a> SlicedPass<'a> {
                 "a point does not fit a slice of {b} samples cut in {slices}"
             ))
         })?;
+        let slices = slices.clamp(1, b.max(1));
         let features = x.len() / b.max(1);
         let mut first = 0;
         let slices = slice_sizes(b, slices)
@@ -154,15 +156,21 @@ impl<'a> SlicedPass<'a> {
         let n = self.slices.len();
         kernels::run_host_parts(&*self, n, n);
         let mut slowest: Option<(f64, usize)> = None;
+        let mut error = None;
         for (i, s) in self.slices.iter_mut().enumerate() {
             let s = s.get_mut().unwrap_or_else(|e| e.into_inner());
+            // Every slice's error is taken (the first returned), none left for the next run.
             if let Some(e) = s.error.take() {
-                return Err(e);
+                error.get_or_insert(e);
+                continue;
             }
             let total: f64 = s.gemm_us.iter().sum();
             if slowest.is_none_or(|(t, _)| total > t) {
                 slowest = Some((total, i));
             }
+        }
+        if let Some(e) = error {
+            return Err(e);
         }
         if let Some((_, i)) = slowest {
             let s = self.slices[i].get_mut().unwrap_or_else(|e| e.into_inner());
@@ -239,6 +247,11 @@ mod tests {
             .collect()
     }
 
+    /// Two threads where the machine has them (a point of more threads than cores is refused).
+    fn threads() -> i64 {
+        kernels::available_cores().min(2) as i64
+    }
+
     fn with_threads(points: &[ParamPoint], threads: i64) -> Vec<ParamPoint> {
         points
             .iter()
@@ -290,7 +303,7 @@ mod tests {
             // The points of the smallest slice (2 samples), valid at every larger batch.
             let runs = fixtures::runs(&w, &packed);
             let (points, _) = points_at(&runs, &w.layer_tokens(), 2, false);
-            let points = with_threads(&points, 2);
+            let points = with_threads(&points, threads());
             let x = kernels::random_values(64 * samples, 2);
             let whole = run_cpu(
                 &w,
@@ -306,6 +319,7 @@ mod tests {
                 assert!(fits(&w, (&refs, &points), samples, cut), "{spec:?}");
                 let mut sliced = SlicedPass::new(&w, (&refs, &points), &x, samples, cut).unwrap();
                 let mut first: Option<Vec<f32>> = None;
+                let mut allocated: Option<Vec<usize>> = None;
                 for round in 0..3 {
                     let mut t = vec![];
                     sliced.run(&mut t).unwrap();
@@ -321,8 +335,42 @@ mod tests {
                     assert!(err <= 1e-5 * scale, "{at}: {err} of {scale}");
                     let first = first.get_or_insert_with(|| out.clone());
                     assert_eq!(bits(&out), bits(first), "{at}");
+                    // From the second round on every buffer a slice takes is one it gave back.
+                    let fresh: Vec<usize> = sliced
+                        .slices
+                        .iter_mut()
+                        .map(|s| s.get_mut().unwrap().buffers.fresh())
+                        .collect();
+                    let kept = allocated.get_or_insert_with(|| fresh.clone());
+                    assert_eq!(&fresh, kept, "{at}: a slice allocated anew");
                 }
             }
+        }
+    }
+
+    /// A slice's failure (here a point its kernels refuse) fails the pass, every time, and the
+    /// per-layer times are the slowest slice's.
+    #[test]
+    fn a_failing_slice_fails_the_pass_and_times_are_the_slowest_slices() {
+        let spec = crate::ModelSpec::Mlp { hidden: vec![32] };
+        let w = Weights::init(&spec, 16, None, 4, 3).unwrap();
+        let packed = mixed(&w);
+        let refs: Vec<&SparseMatrix> = packed.iter().collect();
+        let (points, _) = points_at(&fixtures::runs(&w, &packed), &w.layer_tokens(), 4, false);
+        let x = kernels::random_values(16 * 9, 4);
+        let mut sliced = SlicedPass::new(&w, (&refs, &points), &x, 9, 2).unwrap();
+        let mut t = vec![];
+        sliced.run(&mut t).unwrap();
+        let totals: Vec<f64> = sliced
+            .slices
+            .iter_mut()
+            .map(|s| s.get_mut().unwrap().gemm_us.iter().sum())
+            .collect();
+        let longest = totals.iter().copied().fold(0.0, f64::max);
+        assert_eq!(t.iter().sum::<f64>(), longest);
+        sliced.points[0].0.insert("tile_n".into(), 7);
+        for _ in 0..2 {
+            assert!(sliced.run(&mut t).is_err());
         }
     }
 
@@ -349,21 +397,15 @@ mod tests {
     #[test]
     fn a_point_too_wide_for_a_slice_keeps_the_pass_whole() {
         let lanes = kernels::isa().lanes();
-        let spec = crate::ModelSpec::Mlp { hidden: vec![32] };
-        let w = Weights::init(&spec, 16, None, 4, 3).unwrap();
-        let dense: Vec<SparseMatrix> = (0..2)
-            .map(|i| fixtures::pack(&w, i, &Pattern::Dense))
-            .collect();
-        let sparse = [
-            fixtures::pack(&w, 0, &Pattern::Nm { n: 2, m: 4 }),
-            dense[1].clone(),
-        ];
+        let (w, dense, sparse) = fixtures::small_mlp();
         // 12 × lanes columns: the widest tile fits the batch, not half of it.
         let b = 12 * lanes;
         let tokens = w.layer_tokens();
         let (dense_points, _) = points_at(&fixtures::runs(&w, &dense), &tokens, b, true);
         let (points, _) = points_at(&fixtures::runs(&w, &sparse), &tokens, b, false);
-        let mut points = with_threads(&points, 2);
+        let mut points = with_threads(&points, threads());
+        // One row at a time: the widest tile within every ISA's accumulator budget.
+        points[0].0.insert("rows".into(), 1);
         points[0].0.insert("tile_n".into(), (12 * lanes) as i64);
         let sig = sparse[0].signature();
         assert!(kernels::cpu_space(&sig, b).contains(&points[0]).is_ok());
@@ -375,7 +417,7 @@ mod tests {
         let PairedPasses { slices, e2e, .. } = paired_passes(
             &w,
             (&refs, &points),
-            (&dense_refs, &with_threads(&dense_points, 2)),
+            (&dense_refs, &with_threads(&dense_points, threads())),
             &x,
             b,
             0.0,
