@@ -1,7 +1,7 @@
 //! A pass cut by samples: the batch in slices of consecutive samples, each run through the
 //! whole model on one thread, all at once. The other way to use the threads is the pass of
 //! [`run_cpu`], whose every product is shared by them; [`super::passes::paired_passes`] times
-//! both and keeps the faster.
+//! both and keeps the one whose dense pass was faster.
 //!
 //! Why both: when the threads share every product, each layer reads an input that both threads
 //! have just written, and fetching the other core's lines is not free. On the quickstart's
@@ -115,19 +115,19 @@ impl<'a> SlicedPass<'a> {
         b: usize,
         slices: usize,
     ) -> Result<Self, StageError> {
+        let slices = slices.clamp(1, b.max(1));
         let points = one_thread(model, matrices, points, b, slices).ok_or_else(|| {
             StageError::InvalidConfig(format!(
                 "a point does not fit a slice of {b} samples cut in {slices}"
             ))
         })?;
-        let slices = slices.clamp(1, b.max(1));
         let features = x.len() / b.max(1);
         let mut first = 0;
         let slices = slice_sizes(b, slices)
             .into_iter()
             .map(|samples| {
                 let mut xs = Vec::with_capacity(features * samples);
-                for row in x.chunks_exact(b) {
+                for row in x.chunks_exact(b.max(1)) {
                     xs.extend_from_slice(&row[first..first + samples]);
                 }
                 first += samples;
