@@ -28,6 +28,7 @@ mod passes;
 mod points;
 mod reference;
 mod slices;
+mod ways;
 
 pub use cpu::evaluate;
 pub use measured::{BatchLatency, Evaluation, LayerRun, LayerTuning};

@@ -3,48 +3,13 @@
 
 use std::time::Instant;
 
-use super::slices::{fits, slice_count, SlicedPass};
+use super::slices::SlicedPass;
+use super::ways::{pass_ways, Ways};
 use super::{graph, paired};
 use crate::kernel_tune::summarise;
 use crate::model::Weights;
 use crate::StageError;
 use kernels::{Activation, ParamPoint, SparseMatrix};
-
-/// The ways a pass may run its dense-format layers: as tuned, or all on one dense backend
-/// (`faer`, `gemm`) with the tuned thread counts. Each dense backend is tuned on a layer alone,
-/// but inside a pass, between host computations, the two do not cost what they cost alone (on
-/// a 2-block ViT at batch 1 with an earlier, strided LayerNorm, the passes took 3× longer with
-/// faer than with gemm, outside the GEMM calls themselves; which one wins depends on what runs
-/// between the GEMMs), so the dense pass is timed in every way and the fastest kept.
-fn dense_variants(
-    matrices: &[&SparseMatrix],
-    points: &[ParamPoint],
-) -> Vec<(&'static str, Vec<ParamPoint>)> {
-    let mut out = vec![("tuned", points.to_vec())];
-    for (name, backend) in [("faer", 0), ("gemm", 1)] {
-        let variant: Vec<ParamPoint> = matrices
-            .iter()
-            .zip(points)
-            .map(|(m, p)| {
-                let mut q = p.clone();
-                if matches!(m, SparseMatrix::Dense(_)) {
-                    q.0.insert("backend".into(), backend);
-                }
-                q
-            })
-            .collect();
-        let valid = matrices.iter().zip(&variant).all(|(m, q)| {
-            !matches!(m, SparseMatrix::Dense(_))
-                || kernels::dense_space(m.rows(), m.cols(), 1)
-                    .contains(q)
-                    .is_ok()
-        });
-        if valid && !out.iter().any(|(_, v)| *v == variant) {
-            out.push((name, variant));
-        }
-    }
-    out
-}
 
 /// The sparse pass and the dense pass of one batch, timed together.
 pub(super) struct PairedPasses {
@@ -68,65 +33,6 @@ pub(super) struct PairedPasses {
     pub layer_us: Vec<Vec<f64>>,
     /// Per layer, its GEMM's time inside each dense sample's pass, µs.
     pub dense_layer_us: Vec<Vec<f64>>,
-}
-
-/// Every way [`paired_passes`] runs the passes.
-struct Ways {
-    /// Each way: its name ([`dense_variants`]), the dense pass's points and how many slices
-    /// both passes are cut into (1: whole).
-    ways: Vec<(&'static str, Vec<ParamPoint>, usize)>,
-    /// The sparse passes: points and slices (one per way, or fewer: ways that differ only in
-    /// dense-format layers the sparse model does not have share one).
-    sparse_ways: Vec<(Vec<ParamPoint>, usize)>,
-    /// Per way, its sparse pass's index in `sparse_ways`.
-    sparse_of: Vec<usize>,
-}
-
-/// The ways of running the passes: each of [`dense_variants`] whole and, where both passes'
-/// points fit a slice ([`fits`]), cut into as many slices as the points use threads; the
-/// sparse pass runs its dense-format layers at the dense pass's points of the same way, and
-/// every sparse pass is cut as its dense pass is.
-fn pass_ways(
-    model: &Weights,
-    (sparse, points): (&[&SparseMatrix], &[ParamPoint]),
-    (dense, dense_points): (&[&SparseMatrix], &[ParamPoint]),
-    b: usize,
-) -> Ways {
-    let slices = slice_count(&[points, dense_points], b);
-    let cuts: &[usize] = if slices > 1 { &[1, slices] } else { &[1] };
-    let mut out = Ways {
-        ways: vec![],
-        sparse_ways: vec![],
-        sparse_of: vec![],
-    };
-    for (name, d) in dense_variants(dense, dense_points) {
-        let pts: Vec<ParamPoint> = points
-            .iter()
-            .zip(&d)
-            .zip(sparse)
-            .map(|((p, d), m)| match m {
-                SparseMatrix::Dense(_) => d.clone(),
-                _ => p.clone(),
-            })
-            .collect();
-        for &cut in cuts {
-            let fit = |m, p| fits(model, (m, p), b, cut);
-            if cut > 1 && !(fit(dense, &d) && fit(sparse, &pts)) {
-                continue;
-            }
-            let key = (pts.clone(), cut);
-            let at = match out.sparse_ways.iter().position(|s| *s == key) {
-                Some(at) => at,
-                None => {
-                    out.sparse_ways.push(key);
-                    out.sparse_ways.len() - 1
-                }
-            };
-            out.sparse_of.push(at);
-            out.ways.push((name, d.clone(), cut));
-        }
-    }
-    out
 }
 
 /// The most rounds [`paired_passes`] times.
@@ -404,6 +310,7 @@ impl kernels::HostOp for Pass<'_, '_> {
 mod tests {
     use super::super::fixtures;
     use super::super::points::points_at;
+    use super::super::ways::{pass_ways, Ways};
     use super::super::LayerRun;
     use super::*;
     use kernels::Pattern;
