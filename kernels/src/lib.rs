@@ -29,8 +29,9 @@ pub fn l2_cache_bytes() -> usize {
 pub use calibrate::{Calibration, CalibrationSample};
 pub use cost::{dense_predicted_cost, predicted_cost, regret_at_budget, spearman};
 pub use cpu::{
-    exp_f32, gelu_f32, run_host_parts, spmm, spmm_with, with_isa, Activation, Epilogue, HostOp,
-    HostParts, LineAligned,
+    attention_head, attention_head_at, exp_f32, gelu_f32, layer_norm_columns,
+    layer_norm_columns_at, run_host_parts, spmm, spmm_with, with_isa, Activation, Epilogue,
+    HeadShape, HostOp, HostParts, LineAligned,
 };
 pub use cpu_wait::{cpu_wait_during, CpuWait, Waited, BUSY_SHARE};
 pub use dense::{dense_gemm, dense_gemm_with};

@@ -47,7 +47,7 @@ pub(crate) unsafe fn gelu<S: Simd>(x: S::V) -> S::V {
 /// # Safety
 /// `S`'s ISA is available.
 #[inline(always)]
-unsafe fn exp<S: Simd>(x: S::V) -> S::V {
+pub(super) unsafe fn exp<S: Simd>(x: S::V) -> S::V {
     const SHIFT: f32 = 12_582_912.0; // 1.5 · 2²³
     const P: [f32; 6] = [
         1.987_569_1e-4,

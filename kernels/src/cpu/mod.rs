@@ -3,6 +3,7 @@
 //! threads and runs the selected micro-kernel per (row range, tile).
 
 mod activation;
+mod attention;
 mod batch_one;
 mod column_rest;
 mod dispatch;
@@ -10,6 +11,7 @@ mod epilogue;
 mod few_columns;
 mod host_isa;
 mod kernels;
+mod layer_norm;
 mod line_aligned;
 pub(crate) mod panel_layout;
 mod pool;
@@ -22,8 +24,10 @@ pub(crate) use tiles::{fitted_tile, rest_in_place, tile_columns};
 use tiles::{rest_kernel, Panels};
 
 pub use activation::{exp_f32, gelu_f32, Activation};
+pub use attention::{attention_head, attention_head_at, HeadShape};
 pub use epilogue::Epilogue;
 pub use host_isa::{run_host_parts, with_isa, HostOp, HostParts};
+pub use layer_norm::{layer_norm_columns, layer_norm_columns_at};
 pub use line_aligned::LineAligned;
 
 use std::ops::Range;

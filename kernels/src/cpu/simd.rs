@@ -38,6 +38,10 @@ pub(crate) unsafe trait Simd {
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
     /// Per lane `x < 0 ? 0 : x` (so −0 and NaN stay as they are).
     unsafe fn relu(x: Self::V) -> Self::V;
+    /// Per lane `a > b ? a : b` (so `b` where either is NaN).
+    unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
+    /// Per lane `√x`, correctly rounded.
+    unsafe fn sqrt(x: Self::V) -> Self::V;
     /// `a − b`.
     unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
     /// `a · b` (rounded once, never fused with a neighbouring add).
@@ -49,6 +53,40 @@ pub(crate) unsafe trait Simd {
     /// Per lane `2ⁿ` from `t = n + 1.5 · 2²³` for an integral `n` in `[−126, 127]`: t's low
     /// mantissa bits hold n, and `n + 127` is the biased exponent of 2ⁿ.
     unsafe fn pow2_of_shifted(t: Self::V) -> Self::V;
+}
+
+/// The `len ≤ LANES` floats at `p` (zeros in the other lanes; nothing past them read). A
+/// function, not a closure: a closure is compiled without the caller's target features, and
+/// every intrinsic in it would become a call.
+///
+/// # Safety
+/// `S`'s ISA is available; `p` is valid for `len` reads.
+#[inline(always)]
+pub(crate) unsafe fn load_n<S: Simd>(p: *const f32, len: usize) -> S::V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if len == S::LANES {
+            S::load(p)
+        } else {
+            S::load_partial(p, len)
+        }
+    }
+}
+
+/// Stores the first `len ≤ LANES` lanes of `x` at `p` (nothing past them written).
+///
+/// # Safety
+/// `S`'s ISA is available; `p` is valid for `len` writes.
+#[inline(always)]
+pub(crate) unsafe fn store_n<S: Simd>(p: *mut f32, x: S::V, len: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if len == S::LANES {
+            S::store(p, x)
+        } else {
+            S::store_partial(p, x, len)
+        }
+    }
 }
 
 /// The bits of `1.5 · 2²³` as an f32: `n + 1.5 · 2²³` has the bits `SHIFTED_ZERO + n` for
@@ -106,6 +144,18 @@ unsafe impl Simd for Scalar {
         } else {
             x
         }
+    }
+    #[inline(always)]
+    unsafe fn max(a: f32, b: f32) -> f32 {
+        if a > b {
+            a
+        } else {
+            b
+        }
+    }
+    #[inline(always)]
+    unsafe fn sqrt(x: f32) -> f32 {
+        x.sqrt()
     }
     #[inline(always)]
     unsafe fn sub(a: f32, b: f32) -> f32 {
@@ -203,6 +253,16 @@ unsafe impl Simd for Avx2 {
         // SAFETY: AVX is available. `max(0, x)` returns its second operand, x, unless 0 > x:
         // for x = −0 and for NaN too, as `x < 0 ? 0 : x` does.
         unsafe { _mm256_max_ps(_mm256_setzero_ps(), x) }
+    }
+    #[inline(always)]
+    unsafe fn max(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX is available. `max(a, b)` is `a > b ? a : b`.
+        unsafe { _mm256_max_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn sqrt(x: __m256) -> __m256 {
+        // SAFETY: AVX is available.
+        unsafe { _mm256_sqrt_ps(x) }
     }
     #[inline(always)]
     unsafe fn sub(a: __m256, b: __m256) -> __m256 {
@@ -314,6 +374,16 @@ unsafe impl Simd for Avx512 {
     unsafe fn relu(x: __m512) -> __m512 {
         // SAFETY: AVX-512F is available; as Avx2::relu.
         unsafe { _mm512_max_ps(_mm512_setzero_ps(), x) }
+    }
+    #[inline(always)]
+    unsafe fn max(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F is available. `max(a, b)` is `a > b ? a : b`.
+        unsafe { _mm512_max_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn sqrt(x: __m512) -> __m512 {
+        // SAFETY: AVX-512F is available.
+        unsafe { _mm512_sqrt_ps(x) }
     }
     #[inline(always)]
     unsafe fn sub(a: __m512, b: __m512) -> __m512 {

@@ -170,6 +170,9 @@ pub const NOT_MEASURED: &[&str] = &[
     // The bias and activation evaluate fuses into its products; tunings run without one.
     "src/cpu/epilogue.rs",
     "src/cpu/activation.rs",
+    // Evaluate's attention heads and LayerNorm on the kernels' vectors; no tuning runs them.
+    "src/cpu/attention.rs",
+    "src/cpu/layer_norm.rs",
     "src/lib.rs",
     // How busy the machine was while something was timed: read beside timings, never in them.
     "src/cpu_wait.rs",

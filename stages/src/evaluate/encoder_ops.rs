@@ -5,7 +5,8 @@
 //! while the products ran on two (Intel Xeon), and 8.7–10.7 ms, half the pass, on a Zen 3
 //! core; on two threads 6.1–8.1 ms there, and 2.7–3.3 ms since the attention runs in blocks
 //! of samples (`examples/model_pass`, kernels/BENCH.md 2026-12-02 and 2026-12-02 (night)).
-//! Every output element is computed by the same operations in the same order whatever the
+//! In f32 the LayerNorm is the kernels' (`kernels::layer_norm_columns`, explicit vectors, the
+//! same bits as [`norm_columns`], which the f64 reference pass runs). Every output element is computed by the same operations in the same order whatever the
 //! thread count, so the results are the same bit for bit.
 
 use std::ops::Range;
@@ -15,6 +16,7 @@ use kernels::HostParts;
 
 use super::graph::Real;
 use crate::model::{Weights, LAYER_NORM_EPS};
+use crate::StageError;
 
 /// `0..n` cut into at most `threads` ranges at multiples of 64 columns (several cache lines of
 /// a row each, so that the threads share at most the line at each boundary).
@@ -42,7 +44,7 @@ pub(super) fn layer_norm<T: Real>(
     (d, n): (usize, usize),
     mut out: Vec<T>,
     threads: usize,
-) -> Vec<T> {
+) -> Result<Vec<T>, StageError> {
     let (gain, shift) = (&w.params[at].values, &w.params[at + 1].values);
     debug_assert_eq!((out.len(), x.len()), (d * n, d * n));
     let ranges = column_ranges(n, threads);
@@ -62,29 +64,46 @@ pub(super) fn layer_norm<T: Real>(
         gain,
         shift,
         ranges,
-        outs: pieces.into_iter().map(Mutex::new).collect(),
+        outs: pieces
+            .into_iter()
+            .map(|p| Mutex::new((p, Ok(()))))
+            .collect(),
     };
     kernels::run_host_parts(&parts, parts.ranges.len(), threads);
-    drop(parts);
-    out
+    for part in parts.outs {
+        part.into_inner().unwrap_or_else(|e| e.into_inner()).1?;
+    }
+    Ok(out)
 }
 
-/// [`layer_norm`]'s parts: part `i` normalises the columns `ranges[i]` into `outs[i]`.
+/// [`layer_norm`]'s parts: part `i` normalises the columns `ranges[i]` into `outs[i]`, with
+/// its result beside them.
 struct Norms<'a, T> {
     x: &'a [T],
     n: usize,
     gain: &'a [f32],
     shift: &'a [f32],
     ranges: Vec<Range<usize>>,
-    outs: Vec<Mutex<Vec<&'a mut [T]>>>,
+    #[allow(clippy::type_complexity)] // a part's output rows and its result
+    outs: Vec<Mutex<(Vec<&'a mut [T]>, Result<(), kernels::KernelError>)>>,
 }
 
 impl<T: Real> HostParts for Norms<'_, T> {
     #[inline(always)]
     fn part(&self, i: usize) {
-        let mut out = slot(&self.outs[i]);
+        let mut part = slot(&self.outs[i]);
+        let (out, result) = &mut *part;
         let cols = self.ranges[i].clone();
-        norm_columns(self.x, self.n, cols, self.gain, self.shift, &mut out);
+        // f32 through the kernels' explicit vectors (the same bits as `norm_columns`).
+        if let Some(x) = T::f32s(self.x) {
+            let rows: Option<Vec<&mut [f32]>> = out.iter_mut().map(|r| T::f32s_mut(r)).collect();
+            if let Some(mut rows) = rows {
+                let params = (self.gain, self.shift, LAYER_NORM_EPS as f32);
+                *result = kernels::layer_norm_columns(x, self.n, cols, params, &mut rows);
+                return;
+            }
+        }
+        norm_columns(self.x, self.n, cols, self.gain, self.shift, out);
     }
 }
 
@@ -194,7 +213,6 @@ impl<T: Real> HostParts for Residual<'_, T> {
 mod tests {
     use super::super::graph::{forward, naive_gemm, Gemm};
     use super::*;
-    use crate::StageError;
 
     /// Each layer's `W · x` (f32, in order), with the host work on `threads` threads.
     struct Threaded<'a>(&'a Weights, usize);
@@ -239,6 +257,29 @@ mod tests {
                     "{samples} samples, {threads} threads"
                 );
             }
+        }
+    }
+
+    /// The kernels' LayerNorm (the f32 pass's) gives [`norm_columns`]' bits in f32, over
+    /// column ranges that start and end anywhere.
+    #[test]
+    fn the_kernels_layer_norm_gives_norm_columns_bits() {
+        let (d, n) = (24, 203);
+        let x: Vec<f32> = kernels::random_values(d * n, 7)
+            .iter()
+            .map(|v| 2.0 * v - 0.3)
+            .collect();
+        let (gain, shift) = (kernels::random_values(d, 8), kernels::random_values(d, 9));
+        for cols in [0..n, 5..n, 64..130, 17..18] {
+            let mut want = vec![vec![f32::NAN; cols.len()]; d];
+            let mut rows: Vec<&mut [f32]> = want.iter_mut().map(|r| r.as_mut_slice()).collect();
+            norm_columns(&x, n, cols.clone(), &gain, &shift, &mut rows);
+            let mut got = vec![vec![f32::NAN; cols.len()]; d];
+            let mut rows: Vec<&mut [f32]> = got.iter_mut().map(|r| r.as_mut_slice()).collect();
+            let params = (&gain[..], &shift[..], LAYER_NORM_EPS as f32);
+            kernels::layer_norm_columns(&x, n, cols.clone(), params, &mut rows).unwrap();
+            let bits = |v: &[Vec<f32>]| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "columns {cols:?}");
         }
     }
 

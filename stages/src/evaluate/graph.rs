@@ -43,8 +43,11 @@ pub(crate) trait Real:
     /// GELU (the tanh form, candle's `gelu`).
     fn gelu(self) -> Self;
     fn sqrt(self) -> Self;
-    /// `self · a + b`, rounded once (one FMA instruction at the kernels' ISA).
-    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// The values as f32, where they are f32: the pass's f32 path hands them to the kernels'
+    /// explicit-vector code (the attention's heads), the f64 reference pass does not.
+    fn f32s(x: &[Self]) -> Option<&[f32]>;
+    /// [`Real::f32s`] of a buffer to write.
+    fn f32s_mut(x: &mut [Self]) -> Option<&mut [f32]>;
 }
 
 impl Real for f32 {
@@ -67,8 +70,12 @@ impl Real for f32 {
         f32::sqrt(self)
     }
     #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        f32::mul_add(self, a, b)
+    fn f32s(x: &[Self]) -> Option<&[f32]> {
+        Some(x)
+    }
+    #[inline(always)]
+    fn f32s_mut(x: &mut [Self]) -> Option<&mut [f32]> {
+        Some(x)
     }
 }
 
@@ -86,8 +93,11 @@ impl Real for f64 {
     fn sqrt(self) -> Self {
         f64::sqrt(self)
     }
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        f64::mul_add(self, a, b)
+    fn f32s(_: &[Self]) -> Option<&[f32]> {
+        None
+    }
+    fn f32s_mut(_: &mut [Self]) -> Option<&mut [f32]> {
+        None
     }
 }
 
@@ -330,20 +340,20 @@ fn transformer<T: Real>(
     let threads = gemm.host_threads();
     for b in 0..t.blocks {
         let x1 = gemm.take(d * n);
-        let x1 = layer_norm(w, t.param(ParamRef::Norm1(b)), &h, (d, n), x1, threads);
+        let x1 = layer_norm(w, t.param(ParamRef::Norm1(b)), &h, (d, n), x1, threads)?;
         let q = gemm.gemm(t.block_layer(b, 0), &x1, n, Activation::None)?;
         let k = gemm.gemm(t.block_layer(b, 1), &x1, n, Activation::None)?;
         let v = gemm.gemm(t.block_layer(b, 2), &x1, n, Activation::None)?;
         gemm.recycle(x1);
         let mixed = gemm.take(q.len());
-        let mixed = attention(t, (&q, &k, &v), samples, mixed, threads);
+        let mixed = attention(t, (&q, &k, &v), samples, mixed, threads)?;
         [q, k, v].into_iter().for_each(|done| gemm.recycle(done));
         let o = gemm.gemm(t.block_layer(b, 3), &mixed, n, Activation::None)?;
         gemm.recycle(mixed);
         add_residual(&mut h, &o, (n, n), threads);
         gemm.recycle(o);
         let x2 = gemm.take(d * n);
-        let x2 = layer_norm(w, t.param(ParamRef::Norm2(b)), &h, (d, n), x2, threads);
+        let x2 = layer_norm(w, t.param(ParamRef::Norm2(b)), &h, (d, n), x2, threads)?;
         // GELU fused into the up-projection's epilogue (the kernels apply it as they store).
         let up = gemm.gemm(t.block_layer(b, 4), &x2, n, Activation::Gelu)?;
         gemm.recycle(x2);
@@ -369,7 +379,7 @@ fn transformer<T: Real>(
         (d, samples),
         normed,
         threads,
-    );
+    )?;
     gemm.recycle(first);
     let logits = gemm.gemm(t.head(), &normed, samples, Activation::None);
     gemm.recycle(normed);
