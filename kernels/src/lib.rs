@@ -1,7 +1,8 @@
 //! Sparse formats and SpMM kernels for cotune: the patterns of the accuracy search space, their
 //! mask builders and storage formats, the CPU kernels of the performance search space with their
-//! parameter spaces and cost model, and the dense baseline. See DESIGN.md, "Sparse formats" and
-//! "Kernels".
+//! parameter spaces and cost model, and the dense baseline; also the host operations of a
+//! model's pass that are written on the kernels' vectors (a transformer's attention heads and
+//! LayerNorm, the activations). See DESIGN.md, "Sparse formats" and "Kernels".
 #![forbid(missing_docs)]
 
 mod calibrate;

@@ -310,8 +310,8 @@ const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
     "137c23d5255b5f7099a476e5468c2029a304d8699154daaa1347f6fbf5d9177d",
     // kernel_tune version 4 (a dense format its own baseline) reading that calibration.
     "4370766812150a72122afc9197eb40813b4cb015d455dd22b320209511edd099",
-    // evaluate version 13 (both passes also timed cut into slices of samples, one per thread).
-    "5190d77d3b67c0ec7a799ac5bd2c877a1b9caedec6bb9d214c53830b204bd760",
+    // evaluate version 14 (attention heads and LayerNorm on the kernels' explicit vectors).
+    "f52f6d5d49e332e3cbda8efd3827c8dcfefc4e435855978d6135f494176e169a",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

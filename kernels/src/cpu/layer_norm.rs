@@ -55,7 +55,12 @@ pub fn layer_norm_columns_at(
         }
     };
     check("layer norm columns", cols.end, n)?;
-    check("layer norm input", d * n, x.len())?;
+    // A product that wrapped would pass the length check and run past `x`.
+    let input = d.checked_mul(n).ok_or_else(|| KernelError::InvalidFormat {
+        format: "layer norm",
+        reason: format!("{d} rows of {n} columns: the size overflows"),
+    })?;
+    check("layer norm input", input, x.len())?;
     check("layer norm gain", d, gain.len())?;
     check("layer norm shift", d, shift.len())?;
     for row in out.iter() {
@@ -228,25 +233,31 @@ mod tests {
                     if at.lanes() > isa().lanes() {
                         continue;
                     }
+                    // Each row followed by values that must stay as they are.
                     let mut rows = vec![vec![f32::NAN; cols.len()]; d];
+                    rows.iter_mut().for_each(|r| r.extend([7.0; 16]));
                     let mut out: Vec<&mut [f32]> =
-                        rows.iter_mut().map(|r| r.as_mut_slice()).collect();
-                    layer_norm_columns_at(at, &x, n, cols.clone(), (&gain, &shift, 1e-5), &mut out)
-                        .unwrap();
+                        rows.iter_mut().map(|r| &mut r[..cols.len()]).collect();
+                    let params = (&gain[..], &shift[..], 1e-5);
+                    layer_norm_columns_at(at, &x, n, cols.clone(), params, &mut out).unwrap();
+                    let what = format!("{at}, d {d}, n {n}, columns {cols:?}");
                     let bits = |v: &[Vec<f32>]| {
-                        v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>()
+                        v.iter()
+                            .flat_map(|r| &r[..cols.len()])
+                            .map(|x| x.to_bits())
+                            .collect::<Vec<_>>()
                     };
-                    assert_eq!(
-                        bits(&rows),
-                        bits(&want),
-                        "{at}, d {d}, n {n}, columns {cols:?}"
-                    );
+                    assert_eq!(bits(&rows), bits(&want), "{what}");
+                    let kept = rows
+                        .iter()
+                        .all(|r| r[cols.len()..].iter().all(|&x| x == 7.0));
+                    assert!(kept, "{what}: a store ran past a row");
                 }
             }
         }
     }
 
-    /// Short buffers are errors, not panics.
+    /// Short buffers and sizes that overflow are errors, not panics or reads past them.
     #[test]
     fn bad_lengths_are_errors() {
         let (x, g) = (vec![1.0; 2 * 10], vec![1.0; 2]);
@@ -258,5 +269,10 @@ mod tests {
         assert!(layer_norm_columns(&x[..19], 10, 6..10, p, &mut out).is_err());
         assert!(layer_norm_columns(&x, 10, 5..10, p, &mut out).is_err());
         assert!(layer_norm_columns(&x, 10, 6..10, (&g[..1], &g[..], 1e-5), &mut out).is_err());
+        // 2 rows of 2⁶³ columns: 0 values modulo 2⁶⁴.
+        let mut rows = [vec![0.0; 1], vec![0.0; 1]];
+        let mut out: Vec<&mut [f32]> = rows.iter_mut().map(|r| r.as_mut_slice()).collect();
+        let huge = 1 << 63;
+        assert!(layer_norm_columns(&[], huge, huge - 1..huge, p, &mut out).is_err());
     }
 }

@@ -1,6 +1,8 @@
 //! CPU SpMM: `C = A · B` for every sparse format, multi-threaded, with the ISA chosen once at
 //! run time. [`spmm`] validates the parameter point, lays B out in N tiles, splits the rows over
-//! threads and runs the selected micro-kernel per (row range, tile).
+//! threads and runs the selected micro-kernel per (row range, tile). The host operations of a
+//! model's pass live beside them (`host_isa`, `activation`, `attention`, `layer_norm`), on the
+//! same SIMD layer.
 
 mod activation;
 mod attention;

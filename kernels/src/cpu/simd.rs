@@ -34,6 +34,10 @@ pub(crate) unsafe trait Simd {
     unsafe fn store_partial(p: *mut f32, v: Self::V, count: usize);
     /// `acc + a · b` (fused where the ISA has FMA).
     unsafe fn fma(acc: Self::V, a: Self::V, b: Self::V) -> Self::V;
+    /// `a · b + acc` rounded once on every ISA, [`Scalar`]'s included (through `f32::mul_add`,
+    /// in software where the CPU has no FMA), so that code written with it gives the same bits
+    /// at every ISA.
+    unsafe fn mul_add(a: Self::V, b: Self::V, acc: Self::V) -> Self::V;
     /// `a + b`.
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
     /// Per lane `x < 0 ? 0 : x` (so −0 and NaN stay as they are).
@@ -132,6 +136,10 @@ unsafe impl Simd for Scalar {
     #[inline(always)]
     unsafe fn fma(acc: f32, a: f32, b: f32) -> f32 {
         acc + a * b
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: f32, b: f32, acc: f32) -> f32 {
+        a.mul_add(b, acc)
     }
     #[inline(always)]
     unsafe fn add(a: f32, b: f32) -> f32 {
@@ -242,6 +250,11 @@ unsafe impl Simd for Avx2 {
     unsafe fn fma(acc: __m256, a: __m256, b: __m256) -> __m256 {
         // SAFETY: FMA is available.
         unsafe { _mm256_fmadd_ps(a, b, acc) }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: __m256, b: __m256, acc: __m256) -> __m256 {
+        // SAFETY: as `fma`, which is fused on this ISA.
+        unsafe { Self::fma(acc, a, b) }
     }
     #[inline(always)]
     unsafe fn add(a: __m256, b: __m256) -> __m256 {
@@ -364,6 +377,11 @@ unsafe impl Simd for Avx512 {
     unsafe fn fma(acc: __m512, a: __m512, b: __m512) -> __m512 {
         // SAFETY: AVX-512F is available.
         unsafe { _mm512_fmadd_ps(a, b, acc) }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: __m512, b: __m512, acc: __m512) -> __m512 {
+        // SAFETY: as `fma`, which is fused on this ISA.
+        unsafe { Self::fma(acc, a, b) }
     }
     #[inline(always)]
     unsafe fn add(a: __m512, b: __m512) -> __m512 {

@@ -67,7 +67,9 @@ impl Stage for EvaluateStage {
         // the dense baseline's epilogue runs over rows after a column-band product.
         // 13: both passes also timed cut into slices of samples, one per thread
         // (pass_slices_b{B}), the faster way kept.
-        13
+        // 14: a transformer's attention heads and LayerNorm run on the kernels' explicit
+        // vectors (kernels::attention_head, kernels::layer_norm_columns).
+        14
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

@@ -6,8 +6,9 @@
 //! core; on two threads 6.1–8.1 ms there, and 2.7–3.3 ms since the attention runs in blocks
 //! of samples (`examples/model_pass`, kernels/BENCH.md 2026-12-02 and 2026-12-02 (night)).
 //! In f32 the LayerNorm is the kernels' (`kernels::layer_norm_columns`, explicit vectors, the
-//! same bits as [`norm_columns`], which the f64 reference pass runs). Every output element is computed by the same operations in the same order whatever the
-//! thread count, so the results are the same bit for bit.
+//! same bits as [`norm_columns`], which the f64 reference pass runs). Every output element is
+//! computed by the same operations in the same order whatever the thread count, so the results
+//! are the same bit for bit.
 
 use std::ops::Range;
 use std::sync::Mutex;
@@ -107,7 +108,9 @@ impl<T: Real> HostParts for Norms<'_, T> {
     }
 }
 
-/// Columns per step of [`norm_columns`]: a step's 64 columns of the ViT's 64 rows are 16 KiB,
+/// Columns per step of [`norm_columns`] (the f64 reference pass's LayerNorm; the f32 pass's,
+/// in the kernels, takes 4 vectors of columns a step for the same reason): a step's 64 columns
+/// of the ViT's 64 rows are 16 KiB,
 /// so its three passes (mean, variance, output) read them from L1; over a part's whole range
 /// (half of 4,352 columns at batch 256) each pass streamed the activations through L3.
 const NORM_STEP: usize = 64;

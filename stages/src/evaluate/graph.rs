@@ -44,7 +44,8 @@ pub(crate) trait Real:
     fn gelu(self) -> Self;
     fn sqrt(self) -> Self;
     /// The values as f32, where they are f32: the pass's f32 path hands them to the kernels'
-    /// explicit-vector code (the attention's heads), the f64 reference pass does not.
+    /// explicit-vector code (the attention's heads, the LayerNorm), the f64 reference pass
+    /// does not.
     fn f32s(x: &[Self]) -> Option<&[f32]>;
     /// [`Real::f32s`] of a buffer to write.
     fn f32s_mut(x: &mut [Self]) -> Option<&mut [f32]>;
@@ -449,9 +450,10 @@ mod tests {
     }
 
     /// The f32 pass, the one evaluate runs, against the f64 pass on the same weights: what
-    /// only f32 runs (the exponential's polynomial, the attention's fused multiply-adds at the
-    /// kernels' ISA) on the ViT's 17 tokens, at 1, 5 and 19 samples (two full blocks of 8 and
-    /// a partial one). The passes' shared structure is checked against candle above.
+    /// only f32 runs (the exponential's polynomial, the kernels' batched attention with its
+    /// fused multiply-adds and their LayerNorm) on the ViT's 17 tokens, at 1, 5 and 19 samples
+    /// (19: batched, in full blocks of 8 or 16 samples and a partial one; the f64 pass runs each
+    /// sample alone). The passes' shared structure is checked against candle above.
     #[test]
     fn the_f32_pass_agrees_with_the_f64_pass() {
         let vit = ModelSpec::Transformer {
