@@ -19,9 +19,8 @@
 use std::ops::Range;
 
 use super::activation::exp;
-use super::simd::{load_n, store_n, Scalar, Simd};
-#[cfg(target_arch = "x86_64")]
-use super::simd::{Avx2, Avx512};
+use super::host_isa::{run_vectors_at, VectorOp};
+use super::simd::{load_n, store_n, Simd};
 use crate::{isa, Isa, KernelError};
 
 /// The shape of [`attention_head`]'s activations.
@@ -110,41 +109,8 @@ pub fn attention_head_at(
         rows,
         out,
     };
-    // The ISA no wider than `at` and [`isa`].
-    let at = if at.lanes() <= isa().lanes() {
-        at
-    } else {
-        isa()
-    };
-    match at {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `isa()` (no narrower than `at`) reports avx512f and fma.
-        Isa::Avx512 => unsafe { head_avx512(head) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `isa()` (no narrower than `at`) reports avx2 and fma.
-        Isa::Avx2 => unsafe { head_avx2(head) },
-        // SAFETY: scalar code needs no ISA.
-        _ => unsafe { head.run::<Scalar>() },
-    }
+    run_vectors_at(at, head);
     Ok(())
-}
-
-/// # Safety
-/// The CPU supports AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn head_avx2(head: Head<'_>) {
-    // SAFETY: compiled for and selected on AVX2.
-    unsafe { head.run::<Avx2>() }
-}
-
-/// # Safety
-/// The CPU supports AVX-512F, AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn head_avx512(head: Head<'_>) {
-    // SAFETY: compiled for and selected on AVX-512F.
-    unsafe { head.run::<Avx512>() }
 }
 
 /// [`attention_head`]'s arguments, checked.
@@ -155,7 +121,7 @@ struct Head<'a> {
     out: &'a mut [f32],
 }
 
-impl Head<'_> {
+impl VectorOp for Head<'_> {
     /// The head, [`Simd::LANES`] samples at a time.
     ///
     /// # Safety

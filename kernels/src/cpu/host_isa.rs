@@ -11,6 +11,9 @@
 //! LLVM does not reorder float reductions without fast-math, so the widened loops compute the
 //! same values in the same order, only more lanes at a time.
 
+#[cfg(target_arch = "x86_64")]
+use super::simd::{Avx2, Avx512};
+use super::simd::{Scalar, Simd};
 use crate::{isa, Isa};
 
 /// Host code to run at the kernels' ISA. Implement [`run`](HostOp::run) with
@@ -82,6 +85,55 @@ unsafe fn avx512<Op: HostOp>(op: Op) -> Op::Output {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2<Op: HostOp>(op: Op) -> Op::Output {
     op.run()
+}
+
+/// Host code written on the kernels' explicit vectors ([`Simd`]) rather than left to the
+/// vectoriser: a transformer's attention heads and LayerNorm. [`run_vectors_at`] runs it.
+pub(crate) trait VectorOp {
+    /// The code at `S`'s width.
+    ///
+    /// # Safety
+    /// `S`'s ISA is available.
+    unsafe fn run<S: Simd>(self);
+}
+
+/// Runs `op` at `at`, or at [`isa`]'s width where `at` is wider, each ISA's instance in a
+/// function of its own compiled with that ISA's features (a narrower `at` is how tests check
+/// the other ISAs on one machine).
+pub(crate) fn run_vectors_at<Op: VectorOp>(at: Isa, op: Op) {
+    let at = if at.lanes() <= isa().lanes() {
+        at
+    } else {
+        isa()
+    };
+    match at {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `isa()`, no narrower than `at`, reports avx512f and fma.
+        Isa::Avx512 => unsafe { vectors_avx512(op) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `isa()`, no narrower than `at`, reports avx2 and fma.
+        Isa::Avx2 => unsafe { vectors_avx2(op) },
+        // SAFETY: scalar code needs no ISA.
+        _ => unsafe { op.run::<Scalar>() },
+    }
+}
+
+/// # Safety
+/// The CPU supports AVX-512F, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn vectors_avx512<Op: VectorOp>(op: Op) {
+    // SAFETY: compiled for and selected on AVX-512F.
+    unsafe { op.run::<Avx512>() }
+}
+
+/// # Safety
+/// The CPU supports AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn vectors_avx2<Op: VectorOp>(op: Op) {
+    // SAFETY: compiled for and selected on AVX2.
+    unsafe { op.run::<Avx2>() }
 }
 
 #[cfg(test)]

@@ -10,9 +10,8 @@
 
 use std::ops::Range;
 
-use super::simd::{load_n, store_n, Scalar, Simd};
-#[cfg(target_arch = "x86_64")]
-use super::simd::{Avx2, Avx512};
+use super::host_isa::{run_vectors_at, VectorOp};
+use super::simd::{load_n, store_n, Simd};
 use crate::{isa, Isa, KernelError};
 
 /// Vectors of columns per step (64 columns at AVX-512: 64 rows of them are 16 KiB).
@@ -78,40 +77,8 @@ pub fn layer_norm_columns_at(
         eps,
         out,
     };
-    let at = if at.lanes() <= isa().lanes() {
-        at
-    } else {
-        isa()
-    };
-    match at {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `isa()` (no narrower than `at`) reports avx512f and fma.
-        Isa::Avx512 => unsafe { norm_avx512(norm) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `isa()` (no narrower than `at`) reports avx2 and fma.
-        Isa::Avx2 => unsafe { norm_avx2(norm) },
-        // SAFETY: scalar code needs no ISA.
-        _ => unsafe { norm.run::<Scalar>() },
-    }
+    run_vectors_at(at, norm);
     Ok(())
-}
-
-/// # Safety
-/// The CPU supports AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn norm_avx2(norm: Norm<'_, '_>) {
-    // SAFETY: compiled for and selected on AVX2.
-    unsafe { norm.run::<Avx2>() }
-}
-
-/// # Safety
-/// The CPU supports AVX-512F, AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn norm_avx512(norm: Norm<'_, '_>) {
-    // SAFETY: compiled for and selected on AVX-512F.
-    unsafe { norm.run::<Avx512>() }
 }
 
 /// [`layer_norm_columns`]' arguments, checked.
@@ -125,7 +92,7 @@ struct Norm<'a, 'o> {
     out: &'a mut [&'o mut [f32]],
 }
 
-impl Norm<'_, '_> {
+impl VectorOp for Norm<'_, '_> {
     /// The columns, [`STEP`] vectors at a time.
     ///
     /// # Safety
