@@ -141,7 +141,6 @@ impl VectorOp for Head<'_> {
         let mut kb = vec![0.0f32; dh * tokens * l];
         let mut vb = vec![0.0f32; tokens * dh * l];
         let mut pt = vec![0.0f32; tokens * tokens * l];
-        let mut o = vec![0.0f32; tokens * dh * l];
         let mut inv = vec![0.0f32; tokens * l];
         // SAFETY (the block below): `S`'s ISA is available (the caller); `attention_head_at`
         // checked that q, k, v hold the rows `rows` of `n` columns and `out` `dh` rows of them,
@@ -168,17 +167,22 @@ impl VectorOp for Head<'_> {
                         );
                     }
                 }
-                products::<S>((&kb, tokens), (&qb, tokens), dh, &mut pt);
+                let scores = Packed {
+                    dst: pt.as_mut_ptr(),
+                    ys: tokens,
+                };
+                products::<S, _>((&kb, tokens), (&qb, tokens), dh, scores);
                 softmax::<S>(&mut pt, tokens, scale, &mut inv);
-                products::<S>((&pt, tokens), (&vb, dh), tokens, &mut o);
-                for i in 0..tokens {
-                    let inv_i = S::load(inv.as_ptr().add(i * l));
-                    for e in 0..dh {
-                        let x = S::mul(S::load(o.as_ptr().add((i * dh + e) * l)), inv_i);
-                        let at = self.out.as_mut_ptr().add(e * n + i * samples + s0);
-                        store_n::<S>(at, x, len);
-                    }
-                }
+                // `O[i][e] · (1 / Σ_j)` straight into the block's samples of the output.
+                let outputs = Scaled {
+                    out: self.out.as_mut_ptr(),
+                    inv: inv.as_ptr(),
+                    n,
+                    samples,
+                    s0,
+                    len,
+                };
+                products::<S, _>((&pt, tokens), (&vb, dh), tokens, outputs);
             }
         }
     }
@@ -214,20 +218,24 @@ unsafe fn softmax<S: Simd>(pt: &mut [f32], tokens: usize, scale: f32, inv: &mut 
     }
 }
 
-/// `dst[a · ys + b] = Σ_k x[k][a] · y[k][b]` for every `a < xs` and `b < ys`, lane by lane and
-/// summed in order of `k < depth` (fused), where operand `(z, s)` holds the vector `z[k][a]`
-/// at float `(k · s + a) · LANES`. In blocks of up to 4 × 4 outputs (3 × 3 with 16 registers),
+/// `Σ_k x[k][a] · y[k][b]` for every `a < xs` and `b < ys` into `sink`, lane by lane and summed
+/// in order of `k < depth` (fused), where operand `(z, s)` holds the vector `z[k][a]` at float
+/// `(k · s + a) · LANES`. In blocks of up to 4 × 4 outputs (3 × 3 with 16 registers),
 /// the rows cut into blocks as even as can be (17 tokens: 4, 4, 3, 3, 3), so that each load
 /// feeds three or four multiply-adds.
 ///
 /// # Safety
-/// `S`'s ISA is available; the operands hold `depth · s · LANES` floats and `dst`
-/// `xs · ys · LANES`.
+/// `S`'s ISA is available; the operands hold `depth · s · LANES` floats, and `sink` takes
+/// every `a < xs`, `b < ys`.
 #[inline(always)]
-unsafe fn products<S: Simd>(x: (&[f32], usize), y: (&[f32], usize), depth: usize, dst: &mut [f32]) {
+unsafe fn products<S: Simd, D: Sink>(
+    x: (&[f32], usize),
+    y: (&[f32], usize),
+    depth: usize,
+    sink: D,
+) {
     let most = if S::LANES >= 16 { 4 } else { 3 };
     debug_assert!(x.0.len() >= depth * x.1 * S::LANES && y.0.len() >= depth * y.1 * S::LANES);
-    debug_assert!(dst.len() >= x.1 * y.1 * S::LANES);
     for (a0, a) in even_blocks(x.1, most) {
         for (b0, b) in even_blocks(y.1, most) {
             let at = Block {
@@ -236,7 +244,7 @@ unsafe fn products<S: Simd>(x: (&[f32], usize), y: (&[f32], usize), depth: usize
                 a0,
                 b0,
                 depth,
-                dst: dst.as_mut_ptr(),
+                sink,
             };
             // SAFETY: the caller's contract; `a0 + a ≤ xs` and `b0 + b ≤ ys`.
             unsafe {
@@ -276,17 +284,67 @@ fn even_blocks(len: usize, most: usize) -> impl Iterator<Item = (usize, usize)> 
     })
 }
 
+/// Where [`products`] puts its sums. A trait rather than a closure: a closure is compiled
+/// without the caller's target features.
+trait Sink: Copy {
+    /// Takes the sum at `(a, b)`.
+    ///
+    /// # Safety
+    /// `S`'s ISA is available; `(a, b)` is inside the product.
+    unsafe fn put<S: Simd>(self, a: usize, b: usize, sum: S::V);
+}
+
+/// Sums stored as they are: `(a, b)` at float `(a · ys + b) · LANES` of `dst`.
+#[derive(Clone, Copy)]
+struct Packed {
+    dst: *mut f32,
+    ys: usize,
+}
+
+impl Sink for Packed {
+    #[inline(always)]
+    unsafe fn put<S: Simd>(self, a: usize, b: usize, sum: S::V) {
+        // SAFETY: the caller's contract; `dst` holds `xs · ys` vectors.
+        unsafe { S::store(self.dst.add((a * self.ys + b) * S::LANES), sum) }
+    }
+}
+
+/// The output product's sums `(i, e)` times `inv[i]`, stored to row `e`, token `i` of the
+/// block's samples `s0..s0 + len` of `out` (`d × n`, columns token-major).
+#[derive(Clone, Copy)]
+struct Scaled {
+    out: *mut f32,
+    inv: *const f32,
+    n: usize,
+    samples: usize,
+    s0: usize,
+    len: usize,
+}
+
+impl Sink for Scaled {
+    #[inline(always)]
+    unsafe fn put<S: Simd>(self, i: usize, e: usize, sum: S::V) {
+        // SAFETY: the caller's contract; `inv` holds a vector per token, `out` the head's rows
+        // of `n` columns, and the block's `len` samples of token `i` lie inside its row.
+        unsafe {
+            let x = S::mul(sum, S::load(self.inv.add(i * S::LANES)));
+            let at = self.out.add(e * self.n + i * self.samples + self.s0);
+            store_n::<S>(at, x, self.len);
+        }
+    }
+}
+
 /// One block of [`products`]' outputs: rows `a0..`, columns `b0..`.
-struct Block {
+struct Block<D> {
     x: (*const f32, usize),
     y: (*const f32, usize),
     a0: usize,
     b0: usize,
     depth: usize,
-    dst: *mut f32,
+    sink: D,
 }
 
-impl Block {
+impl<D: Sink> Block<D> {
     /// The `A × B` outputs, accumulated in registers.
     ///
     /// # Safety
@@ -314,7 +372,7 @@ impl Block {
             }
             for (a, row) in acc.iter().enumerate() {
                 for (b, &s) in row.iter().enumerate() {
-                    S::store(self.dst.add(((self.a0 + a) * ys + self.b0 + b) * l), s);
+                    self.sink.put::<S>(self.a0 + a, self.b0 + b, s);
                 }
             }
         }
