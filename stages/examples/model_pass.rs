@@ -7,7 +7,9 @@
 //!
 //! `kernels_x` is what the layers' own speedups predict for the pass: the FLOP-weighted
 //! harmonic mean of each layer's speedup timed alone on its input of the pass; `of_kernels` is the pass's
-//! speedup divided by it (issue 18 asks for ≥ 0.85 at the largest batch).
+//! speedup divided by it (issue 18 asks for ≥ 0.85 at the largest batch). `cut` is how the
+//! passes ran: slices run at once × the most samples a slice ran through the model at a time
+//! (`1x256`: whole; `2x128`: two slices; `2x32`: two slices in chunks of 32 samples).
 //!
 //! `cargo run --release -p stages --example model_pass [-- D_MODEL D_FF | mlp 256 256]`
 
@@ -50,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         image_shape: Some((1, 8, 8)),
     };
     println!(
-        "pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  kernels_x  of_kernels  slices  dense_kernels"
+        "pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  kernels_x  of_kernels  cut(slices x samples)  dense_kernels"
     );
     for pattern in [
         Pattern::Dense,
@@ -94,7 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let gemm = b.sparse.median_us - b.non_gemm.median_us;
             let kernels_x = ev.layers_speedup(b);
             println!(
-                "{:<12} {:>5} {:>7.0} {:>8.0} {:>12.0} {:>17.2} {:>10.2} {:>11.2} {:>7}  {:?}",
+                "{:<12} {:>5} {:>7.0} {:>8.0} {:>12.0} {:>17.2} {:>10.2} {:>11.2} {:>9}  {:?}",
                 pattern.to_string(),
                 b.batch,
                 b.sparse.median_us,
@@ -103,7 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 b.speedup.median,
                 kernels_x,
                 b.speedup.median / kernels_x,
-                b.pass_slices,
+                format!("{}x{}", b.pass_slices, b.pass_chunk),
                 b.dense_kernels
             );
             println!(

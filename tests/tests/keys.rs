@@ -310,8 +310,8 @@ const GOLDEN_REAL_TUNE_EVAL: (&str, &str, &str) = (
     "137c23d5255b5f7099a476e5468c2029a304d8699154daaa1347f6fbf5d9177d",
     // kernel_tune version 4 (a dense format its own baseline) reading that calibration.
     "4370766812150a72122afc9197eb40813b4cb015d455dd22b320209511edd099",
-    // evaluate version 14 (attention heads and LayerNorm on the kernels' explicit vectors).
-    "f52f6d5d49e332e3cbda8efd3827c8dcfefc4e435855978d6135f494176e169a",
+    // evaluate version 15 (slices also timed in chunks of samples that fit the L2 cache).
+    "c45276661cf21a0200772f62e49aabc689ec1def6718b4cf7f2828cfe7d42541",
 );
 
 /// Every CPU and CUDA format the tuner keys, as (backend, pattern, rows, cols).

@@ -67,6 +67,7 @@ fn clocked(column: &str) -> bool {
         || column.starts_with("param")
         || column.starts_with("dense_kernels")
         || column.starts_with("pass_slices")
+        || column.starts_with("pass_chunk")
         || column.starts_with("dense_layers")
         || column.starts_with("layer_kernels")
         || matches!(

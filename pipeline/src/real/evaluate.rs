@@ -69,7 +69,10 @@ impl Stage for EvaluateStage {
         // (pass_slices_b{B}), the faster way kept.
         // 14: a transformer's attention heads and LayerNorm run on the kernels' explicit
         // vectors (kernels::attention_head, kernels::layer_norm_columns).
-        14
+        // 15: where a slice's activations outgrow the L2 cache, the slices are also timed run
+        // through the model in chunks of samples (pass_chunk_b{B}); the attention's output
+        // product writes straight into the output.
+        15
     }
 
     fn plan(&self, p: &mut Planner) -> Result<(), PlanError> {

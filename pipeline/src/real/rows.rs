@@ -295,6 +295,10 @@ pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
             Value::I64(l.pass_slices as i64),
         );
         r.insert(
+            format!("pass_chunk_b{}", l.batch),
+            Value::I64(l.pass_chunk as i64),
+        );
+        r.insert(
             format!("dense_layers_b{}", l.batch),
             Value::ListStr(
                 l.ran_dense
@@ -492,6 +496,7 @@ mod tests {
             fallbacks: 0,
             dense_kernels: ["tuned", "tuned"],
             pass_slices: batch.min(2),
+            pass_chunk: batch.div_ceil(2),
             layer_kernels: vec![format!("cpu-nm rows={batch}"), "dense threads=1".into()],
             ran_dense,
         };
@@ -517,6 +522,7 @@ mod tests {
         assert_eq!(names("dense_layers_b1"), Some(Value::ListStr(vec![])));
         assert_eq!(names("pass_slices_b1"), Some(Value::I64(1)));
         assert_eq!(names("pass_slices_b4"), Some(Value::I64(2)));
+        assert_eq!(names("pass_chunk_b4"), Some(Value::I64(2)));
         assert_eq!(
             names("dense_layers_b4"),
             Some(Value::ListStr(vec!["fc1".into()]))

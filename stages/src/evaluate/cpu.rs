@@ -148,7 +148,7 @@ fn batch_latency(at: &Batch, dense_where_faster: bool) -> Result<BatchLatency, S
     }
     let PairedPasses {
         way,
-        slices,
+        cut,
         points: ran_points,
         e2e,
         dense_e2e,
@@ -190,7 +190,8 @@ fn batch_latency(at: &Batch, dense_where_faster: bool) -> Result<BatchLatency, S
         // A layer run dense, or kept dense, ran its dense point.
         fallbacks: ran.iter().filter(|(_, fell)| *fell).count(),
         dense_kernels: [way, way],
-        pass_slices: slices,
+        pass_slices: cut.slices,
+        pass_chunk: cut.samples_at_once(b),
         ran_dense,
         layer_kernels,
     })

@@ -182,6 +182,7 @@ pub fn evaluate_cuda(
             fallbacks,
             dense_kernels: ["tuned", "cublas"],
             pass_slices: 1,
+            pass_chunk: b,
             ran_dense: vec![false; run.len()],
             layer_kernels,
         });

@@ -71,6 +71,11 @@ pub struct BatchLatency {
     /// keeps the one whose dense pass was faster; see `evaluate::slices`); 1: the passes ran
     /// whole (every product shared by the threads, or on one thread), and always on CUDA.
     pub pass_slices: usize,
+    /// The most samples a slice ran through the model at a time: where a slice's activations
+    /// outgrow the L2 cache, the evaluation also times the slices run in chunks of samples,
+    /// one after the other (`evaluate::slices::chunk_for`); a slice's samples when it ran in
+    /// one piece, the batch when the passes ran whole, and always on CUDA.
+    pub pass_chunk: usize,
     /// Per layer, whether the passes ran it through its dense kernel (evaluate's
     /// `dense_where_faster`: its sparse kernel lost to it alone, and the model ran faster with
     /// such layers dense; `cpu::batch_latency`). The end-to-end figures are then that mixed

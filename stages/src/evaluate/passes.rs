@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::slices::SlicedPass;
+use super::slices::{Cut, SlicedPass};
 use super::ways::{pass_ways, Ways};
 use super::{graph, paired};
 use crate::kernel_tune::summarise;
@@ -15,9 +15,9 @@ use kernels::{Activation, ParamPoint, SparseMatrix};
 pub(super) struct PairedPasses {
     /// How both passes ran their dense-format layers (see [`dense_variants`]).
     pub way: &'static str,
-    /// How many slices of samples both passes were cut into (1: each product shared by the
-    /// threads; see [`super::slices`]).
-    pub slices: usize,
+    /// How both passes were cut into slices of samples and chunks of them (one of each: each
+    /// product shared by the threads; see [`super::slices`]).
+    pub cut: Cut,
     /// The points the sparse pass ran, as tuned for the batch (a pass cut into slices ran them
     /// on one thread per slice).
     pub points: Vec<ParamPoint>,
@@ -45,9 +45,11 @@ const MAX_ROUNDS: usize = 400;
 /// apart, they read 0.77-1.35× of each other) and a sparse model differs from its baseline
 /// only where it is sparse. Each of those ways runs both whole, every product shared by the
 /// threads, and (where the points use more than one thread) cut into slices of samples, one per
-/// thread ([`super::slices`]); both passes of a pair run the same way ([`pass_ways`]). All of
-/// these passes run once per round ([`paired::rounds`]), so cutting halves the rounds each pass
-/// gets within `seconds` (and doubles the time of the five-round minimum): a way
+/// thread, and (where a slice's activations outgrow the L2 cache) cut so with each slice run in
+/// chunks of samples ([`super::slices`]); both passes of a pair run the same way
+/// ([`pass_ways`]). All of these passes run once per round ([`paired::rounds`]), so each cut
+/// divides the rounds each pass gets within `seconds` (and adds to the time of the five-round
+/// minimum): a way
 /// chosen by a probe run on its own was 35 % slower in alternation with the sparse pass than
 /// in the probe, so the way is chosen by the dense pass's median inside the same rounds, and
 /// the speedup pairs that way's passes of each round.
@@ -77,7 +79,7 @@ pub(super) fn paired_passes(
         for ((matrices, pts, cut), g) in runs.zip(sparse_gemm_us.iter_mut().chain(dense_gemm_us)) {
             // Room for every round's times, so that no timed pass grows a vector.
             g.reserve(MAX_ROUNDS + 1);
-            if cut > 1 {
+            if !cut.is_whole(b) {
                 let mut sliced = SlicedPass::new(model, (matrices, pts), x, b, cut)?;
                 passes.push(Box::new(move || {
                     let mut t = Vec::with_capacity(matrices.len());
@@ -130,10 +132,10 @@ pub(super) fn paired_passes(
     };
     let layer_us = layers_of(&gemm_us[s]);
     let dense_layer_us = layers_of(&gemm_us[n_sparse + best]);
-    let (way, dense_points, slices) = ways.into_iter().nth(best).expect("in range");
+    let (way, dense_points, cut) = ways.into_iter().nth(best).expect("in range");
     Ok(PairedPasses {
         way,
-        slices,
+        cut,
         points: sparse_ways.swap_remove(s).0,
         dense_points,
         dense_e2e: std::mem::take(&mut samples[n_sparse + best]),
@@ -512,18 +514,22 @@ mod tests {
                 sparse_ways,
                 sparse_of,
             } = pass_ways(&w, (&refs, &points), (&dense_refs, &dense_points), b);
-            let cut = t as usize;
+            // The MLP's activations are far from filling an L2 cache: no chunks.
+            let mut cuts = vec![Cut::whole(b)];
+            if t > 1 {
+                cuts.push(Cut::sliced(b, t as usize));
+            }
             assert!(!ways.is_empty());
             for (name, d, _) in &ways {
-                for c in [1, cut] {
+                for c in &cuts {
                     let n = ways
                         .iter()
-                        .filter(|(m, e, k)| m == name && e == d && *k == c)
+                        .filter(|(m, e, k)| m == name && e == d && k == c)
                         .count();
-                    assert_eq!(n, 1, "{name}, {c} slices, at {t} threads");
+                    assert_eq!(n, 1, "{name}, {c:?}, at {t} threads");
                 }
             }
-            assert!(ways.iter().all(|w| w.2 == 1 || w.2 == cut));
+            assert!(ways.iter().all(|w| cuts.contains(&w.2)));
             assert_eq!(sparse_of.len(), ways.len());
             for ((_, d, c), &s) in ways.iter().zip(&sparse_of) {
                 let (sp, sc) = &sparse_ways[s];

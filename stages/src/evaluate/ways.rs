@@ -1,7 +1,7 @@
 //! The ways the passes of a pair may run: how their dense-format layers run
 //! ([`dense_variants`]), and whole or cut into slices of samples ([`pass_ways`]).
 
-use super::slices::{fits, slice_count};
+use super::slices::{chunk_for, fits, slice_count, Cut};
 use crate::model::Weights;
 use kernels::{ParamPoint, SparseMatrix};
 
@@ -43,20 +43,21 @@ fn dense_variants(
 
 /// Every way [`super::passes::paired_passes`] runs the passes.
 pub(super) struct Ways {
-    /// Each way: its name ([`dense_variants`]), the dense pass's points and how many slices
-    /// both passes are cut into (1: whole).
-    pub ways: Vec<(&'static str, Vec<ParamPoint>, usize)>,
-    /// The sparse passes: points and slices (one per way, or fewer: ways that differ only in
+    /// Each way: its name ([`dense_variants`]), the dense pass's points and how both passes
+    /// are cut.
+    pub ways: Vec<(&'static str, Vec<ParamPoint>, Cut)>,
+    /// The sparse passes: points and cut (one per way, or fewer: ways that differ only in
     /// dense-format layers the sparse model does not have share one).
-    pub sparse_ways: Vec<(Vec<ParamPoint>, usize)>,
+    pub sparse_ways: Vec<(Vec<ParamPoint>, Cut)>,
     /// Per way, its sparse pass's index in `sparse_ways`.
     pub sparse_of: Vec<usize>,
 }
 
 /// The ways of running the passes: each of [`dense_variants`] whole and, where both passes'
-/// points fit a slice ([`fits`]), cut into as many slices as the points use threads; the
-/// sparse pass runs its dense-format layers at the dense pass's points of the same way, and
-/// every sparse pass is cut as its dense pass is.
+/// points fit a slice ([`fits`]), cut into as many slices as the points use threads, and where
+/// a slice's activations outgrow the L2 cache ([`chunk_for`]), cut so and each slice run in
+/// chunks of samples; the sparse pass runs its dense-format layers at the dense pass's points
+/// of the same way, and every sparse pass is cut as its dense pass is.
 pub(super) fn pass_ways(
     model: &Weights,
     (sparse, points): (&[&SparseMatrix], &[ParamPoint]),
@@ -64,7 +65,13 @@ pub(super) fn pass_ways(
     b: usize,
 ) -> Ways {
     let slices = slice_count(&[points, dense_points], b);
-    let cuts: &[usize] = if slices > 1 { &[1, slices] } else { &[1] };
+    let mut cuts = vec![Cut::whole(b)];
+    if slices > 1 {
+        cuts.push(Cut::sliced(b, slices));
+    }
+    if let Some(chunk) = chunk_for(model, b.div_ceil(slices)) {
+        cuts.push(Cut { slices, chunk });
+    }
     let mut out = Ways {
         ways: vec![],
         sparse_ways: vec![],
@@ -80,9 +87,10 @@ pub(super) fn pass_ways(
                 _ => p.clone(),
             })
             .collect();
-        for &cut in cuts {
+        for &cut in &cuts {
             let fit = |m, p| fits(model, (m, p), b, cut);
-            if cut > 1 && !(fit(dense, &d) && fit(sparse, &pts)) {
+            let fits_both = fit(dense, &d) && fit(sparse, &pts);
+            if !(cut.is_whole(b) || fits_both) {
                 continue;
             }
             let key = (pts.clone(), cut);
