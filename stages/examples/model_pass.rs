@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         image_shape: Some((1, 8, 8)),
     };
     println!(
-        "pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  kernels_x  of_kernels  cut(slices x samples)  dense_kernels"
+        "pattern      batch  e2e_us  gemm_us  non_gemm_us  speedup_vs_dense  kernels_x  of_kernels       cut  dense_kernels"
     );
     for pattern in [
         Pattern::Dense,

@@ -219,12 +219,16 @@ pub fn tune(
 /// batch B (`cpu-nm k_chunk=0,…`: a kernel_tune row's `kernel` and `params`; ` (cost model)`
 /// where no tuning guided that batch); rows stored before 2026-12-07 lack it.
 /// `pass_slices_b{B}` is how many slices of samples both passes were cut into at batch B
-/// (`evaluate::slices`; 1: whole, every product shared by the threads, always on CUDA and at
-/// one thread): in a cut pass every layer ran the point `layer_kernels_b{B}` names on one thread
-/// per slice, and `layer_pass_us`, `layer_dense_pass_us` and `non_gemm_us` are those of the
-/// slice with the most time in its GEMMs (its share of the pass: its layers' times add up to
-/// no more than the pass, whose end-to-end time includes waiting for the other slices).
-/// Rows stored before evaluate version 13 lack it.
+/// (`evaluate::slices`; 1: one, always on CUDA and at one thread), and `pass_chunk_b{B}` the
+/// most samples a slice ran through the model at a time (fewer than its samples where it ran
+/// in chunks, one after the other, to keep its activations in L2; B with one slice run whole,
+/// every product shared by the threads): in a cut pass every layer ran the point
+/// `layer_kernels_b{B}` names on one thread per slice, and `layer_pass_us`,
+/// `layer_dense_pass_us` and `non_gemm_us` are those of the slice with the most time in its
+/// GEMMs, each layer's summed over the slice's chunks (its share of the pass: its layers'
+/// times add up to no more than the pass, whose end-to-end time includes waiting for the
+/// other slices). Rows stored before evaluate version 13 lack `pass_slices_b{B}`, before
+/// version 15 `pass_chunk_b{B}`.
 pub fn evaluate(ev: &Evaluation, isa: &str) -> Row {
     let mut r = row([
         ("accuracy", f(ev.accuracy)),

@@ -111,9 +111,10 @@ pub fn evaluation(
         // The layer times are recorded for the largest batch size only: inside the pass where
         // the row has them and ran every layer at its own kernel (a layer run dense spent its
         // dense copy's time there), else each layer's time alone (earlier rows have only that).
-        // In a pass cut into slices (`pass_slices_b{B}` > 1) they are the slowest slice's, half
-        // the batch on one thread: each layer's share of that pass's time, as a whole pass's
-        // are of its own, so they add up the same way; two evaluations that chose differently
+        // In a pass cut into slices (`pass_slices_b{B}` > 1, or its slice run in chunks) they are
+        // the slowest slice's, its share of the batch on one thread, summed over the slice's
+        // chunks: each layer's share of that pass's time, as a whole pass's are of its own, so
+        // they add up the same way; two evaluations that chose differently
         // give a layer times measured two ways (the latency fit's scale absorbs the mean).
         layer_us: match (in_pass, row.get("layer_latency_us")) {
             (Some(Value::ListF64(v)), _) | (_, Some(Value::ListF64(v)))

@@ -67,9 +67,10 @@ pub struct BatchLatency {
     /// `cublas`.
     pub dense_kernels: [&'static str; 2],
     /// How many slices of samples both passes were cut into, each slice run through the whole
-    /// model on one thread at the same time as the others (the evaluation times both ways and
-    /// keeps the one whose dense pass was faster; see `evaluate::slices`); 1: the passes ran
-    /// whole (every product shared by the threads, or on one thread), and always on CUDA.
+    /// model on one thread at the same time as the others (the evaluation times every way and
+    /// keeps the one whose dense pass was fastest; see `evaluate::slices`); 1: one slice, run
+    /// whole (every product shared by the threads, or on one thread) unless `pass_chunk` says it
+    /// ran in chunks, and always on CUDA.
     pub pass_slices: usize,
     /// The most samples a slice ran through the model at a time: where a slice's activations
     /// outgrow the L2 cache, the evaluation also times the slices run in chunks of samples,

@@ -9,7 +9,8 @@
 //!
 //! Timing: `paired` measures passes in shuffled rounds and derives paired speedups;
 //! `passes` times a model against its dense baseline with them, each pass whole (every product
-//! shared by the threads) and cut into slices of samples, one per thread (`slices`).
+//! shared by the threads), cut into slices of samples, one per thread, and where a slice
+//! outgrows the L2 cache, those slices run in chunks of samples (`slices`, `ways`).
 //!
 //! [`evaluate`] runs the CPU kernels; [`cuda::evaluate_cuda`] the CUDA kernels (fp16, its own
 //! tolerance and latency definition, see there).

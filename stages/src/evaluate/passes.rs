@@ -45,8 +45,8 @@ const MAX_ROUNDS: usize = 400;
 /// apart, they read 0.77-1.35× of each other) and a sparse model differs from its baseline
 /// only where it is sparse. Each of those ways runs both whole, every product shared by the
 /// threads, and (where the points use more than one thread) cut into slices of samples, one per
-/// thread, and (where a slice's activations outgrow the L2 cache) cut so with each slice run in
-/// chunks of samples ([`super::slices`]); both passes of a pair run the same way
+/// thread, and (where a slice's activations outgrow the L2 cache) cut into as many slices, one
+/// at a thread, each run in chunks of samples ([`super::slices`]); both passes of a pair run the same way
 /// ([`pass_ways`]). All of these passes run once per round ([`paired::rounds`]), so each cut
 /// divides the rounds each pass gets within `seconds` (and adds to the time of the five-round
 /// minimum): a way

@@ -1,7 +1,8 @@
 //! A pass cut by samples: the batch in slices of consecutive samples, each run through the
-//! whole model on one thread, all at once. The other way to use the threads is the pass of
-//! [`run_cpu`], whose every product is shared by them; [`super::passes::paired_passes`] times
-//! both and keeps the one whose dense pass was faster.
+//! whole model on one thread, all at once, each in one piece or in chunks of samples one after
+//! the other ([`Cut`]). The other way to use the threads is the pass of [`run_cpu`], whose
+//! every product is shared by them; [`super::passes::paired_passes`] times every way and keeps
+//! the one whose dense pass was fastest.
 //!
 //! Why both: when the threads share every product, each layer reads an input that both threads
 //! have just written, and fetching the other core's lines is not free. On the quickstart's
@@ -14,17 +15,23 @@
 //! pass, 7–9 % on sparse ones.
 //!
 //! Every slice runs each layer at the point the whole batch's pass runs it, on one thread (a
-//! point whose parameters do not fit a slice's columns rules the way out). The slices' inputs
-//! are cut from the batch before the timing: a deployment hands each thread its own samples.
+//! point whose parameters do not fit a chunk's columns rules the way out: a layer of one token
+//! a sample, such as a ViT's head, has as many columns as the chunk has samples, and a point
+//! tuned with wider column tiles rules out the chunks). The slices' inputs are cut from the
+//! batch before the timing: a deployment hands each thread its own samples.
 //!
 //! Where a slice's activations outgrow the L2 cache ([`chunk_for`]), each slice may also run
-//! its samples through the model in chunks, one after the other, in the same buffers ([`Cut`]):
+//! its samples through the model in chunks, one after the other, each in buffers its chunk of
+//! the round before wrote ([`Cut`]):
 //! a chunk's activations then stay in the core's L2 from one layer to the next, where a whole
 //! slice's went out to L3 between them. On the vit-digits ViT at batch 256 (Intel Xeon,
 //! AVX-512, 2 MiB of L2 a core) two slices of 128 samples in chunks of 32 took the 2:8 pass
-//! from 2.44–2.56 ms to 1.94–2.03 ms and its speedup from 1.37–1.45× to 1.71–1.75×; the dense
-//! pass gained 1–3 % (`examples/model_pass`, kernels/BENCH.md, forty-third session). The sparse
-//! kernels gain most: their products take less time beside the same traffic.
+//! from 2.37–2.56 ms to 1.94–2.03 ms and its speedup from 1.37–1.47× to 1.71–1.75×; the dense
+//! pass stayed within the machine's noise (`examples/model_pass`, kernels/BENCH.md,
+//! forty-third session). The sparse kernels gain: their products take less time beside the
+//! same traffic. Since the way is chosen by the dense pass's median, where the dense pass runs
+//! about as fast either way the sparse pass's speedup may read either way's from one
+//! evaluation to the next.
 
 use std::sync::Mutex;
 
@@ -55,7 +62,7 @@ fn slice_sizes(b: usize, slices: usize) -> Vec<usize> {
 
 /// How a pass runs a batch of `b` samples: cut into `slices` slices of consecutive samples
 /// that run at once, one per thread, each run through the whole model in consecutive chunks of
-/// at most `chunk` samples, one after the other. One slice of one chunk (`chunk ≥ b`) is the
+/// `chunk` samples (the last one the rest), one after the other. One slice of one chunk is the
 /// pass run whole, each product shared by the threads the points use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cut {
@@ -82,9 +89,9 @@ impl Cut {
         }
     }
 
-    /// Whether a pass of `b` samples runs whole.
+    /// Whether a pass of `b` samples runs whole (one slice of one chunk).
     pub(super) fn is_whole(self, b: usize) -> bool {
-        self.slices <= 1 && self.chunk >= b
+        matches!(&self.chunks(b)[..], [one] if one.len() <= 1)
     }
 
     /// The most samples of a batch of `b` that go through the model at a time.
@@ -92,21 +99,27 @@ impl Cut {
         self.chunks(b).iter().flatten().copied().max().unwrap_or(0)
     }
 
-    /// The samples of each chunk of each slice of a batch of `b`: per slice, its chunks'
-    /// samples (as equal as can be, so that the chunks of a slice ask for buffers of at most
-    /// two lengths).
+    /// The samples of each chunk of each slice of a batch of `b`: per slice, chunks of
+    /// `chunk` samples (at least one) and the rest, so that every chunk but a slice's last
+    /// keeps the size [`chunk_for`] chose (a multiple of the vector lanes).
     fn chunks(self, b: usize) -> Vec<Vec<usize>> {
+        let chunk = self.chunk.max(1);
         slice_sizes(b, self.slices.clamp(1, b.max(1)))
             .into_iter()
-            .map(|s| slice_sizes(s, s.div_ceil(self.chunk.max(1))))
+            .map(|s| {
+                let mut sizes = vec![chunk; s / chunk];
+                if s % chunk > 0 || s == 0 {
+                    sizes.push(s % chunk);
+                }
+                sizes
+            })
             .collect()
     }
 }
 
 /// The samples a slice of `samples` runs through `model` at a time so that the activations of
-/// a chunk stay in the core's L2 cache: a multiple of the vector lanes (the attention's blocks
-/// of samples) about 1/[`CHUNK_SHARE`] of the L2 over the model's widest activation of one
-/// sample, or `None` where that is the whole slice.
+/// a chunk stay in this core's L2 cache ([`chunk_at`] with this machine's L2 and vector lanes),
+/// or `None` where that is the whole slice.
 pub(super) fn chunk_for(model: &Weights, samples: usize) -> Option<usize> {
     let widest = model
         .layers
@@ -114,8 +127,18 @@ pub(super) fn chunk_for(model: &Weights, samples: usize) -> Option<usize> {
         .zip(model.layer_tokens())
         .map(|(l, t)| l.rows().max(l.cols()) * t * std::mem::size_of::<f32>())
         .max()?;
-    let lanes = kernels::isa().lanes();
-    let fit = (kernels::l2_cache_bytes() as f64 / (CHUNK_SHARE * widest as f64)) as usize;
+    let at = (kernels::l2_cache_bytes(), kernels::isa().lanes());
+    chunk_at(widest, samples, at)
+}
+
+/// The chunk of a slice of `samples` for a model whose widest activation takes `widest` bytes a
+/// sample, on an L2 of `l2` bytes with `lanes` floats a vector: the samples whose widest
+/// activation takes about 1/[`CHUNK_SHARE`] of the L2, rounded down to a multiple of the lanes
+/// (the attention's blocks of samples), at least one vector of them; `None` where that is the
+/// whole slice.
+fn chunk_at(widest: usize, samples: usize, (l2, lanes): (usize, usize)) -> Option<usize> {
+    let lanes = lanes.max(1);
+    let fit = (l2 as f64 / (CHUNK_SHARE * widest.max(1) as f64)) as usize;
     let chunk = (fit / lanes * lanes).max(lanes);
     (chunk < samples).then_some(chunk)
 }
@@ -124,7 +147,7 @@ pub(super) fn chunk_for(model: &Weights, samples: usize) -> Option<usize> {
 const CHUNK_SHARE: f64 = 6.0;
 
 /// `points` on one thread, if every one of them is a point of its layer's space at every
-/// slice's columns.
+/// chunk's columns.
 fn one_thread(
     model: &Weights,
     matrices: &[&SparseMatrix],
@@ -168,7 +191,9 @@ pub(super) fn fits(
 struct Slice {
     /// Per chunk, its samples, its input (features × samples) and its last output.
     chunks: Vec<Chunk>,
-    buffers: Buffers,
+    /// The buffers of the chunks of each size (a slice's chunks have at most two): a pass asks
+    /// for buffers by length, and one set per size keeps both sets, however many each holds.
+    pools: Vec<(usize, Buffers)>,
     /// Per layer, its GEMMs' time over the chunks.
     gemm_us: Vec<f64>,
     error: Option<StageError>,
@@ -223,9 +248,15 @@ impl<'a> SlicedPass<'a> {
             .chunks(b)
             .into_iter()
             .map(|sizes| {
+                let mut pools: Vec<(usize, Buffers)> = vec![];
+                for &s in &sizes {
+                    if !pools.iter().any(|p| p.0 == s) {
+                        pools.push((s, Buffers::default()));
+                    }
+                }
                 Mutex::new(Slice {
                     chunks: sizes.into_iter().map(&mut chunk).collect(),
-                    buffers: Buffers::default(),
+                    pools,
                     gemm_us: Vec::with_capacity(matrices.len()),
                     error: None,
                 })
@@ -300,32 +331,22 @@ impl kernels::HostParts for SlicedPass<'_> {
     fn part(&self, i: usize) {
         let mut guard = self.slices[i].lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut *guard;
+        // `run_cpu` adds each layer's time to it: summed over the chunks.
         s.gemm_us.clear();
-        s.gemm_us.resize(self.matrices.len(), 0.0);
         let points = (self.matrices, &self.points[..]);
-        let mut chunk_us = Vec::with_capacity(self.matrices.len());
         for c in &mut s.chunks {
+            let Some((_, buffers)) = s.pools.iter_mut().find(|p| p.0 == c.samples) else {
+                continue;
+            };
             // The chunk's last output goes back first: the next products write into it.
-            s.buffers.give(std::mem::take(&mut c.out));
-            chunk_us.clear();
-            match run_cpu(
-                self.model,
-                points,
-                &c.x,
-                c.samples,
-                &mut s.buffers,
-                &mut chunk_us,
-            ) {
+            buffers.give(std::mem::take(&mut c.out));
+            match run_cpu(self.model, points, &c.x, c.samples, buffers, &mut s.gemm_us) {
                 Ok(out) => c.out = out,
                 Err(e) => {
                     s.error = Some(e);
                     return;
                 }
             }
-            s.gemm_us
-                .iter_mut()
-                .zip(&chunk_us)
-                .for_each(|(t, c)| *t += c);
         }
     }
 }
@@ -405,9 +426,9 @@ mod tests {
             let packed = mixed(&w);
             let refs: Vec<&SparseMatrix> = packed.iter().collect();
             let samples = 7;
-            // The points of the smallest slice (2 samples), valid at every larger batch.
+            // The points of the smallest chunk (1 sample), valid at every larger batch.
             let runs = fixtures::runs(&w, &packed);
-            let (points, _) = points_at(&runs, &w.layer_tokens(), 2, false);
+            let (points, _) = points_at(&runs, &w.layer_tokens(), 1, false);
             let points = with_threads(&points, threads());
             let x = kernels::random_values(64 * samples, 2);
             let whole = run_cpu(
@@ -423,12 +444,12 @@ mod tests {
             let cuts = [
                 Cut::sliced(samples, 2),
                 Cut::sliced(samples, 3),
-                // Slices of 4 and 3 samples, in chunks of 2, 2 and of 3.
+                // Slices of 4 and 3 samples, in chunks of 3, 1 and of 3.
                 Cut {
                     slices: 2,
                     chunk: 3,
                 },
-                // One slice in chunks of 3, 2 and 2.
+                // One slice in chunks of 3, 3 and 1.
                 Cut {
                     slices: 1,
                     chunk: 3,
@@ -458,7 +479,10 @@ mod tests {
                     let fresh: Vec<usize> = sliced
                         .slices
                         .iter_mut()
-                        .map(|s| s.get_mut().unwrap().buffers.fresh())
+                        .map(|s| {
+                            let s = s.get_mut().unwrap();
+                            s.pools.iter().map(|p| p.1.fresh()).sum::<usize>()
+                        })
                         .collect();
                     let kept = allocated.get_or_insert_with(|| fresh.clone());
                     assert_eq!(&fresh, kept, "{at}: a slice allocated anew");
@@ -475,82 +499,98 @@ mod tests {
         let w = Weights::init(&spec, 16, None, 4, 3).unwrap();
         let packed = mixed(&w);
         let refs: Vec<&SparseMatrix> = packed.iter().collect();
-        let (points, _) = points_at(&fixtures::runs(&w, &packed), &w.layer_tokens(), 4, false);
+        let (points, _) = points_at(&fixtures::runs(&w, &packed), &w.layer_tokens(), 1, false);
         let x = kernels::random_values(16 * 9, 4);
-        let mut sliced = SlicedPass::new(&w, (&refs, &points), &x, 9, Cut::sliced(9, 2)).unwrap();
-        let mut t = vec![];
-        sliced.run(&mut t).unwrap();
-        let totals: Vec<f64> = sliced
-            .slices
-            .iter_mut()
-            .map(|s| s.get_mut().unwrap().gemm_us.iter().sum())
-            .collect();
-        let longest = totals.iter().copied().fold(0.0, f64::max);
-        assert_eq!(t.iter().sum::<f64>(), longest);
-        sliced.points[0].0.insert("tile_n".into(), 7);
-        for _ in 0..2 {
-            assert!(sliced.run(&mut t).is_err());
+        // Whole slices, and slices of 5 and 4 samples in chunks of 2, 2, 1 and 2, 2.
+        let chunked = Cut {
+            slices: 2,
+            chunk: 2,
+        };
+        for cut in [Cut::sliced(9, 2), chunked] {
+            let mut sliced = SlicedPass::new(&w, (&refs, &points), &x, 9, cut).unwrap();
+            let mut t = vec![];
+            sliced.run(&mut t).unwrap();
+            let totals: Vec<f64> = sliced
+                .slices
+                .iter_mut()
+                .map(|s| s.get_mut().unwrap().gemm_us.iter().sum())
+                .collect();
+            let longest = totals.iter().copied().fold(0.0, f64::max);
+            assert_eq!(t.iter().sum::<f64>(), longest, "{cut:?}");
+            assert_eq!(
+                t.len(),
+                packed.len(),
+                "{cut:?}: a time per layer, summed over chunks"
+            );
+            sliced.points[0].0.insert("tile_n".into(), 7);
+            for _ in 0..2 {
+                assert!(sliced.run(&mut t).is_err(), "{cut:?}");
+            }
         }
     }
 
-    /// A cut's slices are as equal as can be, and so are each slice's chunks, none empty and
-    /// none above the chunk size.
+    /// A cut's slices are as equal as can be; each slice runs chunks of the chunk size and the
+    /// rest, none empty but a slice of no samples.
     #[test]
     fn a_cut_deals_the_samples_into_slices_and_chunks_in_order() {
         let cut = |slices, chunk| Cut { slices, chunk };
         assert_eq!(cut(2, 32).chunks(256), vec![vec![32; 4], vec![32; 4]]);
-        assert_eq!(cut(2, 40).chunks(256), vec![vec![32; 4], vec![32; 4]]);
-        assert_eq!(
-            cut(2, 50).chunks(256),
-            vec![vec![43, 43, 42], vec![43, 43, 42]]
-        );
-        assert_eq!(cut(2, 3).chunks(7), vec![vec![2, 2], vec![3]]);
-        assert_eq!(cut(1, 3).chunks(7), vec![vec![3, 2, 2]]);
+        assert_eq!(cut(2, 48).chunks(256), vec![vec![48, 48, 32]; 2]);
+        assert_eq!(cut(2, 32).chunks(100), vec![vec![32, 18]; 2]);
+        assert_eq!(cut(2, 3).chunks(7), vec![vec![3, 1], vec![3]]);
+        assert_eq!(cut(1, 3).chunks(7), vec![vec![3, 3, 1]]);
         assert_eq!(Cut::sliced(7, 3).chunks(7), vec![vec![3], vec![2], vec![2]]);
         assert_eq!(Cut::whole(7).chunks(7), vec![vec![7]]);
-        assert_eq!(cut(2, 50).samples_at_once(256), 43);
+        assert_eq!(cut(2, 48).samples_at_once(256), 48);
         assert_eq!(Cut::sliced(256, 2).samples_at_once(256), 128);
-        assert!(Cut::whole(9).is_whole(9) && !cut(1, 4).is_whole(9));
-        // More slices or larger chunks than samples: one sample each, one chunk.
+        // A chunk of no samples is taken as one; more slices than samples as one each.
+        assert_eq!(cut(1, 0).chunks(3), vec![vec![1, 1, 1]]);
         assert_eq!(cut(4, 100).chunks(2), vec![vec![1], vec![1]]);
+        assert_eq!(cut(2, 4).chunks(0), vec![vec![0]]);
+        // Whole: one slice of one chunk, however the cut reads.
+        assert!(Cut::whole(9).is_whole(9) && cut(2, 5).is_whole(1) && cut(2, 4).is_whole(0));
+        assert!(!cut(1, 4).is_whole(9) && !Cut::sliced(9, 2).is_whole(9));
     }
 
-    /// Chunks come in whole vectors of samples, below the slice, and only for a model whose
-    /// activations outgrow the L2 cache at that many samples; the ways then include the slices
-    /// run in chunks.
+    /// The chunk is a multiple of the lanes near a sixth of the L2 over the widest activation
+    /// of a sample, at least one vector, and none where the slice is no larger.
     #[test]
-    fn a_slice_runs_in_chunks_where_its_activations_outgrow_the_l2_cache() {
+    fn a_chunk_takes_a_share_of_the_l2_in_whole_vectors() {
+        let mib = 1 << 20;
+        // vit-digits: the up-projection's 128 rows × 17 tokens, 8,704 bytes a sample.
+        assert_eq!(chunk_at(128 * 17 * 4, 128, (2 * mib, 16)), Some(32));
+        assert_eq!(chunk_at(128 * 17 * 4, 128, (2 * mib, 8)), Some(40));
+        assert_eq!(chunk_at(128 * 17 * 4, 128, (mib, 16)), Some(16));
+        assert_eq!(chunk_at(128 * 17 * 4, 32, (2 * mib, 16)), None);
+        // DeiT-tiny widths (768 × 17): less than a vector fits; one vector it is.
+        assert_eq!(chunk_at(768 * 17 * 4, 128, (2 * mib, 16)), Some(16));
+        // The quickstart's MLP (256 rows, one token): a slice of 128 fits whole.
+        assert_eq!(chunk_at(256 * 4, 128, (2 * mib, 16)), None);
+        // On a 512 KiB L2 (AVX2) it does not: 80 samples a chunk.
+        assert_eq!(chunk_at(256 * 4, 128, (mib / 2, 8)), Some(80));
         let (small, _, _) = fixtures::small_mlp();
         assert_eq!(chunk_for(&small, 8), None);
-        // 2 KiB of activations a sample: chunks below 4,096 samples on an L2 under 48 MiB.
+    }
+
+    /// Where a slice's activations outgrow the L2 (a 512-wide layer over slices of 32,768
+    /// samples, on any L2 under 400 MB), the ways include the slices run in chunks.
+    #[test]
+    fn the_ways_include_slices_in_chunks_where_a_slice_outgrows_the_l2() {
         let spec = crate::ModelSpec::Mlp { hidden: vec![512] };
         let wide = Weights::init(&spec, 16, None, 4, 3).unwrap();
-        let lanes = kernels::isa().lanes();
-        let chunk = chunk_for(&wide, 4096).expect("chunks below an L2 of 48 MiB");
-        assert!(
-            chunk.is_multiple_of(lanes) && (lanes..4096).contains(&chunk),
-            "{chunk}"
-        );
-        assert_eq!(chunk_for(&wide, chunk), None);
         let dense: Vec<SparseMatrix> = (0..2)
             .map(|i| fixtures::pack(&wide, i, &Pattern::Dense))
             .collect();
         let refs: Vec<&SparseMatrix> = dense.iter().collect();
-        let b = 4096;
-        let (points, _) = points_at(
-            &fixtures::runs(&wide, &dense),
-            &wide.layer_tokens(),
-            b,
-            true,
-        );
+        let b: usize = 1 << 16;
+        let slices = threads() as usize;
+        let chunk = chunk_for(&wide, b.div_ceil(slices)).expect("an L2 under 400 MB");
+        let tokens = wide.layer_tokens();
+        let (points, _) = points_at(&fixtures::runs(&wide, &dense), &tokens, b, true);
         let points = with_threads(&points, threads());
         let ways = super::super::ways::pass_ways(&wide, (&refs, &points), (&refs, &points), b);
-        let slices = threads() as usize;
-        assert!(
-            ways.ways.iter().any(|w| w.2 == Cut { slices, chunk }),
-            "{:?}",
-            ways.ways.iter().map(|w| w.2).collect::<Vec<_>>()
-        );
+        let cuts: Vec<Cut> = ways.ways.iter().map(|w| w.2).collect();
+        assert!(cuts.contains(&Cut { slices, chunk }), "{cuts:?}");
     }
 
     #[test]

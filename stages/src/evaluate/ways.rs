@@ -1,5 +1,6 @@
 //! The ways the passes of a pair may run: how their dense-format layers run
-//! ([`dense_variants`]), and whole or cut into slices of samples ([`pass_ways`]).
+//! ([`dense_variants`]), and whole, cut into slices of samples, or cut so with each slice run
+//! in chunks of samples ([`pass_ways`]).
 
 use super::slices::{chunk_for, fits, slice_count, Cut};
 use crate::model::Weights;
@@ -69,7 +70,7 @@ pub(super) fn pass_ways(
     if slices > 1 {
         cuts.push(Cut::sliced(b, slices));
     }
-    if let Some(chunk) = chunk_for(model, b.div_ceil(slices)) {
+    if let Some(chunk) = chunk_for(model, b.div_ceil(slices.max(1))) {
         cuts.push(Cut { slices, chunk });
     }
     let mut out = Ways {
