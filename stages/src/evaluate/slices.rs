@@ -21,10 +21,9 @@
 //! batch before the timing: a deployment hands each thread its own samples.
 //!
 //! Where a slice's activations outgrow the L2 cache ([`chunk_for`]), each slice may also run
-//! its samples through the model in chunks, one after the other, each in buffers its chunk of
-//! the round before wrote ([`Cut`]):
-//! a chunk's activations then stay in the core's L2 from one layer to the next, where a whole
-//! slice's went out to L3 between them. On the vit-digits ViT at batch 256 (Intel Xeon,
+//! its samples through the model in chunks, one after the other, in buffers kept from chunk to
+//! chunk ([`Cut`]): a chunk's activations then stay in the core's L2 from one layer to the
+//! next, where a whole slice's went out to L3 between them. On the vit-digits ViT at batch 256 (Intel Xeon,
 //! AVX-512, 2 MiB of L2 a core) two slices of 128 samples in chunks of 32 took the 2:8 pass
 //! from 2.37–2.56 ms to 1.94–2.03 ms and its speedup from 1.37–1.47× to 1.71–1.75×; the dense
 //! pass stayed within the machine's noise (`examples/model_pass`, kernels/BENCH.md,
@@ -187,7 +186,8 @@ pub(super) fn fits(
 }
 
 /// One slice's state, kept from round to round: its chunks' inputs and last outputs, the
-/// buffers its chunks share, and what its last pass timed or failed with.
+/// buffers its chunks share (a set per chunk size), and what its last pass timed or failed
+/// with.
 struct Slice {
     /// Per chunk, its samples, its input (features × samples) and its last output.
     chunks: Vec<Chunk>,
@@ -336,7 +336,9 @@ impl kernels::HostParts for SlicedPass<'_> {
         let points = (self.matrices, &self.points[..]);
         for c in &mut s.chunks {
             let Some((_, buffers)) = s.pools.iter_mut().find(|p| p.0 == c.samples) else {
-                continue;
+                let e = format!("no buffers for a chunk of {} samples", c.samples);
+                s.error = Some(StageError::InvalidConfig(e));
+                return;
             };
             // The chunk's last output goes back first: the next products write into it.
             buffers.give(std::mem::take(&mut c.out));
