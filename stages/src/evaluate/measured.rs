@@ -74,7 +74,7 @@ pub struct BatchLatency {
     pub pass_slices: usize,
     /// The most samples a slice ran through the model at a time: where a slice's activations
     /// outgrow the L2 cache, the evaluation also times the slices run in chunks of samples,
-    /// one after the other (`evaluate::slices::chunk_for`); a slice's samples when it ran in
+    /// one after the other (`evaluate::cut::chunk_for`); a slice's samples when it ran in
     /// one piece, the batch when the passes ran whole, and always on CUDA.
     pub pass_chunk: usize,
     /// Per layer, whether the passes ran it through its dense kernel (evaluate's

@@ -18,6 +18,7 @@
 mod attention;
 mod cpu;
 pub mod cuda;
+mod cut;
 mod encoder_ops;
 #[cfg(test)]
 mod fixtures;

@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use super::slices::{Cut, SlicedPass};
+use super::cut::Cut;
+use super::slices::SlicedPass;
 use super::ways::{pass_ways, Ways};
 use super::{graph, paired};
 use crate::kernel_tune::summarise;
@@ -45,9 +46,9 @@ const MAX_ROUNDS: usize = 400;
 /// apart, they read 0.77-1.35× of each other) and a sparse model differs from its baseline
 /// only where it is sparse. Each of those ways runs both whole, every product shared by the
 /// threads, and (where the points use more than one thread) cut into slices of samples, one per
-/// thread, and (where a slice's activations outgrow the L2 cache) cut into as many slices, one
-/// at a thread, each run in chunks of samples ([`super::slices`]); both passes of a pair run the same way
-/// ([`pass_ways`]). All of these passes run once per round ([`paired::rounds`]), so each cut
+/// thread, and (where a slice's activations outgrow the L2 cache) cut into as many slices, one at a
+/// thread, each run in chunks of samples ([`super::slices`]); both passes of a pair run the same
+/// way ([`pass_ways`]). All of these passes run once per round ([`paired::rounds`]), so each cut
 /// divides the rounds each pass gets within `seconds` (and adds to the time of the five-round
 /// minimum): a way
 /// chosen by a probe run on its own was 35 % slower in alternation with the sparse pass than

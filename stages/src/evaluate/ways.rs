@@ -2,7 +2,8 @@
 //! ([`dense_variants`]), and whole, cut into slices of samples, or cut so with each slice run
 //! in chunks of samples ([`pass_ways`]).
 
-use super::slices::{chunk_for, fits, slice_count, Cut};
+use super::cut::{chunk_for, slice_count, Cut};
+use super::slices::fits;
 use crate::model::Weights;
 use kernels::{ParamPoint, SparseMatrix};
 
